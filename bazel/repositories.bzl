@@ -1,0 +1,149 @@
+"""Repository rules that find third-party code already on the machine: no downloads.
+
+The Python interpreter is the one named by PYTHON_BIN_PATH (the Makefile passes the
+project's .venv); UCX comes from pkg-config; gtest from the system (Debian libgtest-dev).
+"""
+
+_PYTHON_ENV = ["PYTHON_BIN_PATH"]
+
+def _python_bin(ctx):
+    python = ctx.os.environ.get("PYTHON_BIN_PATH", "")
+    if python:
+        return python
+    found = ctx.which("python3")
+    if found == None:
+        fail("No Python found: set PYTHON_BIN_PATH to the interpreter that has pybind11 (and TensorFlow).")
+    return str(found)
+
+def _query_python(ctx, parts):
+    script = ctx.path(Label("//bazel:find_python_deps.py"))
+    result = ctx.execute([_python_bin(ctx), str(script)] + parts)
+    if result.return_code != 0:
+        fail("Could not query Python for %s:\n%s" % (parts, result.stderr))
+    return json.decode(result.stdout)
+
+def _python_configure_impl(ctx):
+    info = _query_python(ctx, ["python"])
+    ctx.symlink(info["python_include"], "python_include")
+    ctx.symlink(info["pybind11_include"], "pybind11_include")
+    ctx.file("BUILD", """
+package(default_visibility = ["//visibility:public"])
+
+cc_library(
+    name = "python_headers",
+    hdrs = glob(["python_include/**/*.h"]),
+    includes = ["python_include"],
+)
+
+cc_library(
+    name = "pybind11",
+    hdrs = glob(["pybind11_include/**/*.h"]),
+    includes = ["pybind11_include"],
+    deps = [":python_headers"],
+)
+""")
+    ctx.file("defs.bzl", "EXTENSION_SUFFIX = %r\n" % info["extension_suffix"])
+
+python_configure = repository_rule(
+    implementation = _python_configure_impl,
+    environ = _PYTHON_ENV,
+    local = True,
+)
+
+def _tf_configure_impl(ctx):
+    info = _query_python(ctx, ["tensorflow"])
+    ctx.symlink(info["tf_include"], "include")
+    for lib in info["tf_libs"]:
+        ctx.symlink(info["tf_lib_dir"] + "/" + lib, "lib/" + lib)
+    ctx.file("BUILD", """
+package(default_visibility = ["//visibility:public"])
+
+cc_library(
+    name = "tf_headers",
+    hdrs = glob(["include/**/*"], exclude = ["include/external/**/*.py"]),
+    includes = ["include"],
+)
+
+cc_library(
+    name = "tf_framework",
+    srcs = {libs},
+    deps = [":tf_headers"],
+)
+""".format(libs = repr(["lib/" + lib for lib in info["tf_libs"]])))
+    ctx.file("defs.bzl", "TF_COPTS = %r\nTF_VERSION = %r\n" % (info["tf_copts"], info["tf_version"]))
+
+tf_configure = repository_rule(
+    implementation = _tf_configure_impl,
+    environ = _PYTHON_ENV,
+    local = True,
+)
+
+def _pkg_config(ctx, args):
+    tool = ctx.which("pkg-config")
+    if tool == None:
+        fail("pkg-config not found: install it (apt-get install pkg-config).")
+    result = ctx.execute([str(tool)] + args)
+    if result.return_code != 0:
+        fail("pkg-config %s failed: %s\nInstall UCX (apt-get install libucx-dev)." % (args, result.stderr))
+    return result.stdout.strip()
+
+def _ucx_configure_impl(ctx):
+    include_dir = _pkg_config(ctx, ["--variable=includedir", "ucx"])
+    lib_dir = _pkg_config(ctx, ["--variable=libdir", "ucx"])
+    ctx.symlink(include_dir + "/ucp", "include/ucp")
+    ctx.symlink(include_dir + "/ucs", "include/ucs")
+    ctx.symlink(include_dir + "/uct", "include/uct")
+    ctx.file("BUILD", """
+package(default_visibility = ["//visibility:public"])
+
+cc_library(
+    name = "ucx",
+    hdrs = glob(["include/**/*.h"]),
+    includes = ["include"],
+    linkopts = ["-L{lib_dir}", "-Wl,-rpath,{lib_dir}", "-lucp", "-lucs"],
+)
+""".format(lib_dir = lib_dir))
+
+ucx_configure = repository_rule(
+    implementation = _ucx_configure_impl,
+    environ = ["PKG_CONFIG_PATH"],
+    local = True,
+)
+
+def _system_gtest_impl(ctx):
+    include_dir = "/usr/include"
+    lib_dir = "/usr/lib/x86_64-linux-gnu"
+    if not ctx.path(include_dir + "/gtest/gtest.h").exists:
+        fail("gtest headers not found: install libgtest-dev.")
+    ctx.symlink(include_dir + "/gtest", "include/gtest")
+    ctx.symlink(include_dir + "/gmock", "include/gmock")
+    for lib in ["libgtest.a", "libgtest_main.a", "libgmock.a"]:
+        ctx.symlink(lib_dir + "/" + lib, "lib/" + lib)
+    ctx.file("BUILD", """
+package(default_visibility = ["//visibility:public"])
+
+cc_library(
+    name = "gtest",
+    hdrs = glob(["include/**/*.h"]),
+    includes = ["include"],
+    srcs = ["lib/libgmock.a", "lib/libgtest.a"],
+    linkopts = ["-pthread"],
+)
+
+cc_library(
+    name = "gtest_main",
+    srcs = ["lib/libgtest_main.a"],
+    deps = [":gtest"],
+)
+""")
+
+system_gtest = repository_rule(
+    implementation = _system_gtest_impl,
+    local = True,
+)
+
+def bps_tf_dependencies():
+    python_configure(name = "local_python")
+    tf_configure(name = "local_tensorflow")
+    ucx_configure(name = "local_ucx")
+    system_gtest(name = "local_gtest")

@@ -1,0 +1,45 @@
+// Job configuration, parsed once from DMLC_* / BYTEPS_* environment variables (names as in BytePS/ps-lite).
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+
+#include "cc/common/status.h"
+
+namespace bps {
+
+enum class Role { kScheduler, kServer, kWorker };
+const char* RoleName(Role role);
+
+using Environment = std::map<std::string, std::string>;
+
+// The process environment as a map (tests pass their own map instead).
+Environment ProcessEnvironment();
+
+struct Config {
+  Role role = Role::kWorker;
+  std::string root_uri;  // scheduler address
+  int root_port = 0;
+  int num_worker = 1;    // worker machines
+  int num_server = 1;
+  int worker_id = 0;     // this worker machine's id (workers only)
+  int local_size = 1;    // worker processes on this machine
+  int local_rank = 0;
+  std::string interface;  // DMLC_INTERFACE: NIC whose address this node advertises
+  std::string node_host;  // DMLC_NODE_HOST: address this node advertises (wins over interface)
+  bool enable_rdma = false;
+  std::string ucx_tls;    // BYTEPS_UCX_TLS: explicit UCX transports, wins over enable_rdma
+  size_t partition_bytes = 4096000;
+  size_t scheduling_credit = 0;  // bytes in flight per worker; 0 means unlimited
+  int server_engine_threads = 2;
+  double timeout_s = 300;        // every wait on a peer gives up after this
+
+  int worker_processes() const { return num_worker * local_size; }
+  int rank() const { return worker_id * local_size + local_rank; }
+
+  // Errors name the variable and say how to fix it.
+  static StatusOr<Config> FromEnvironment(const Environment& env);
+};
+
+}  // namespace bps
