@@ -1,0 +1,30 @@
+// Monotonic time in seconds, and deadlines for the timeouts every wait must have.
+#pragma once
+
+#include <chrono>
+
+namespace bps {
+
+inline double NowSeconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+class Deadline {
+ public:
+  explicit Deadline(double timeout_s) : end_(NowSeconds() + timeout_s) {}
+  bool expired() const { return NowSeconds() >= end_; }
+  double remaining() const {
+    double left = end_ - NowSeconds();
+    return left > 0 ? left : 0;
+  }
+  std::chrono::steady_clock::time_point time_point() const {
+    return std::chrono::steady_clock::time_point(
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(end_)));
+  }
+
+ private:
+  double end_;
+};
+
+}  // namespace bps

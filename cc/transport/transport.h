@@ -1,0 +1,58 @@
+// The small messaging interface the parameter-server code is written against.
+//
+// A message is a header (small bytes, parsed by the receiver) plus an optional payload (tensor bytes).
+// The receiver chooses where a payload lands before it is transferred, so large payloads move straight
+// into their final buffer (UCX rendezvous) instead of through a staging copy.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "cc/common/status.h"
+
+namespace bps {
+
+using PeerId = int;  // a connection, numbered by the transport that owns it
+
+// Called on the transport's thread: keep handlers short, hand heavy work to other threads.
+class MessageHandler {
+ public:
+  virtual ~MessageHandler() = default;
+  // Where `length` (> 0) payload bytes of this message should be written. Returning nullptr drops the
+  // payload; OnMessage is then called with payload == nullptr.
+  virtual void* PayloadDestination(PeerId from, const std::string& header, size_t length) = 0;
+  // The whole message has arrived (payload, if any, at the destination chosen above).
+  virtual void OnMessage(PeerId from, const std::string& header, void* payload, size_t length) = 0;
+  // The connection broke: the peer died or closed it. No further messages arrive from it.
+  virtual void OnPeerLost(PeerId peer, const Status& why) = 0;
+};
+
+// Runs when the payload buffer may be reused; status says whether the send failed.
+using SendCallback = std::function<void(const Status&)>;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // Must be called before Listen/Connect; the handler outlives the transport's Shutdown().
+  virtual void SetHandler(MessageHandler* handler) = 0;
+
+  // Starts accepting connections on host:port (port 0 picks a free one). Returns "host:port".
+  virtual StatusOr<std::string> Listen(const std::string& host, int port) = 0;
+
+  // Connects to a listening peer, retrying until `timeout_s` passes (the peer may still be starting).
+  virtual StatusOr<PeerId> Connect(const std::string& address, double timeout_s) = 0;
+
+  // Thread-safe and non-blocking. `payload` must stay valid until `on_sent` runs (on the transport thread).
+  virtual void Send(PeerId to, std::string header, const void* payload, size_t length,
+                    SendCallback on_sent) = 0;
+
+  // A human-readable name of the peer (its address), for error messages.
+  virtual std::string PeerName(PeerId peer) = 0;
+
+  // Flushes what can be flushed within `timeout_s`, closes connections, stops the thread. Idempotent.
+  virtual void Shutdown(double timeout_s) = 0;
+};
+
+}  // namespace bps
