@@ -1,0 +1,73 @@
+"""Command-line parsing and validation for bpslaunch."""
+
+import argparse
+
+from bps_tf.launcher.local_job import DEFAULT_SHUTDOWN_GRACE_S
+
+_USAGE_EXAMPLES = """\
+examples:
+  bpslaunch --local --workers 2 --servers 1 -- python train.py
+      start a scheduler, 1 server and 2 workers on this host
+  DMLC_ROLE=worker DMLC_PS_ROOT_URI=10.0.0.1 ... bpslaunch python train.py
+      play the role named by DMLC_ROLE in a cluster job
+"""
+
+
+def parse_arguments(argv=None):
+    """Parses and checks the arguments; exits with status 2 and a message when they are wrong."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    # argparse keeps the `--` that separates our options from the user's command.
+    if args.command[:1] == ["--"]:
+        args.command = args.command[1:]
+    if args.local:
+        _check_local_arguments(parser, args)
+    else:
+        _check_cluster_arguments(parser, args)
+    return args
+
+
+def _build_parser():
+    parser = argparse.ArgumentParser(
+        prog="bpslaunch",
+        description="Launch a bps_tf job: one role from DMLC_* variables, or a whole job on this host with --local.",
+        epilog=_USAGE_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--local", action="store_true",
+                        help="start the scheduler, servers and workers on this host")
+    parser.add_argument("--workers", type=int, metavar="N", help="--local: number of workers (default 1)")
+    parser.add_argument("--servers", type=int, metavar="M", help="--local: number of servers (default 1)")
+    parser.add_argument("--timeout", type=float, metavar="S",
+                        help="--local: stop the whole job and fail after S seconds")
+    parser.add_argument("--shutdown-grace", type=float, metavar="S",
+                        help="--local: how long the scheduler and servers may take to exit after the workers "
+                             f"finished, before they are killed (default {DEFAULT_SHUTDOWN_GRACE_S:g})")
+    parser.add_argument("command", nargs=argparse.REMAINDER,
+                        help="the training command, e.g. python train.py (after -- with --local)")
+    return parser
+
+
+def _check_local_arguments(parser, args):
+    args.workers = 1 if args.workers is None else args.workers
+    args.servers = 1 if args.servers is None else args.servers
+    if args.shutdown_grace is None:
+        args.shutdown_grace = DEFAULT_SHUTDOWN_GRACE_S
+    if args.workers < 1:
+        parser.error(f"--workers must be at least 1, got {args.workers}")
+    if args.servers < 1:
+        parser.error(f"--servers must be at least 1, got {args.servers}")
+    if args.timeout is not None and args.timeout <= 0:
+        parser.error(f"--timeout must be positive, got {args.timeout:g}")
+    if args.shutdown_grace < 0:
+        parser.error(f"--shutdown-grace must not be negative, got {args.shutdown_grace:g}")
+    if not args.command:
+        parser.error("--local needs the command to run after --, e.g. bpslaunch --local -- python train.py")
+
+
+def _check_cluster_arguments(parser, args):
+    local_only = {"--workers": args.workers, "--servers": args.servers,
+                  "--timeout": args.timeout, "--shutdown-grace": args.shutdown_grace}
+    given = [name for name, value in local_only.items() if value is not None]
+    if given:
+        parser.error(f"{', '.join(given)} only apply with --local")

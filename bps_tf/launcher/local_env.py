@@ -1,0 +1,37 @@
+"""Environment of each process of a --local job: the DMLC_* variables of a ps-lite job on loopback."""
+
+import socket
+
+LOOPBACK_ADDRESS = "127.0.0.1"
+
+
+def find_free_port():
+    """A TCP port that nobody listens on now, found by binding port 0 (the scheduler binds it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((LOOPBACK_ADDRESS, 0))
+        return probe.getsockname()[1]
+
+
+def job_environment(base, num_workers, num_servers, port):
+    """`base` (the user's environment, BYTEPS_* included) plus what every process of the job shares."""
+    env = dict(base)
+    env.update({
+        "DMLC_NUM_WORKER": str(num_workers),
+        "DMLC_NUM_SERVER": str(num_servers),
+        "DMLC_PS_ROOT_URI": LOOPBACK_ADDRESS,
+        "DMLC_PS_ROOT_PORT": str(port),
+        "DMLC_NODE_HOST": LOOPBACK_ADDRESS,
+        # Output goes through pipes; unbuffered, each line shows up when it is printed, not at exit.
+        "PYTHONUNBUFFERED": "1",
+    })
+    # Only workers have an id; one left in the user's shell must not reach the scheduler or servers.
+    env.pop("DMLC_WORKER_ID", None)
+    return env
+
+
+def role_environment(job_env, role, worker_id=None):
+    """The environment of one process: `role` is scheduler, server or worker."""
+    env = dict(job_env, DMLC_ROLE=role)
+    if worker_id is not None:
+        env["DMLC_WORKER_ID"] = str(worker_id)
+    return env

@@ -1,0 +1,135 @@
+"""--local mode: one scheduler, M servers and N workers on this host, supervised until the job ends."""
+
+import math
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+from bps_tf.launcher.child_processes import (
+    KILL_GRACE_S,
+    SIGNAL_EXIT_BASE,
+    describe_exit,
+    exit_code_for_start_error,
+    exit_code_of,
+    signal_name,
+    start_in_own_group,
+    stop_process_groups,
+)
+from bps_tf.launcher.local_env import find_free_port, job_environment, role_environment
+from bps_tf.launcher.output import PrefixedOutput
+from bps_tf.launcher.stop_signals import StopSignals
+
+DEFAULT_ROLE_COMMAND = (sys.executable, "-m", "bps_tf.launcher.role")
+DEFAULT_SHUTDOWN_GRACE_S = 30.0
+# What coreutils `timeout` returns when its limit is reached.
+TIMEOUT_EXIT_CODE = 124
+_POLL_INTERVAL_S = 0.05
+# Output still buffered in the pipes once every process is gone arrives within this time.
+_DRAIN_TIMEOUT_S = 5.0
+
+
+def run_local_job(command, num_workers, num_servers, *, timeout=None, shutdown_grace=DEFAULT_SHUTDOWN_GRACE_S,
+                  kill_grace=KILL_GRACE_S, role_command=DEFAULT_ROLE_COMMAND, stdout=None, stderr=None):
+    """Runs a whole job on this host and returns bpslaunch's exit code.
+
+    command: the worker's argv. timeout: wall-clock limit in seconds for the whole job (None: no limit).
+    shutdown_grace: how long the scheduler and servers may take to exit once all workers succeeded.
+    kill_grace: seconds between SIGTERM and SIGKILL when stopping processes.
+    role_command: argv that runs a scheduler or server (DMLC_ROLE tells which); tests pass stand-ins.
+    stdout, stderr: text streams that receive the prefixed output (default: ours).
+    """
+    job = _LocalJob(command, num_workers, num_servers, timeout, shutdown_grace, kill_grace, role_command,
+                    PrefixedOutput(stdout, stderr))
+    return job.run()
+
+
+@dataclass
+class _JobProcess:
+    label: str  # "scheduler", "server 1", "worker 0": the output prefix and the name in messages
+    popen: subprocess.Popen
+
+
+class _LocalJob:
+    def __init__(self, command, num_workers, num_servers, timeout, shutdown_grace, kill_grace, role_command,
+                 output):
+        self._command = list(command)
+        self._num_workers = num_workers
+        self._num_servers = num_servers
+        self._timeout = timeout
+        self._shutdown_grace = shutdown_grace
+        self._kill_grace = kill_grace
+        self._role_command = list(role_command)
+        self._output = output
+        self._roles = []  # scheduler and servers
+        self._workers = []
+
+    def run(self):
+        # Signals are recorded from before the first start, so nothing started can be left behind.
+        with StopSignals() as stop:
+            try:
+                start_failure_code = self._start_all()
+                if start_failure_code is not None:
+                    return start_failure_code
+                return self._supervise(stop)
+            finally:
+                stop_process_groups([process.popen for process in self._roles + self._workers], self._kill_grace)
+                self._output.wait_until_drained(_DRAIN_TIMEOUT_S)
+
+    def _start_all(self):
+        """Starts every process; on failure reports it and returns the exit code, else returns None."""
+        job_env = job_environment(os.environ, self._num_workers, self._num_servers, find_free_port())
+        launches = [("scheduler", self._role_command, role_environment(job_env, "scheduler"), self._roles)]
+        launches += [(f"server {index}", self._role_command, role_environment(job_env, "server"), self._roles)
+                     for index in range(self._num_servers)]
+        launches += [(f"worker {index}", self._command, role_environment(job_env, "worker", index), self._workers)
+                     for index in range(self._num_workers)]
+        for label, argv, env, group in launches:
+            try:
+                popen = start_in_own_group(argv, env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                           stderr=subprocess.PIPE)
+            except OSError as error:
+                self._output.report(f"cannot start {label} ({argv[0]}): {error}")
+                return exit_code_for_start_error(error)
+            group.append(_JobProcess(label, popen))
+            self._output.follow(label, popen)
+        return None
+
+    def _supervise(self, stop):
+        """Waits until the job succeeds, fails, times out or is interrupted; returns the exit code."""
+        deadline = math.inf if self._timeout is None else time.monotonic() + self._timeout
+        workers_done_at = None
+        while True:
+            if stop.received:
+                signum = stop.received[0]
+                self._output.report(f"received {signal_name(signum)}; stopping all processes")
+                return SIGNAL_EXIT_BASE + signum
+            failed = self._first_failed()
+            if failed is not None:
+                self._output.report(f"{failed.label} {describe_exit(failed.popen.returncode)}; "
+                                    "stopping all processes")
+                return exit_code_of(failed.popen.returncode)
+            if all(worker.popen.poll() is not None for worker in self._workers):
+                lingering = [role for role in self._roles if role.popen.poll() is None]
+                if not lingering:
+                    return 0
+                if workers_done_at is None:
+                    workers_done_at = time.monotonic()
+                elif time.monotonic() - workers_done_at > self._shutdown_grace:
+                    names = ", ".join(role.label for role in lingering)
+                    self._output.report(f"all workers finished, but {names} did not exit within "
+                                        f"{self._shutdown_grace:g} s; killing them")
+                    return 1
+            if time.monotonic() >= deadline:
+                self._output.report(f"the job did not finish within --timeout {self._timeout:g} s; "
+                                    "stopping all processes")
+                return TIMEOUT_EXIT_CODE
+            time.sleep(_POLL_INTERVAL_S)
+
+    def _first_failed(self):
+        # Workers first: when a worker dies, the scheduler and servers often fail right after, in reaction.
+        for process in self._workers + self._roles:
+            if process.popen.poll() not in (None, 0):
+                return process
+        return None

@@ -1,0 +1,19 @@
+"""Entry point of the `bpslaunch` console script."""
+
+from bps_tf.launcher.arguments import parse_arguments
+from bps_tf.launcher.cluster import run_cluster_role
+from bps_tf.launcher.local_job import run_local_job
+
+
+def main(argv=None):
+    """Runs bpslaunch with `argv` (default: sys.argv[1:]) and returns its exit code."""
+    args = parse_arguments(argv)
+    if args.local:
+        return run_local_job(
+            args.command,
+            num_workers=args.workers,
+            num_servers=args.servers,
+            timeout=args.timeout,
+            shutdown_grace=args.shutdown_grace,
+        )
+    return run_cluster_role(args.command)

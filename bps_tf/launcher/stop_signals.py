@@ -1,0 +1,28 @@
+"""Turns SIGINT and SIGTERM into requests the launcher acts on in order, instead of dying in the middle."""
+
+import signal
+import threading
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class StopSignals:
+    """While active, records every SIGINT/SIGTERM in `received` (signal numbers, oldest first)."""
+
+    def __init__(self):
+        self.received = []
+        self._previous_handlers = {}
+
+    def __enter__(self):
+        # Python lets only the main thread install handlers; elsewhere signals keep their current handling.
+        if threading.current_thread() is threading.main_thread():
+            for signum in STOP_SIGNALS:
+                self._previous_handlers[signum] = signal.signal(signum, self._record)
+        return self
+
+    def __exit__(self, *exc_info):
+        for signum, handler in self._previous_handlers.items():
+            signal.signal(signum, handler)
+
+    def _record(self, signum, _frame):
+        self.received.append(signum)

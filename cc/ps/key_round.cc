@@ -1,0 +1,60 @@
+#include "cc/ps/key_round.h"
+
+#include "cc/common/clock.h"
+#include "cc/reducer/cpu_reducer.h"
+
+namespace bps {
+
+KeyRound::KeyRound(DataType dtype, uint64_t num_elements, int num_workers)
+    : dtype_(dtype), num_elements_(num_elements), num_workers_(num_workers), receive_(num_workers) {
+  accumulator_.reset(new char[num_elements * DataTypeSize(AccumulatorType(dtype)) + 1]);
+  result_storage_.reset(new char[bytes() + 1]);
+  result_ = result_storage_.get();
+}
+
+void* KeyRound::ReceiveBuffer(int rank) {
+  if (!receive_[rank]) receive_[rank].reset(new char[bytes() + 1]);
+  return receive_[rank].get();
+}
+
+StatusOr<bool> KeyRound::Add(int rank, uint32_t round) {
+  if (round != accumulating_round()) {
+    return FailedPrecondition("worker " + std::to_string(rank) + " pushed round " + std::to_string(round) +
+                              " while the server expects round " + std::to_string(accumulating_round()));
+  }
+  if (!pushed_.insert(rank).second) {
+    return FailedPrecondition("worker " + std::to_string(rank) + " pushed round " + std::to_string(round) +
+                              " twice");
+  }
+  if (pushed_.size() == 1) {
+    round_started_at_ = NowSeconds();
+    StoreToAccumulator(dtype_, accumulator_.get(), receive_[rank].get(), num_elements_);
+  } else {
+    AddToAccumulator(dtype_, accumulator_.get(), receive_[rank].get(), num_elements_);
+  }
+  if (static_cast<int>(pushed_.size()) < num_workers_) return false;
+  CompleteRound();
+  return true;
+}
+
+void KeyRound::CompleteRound() {
+  if (AccumulatorType(dtype_) == dtype_) {
+    // Same layout: swap buffers instead of copying. The old result was received by every worker already.
+    std::swap(accumulator_, result_storage_);
+  } else {
+    LoadFromAccumulator(dtype_, accumulator_.get(), result_storage_.get(), num_elements_);
+  }
+  result_ = result_storage_.get();
+  pushed_.clear();
+  ++completed_round_;
+}
+
+std::set<int> KeyRound::MissingWorkers() const {
+  std::set<int> missing;
+  for (int r = 0; r < num_workers_; ++r) {
+    if (!pushed_.count(r)) missing.insert(r);
+  }
+  return missing;
+}
+
+}  // namespace bps

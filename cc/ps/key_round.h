@@ -1,0 +1,59 @@
+// One key's state on a server: receive buffers per worker, the running sum of the current round,
+// and the last completed round's result that pulls are answered from.
+//
+// Threading: Receive buffers are handed out on the transport thread (under the server's lock); everything
+// else runs on the key's engine thread only. A worker pushes round r+1 only after pulling round r, so a
+// receive buffer is never overwritten before its data was summed, and a result is never replaced before
+// every worker has received it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "cc/common/dtype.h"
+#include "cc/common/status.h"
+
+namespace bps {
+
+class KeyRound {
+ public:
+  KeyRound(DataType dtype, uint64_t num_elements, int num_workers);
+
+  DataType dtype() const { return dtype_; }
+  uint64_t num_elements() const { return num_elements_; }
+  size_t bytes() const { return num_elements_ * DataTypeSize(dtype_); }
+
+  // Where worker `rank`'s pushed data should land.
+  void* ReceiveBuffer(int rank);
+
+  // Adds worker `rank`'s pushed data (already in its receive buffer) to round `round`.
+  // Returns true when this push completed the round.
+  StatusOr<bool> Add(int rank, uint32_t round);
+
+  uint32_t completed_round() const { return completed_round_; }
+  uint32_t accumulating_round() const { return completed_round_ + 1; }
+  // The sum of completed_round(), in dtype().
+  const void* result() const { return result_; }
+  // Workers that have not pushed the accumulating round yet (for timeout messages).
+  std::set<int> MissingWorkers() const;
+  bool round_started() const { return !pushed_.empty(); }
+  double round_started_at() const { return round_started_at_; }
+
+ private:
+  void CompleteRound();
+
+  const DataType dtype_;
+  const uint64_t num_elements_;
+  const int num_workers_;
+  std::vector<std::unique_ptr<char[]>> receive_;  // per worker rank
+  std::unique_ptr<char[]> accumulator_;           // AccumulatorType(dtype)
+  std::unique_ptr<char[]> result_storage_;
+  void* result_ = nullptr;
+  std::set<int> pushed_;
+  uint32_t completed_round_ = 0;
+  double round_started_at_ = 0;
+};
+
+}  // namespace bps

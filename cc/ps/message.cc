@@ -1,0 +1,178 @@
+#include "cc/ps/message.h"
+
+#include "cc/common/wire.h"
+
+namespace bps {
+namespace {
+
+constexpr uint32_t kMagic = 0x42505331;  // "BPS1": rejects bytes that are not ours
+
+Status Truncated(const char* what) { return InvalidArgument(std::string("malformed ") + what + " message"); }
+
+}  // namespace
+
+const char* MessageTypeName(MessageType type) {
+  switch (type) {
+    case MessageType::kRegister: return "REGISTER";
+    case MessageType::kAddressBook: return "ADDRESS_BOOK";
+    case MessageType::kDeclare: return "DECLARE";
+    case MessageType::kDeclareReply: return "DECLARE_REPLY";
+    case MessageType::kPush: return "PUSH";
+    case MessageType::kPushAck: return "PUSH_ACK";
+    case MessageType::kPull: return "PULL";
+    case MessageType::kPullReply: return "PULL_REPLY";
+    case MessageType::kFinish: return "FINISH";
+    case MessageType::kShutdown: return "SHUTDOWN";
+    case MessageType::kAbort: return "ABORT";
+  }
+  return "UNKNOWN";
+}
+
+std::string Message::Encode() const {
+  WireWriter w;
+  w.Put<uint32_t>(kMagic);
+  w.Put<uint8_t>(static_cast<uint8_t>(type));
+  w.Put<int32_t>(sender);
+  w.Put<uint64_t>(request_id);
+  w.Put<uint64_t>(key);
+  w.Put<uint32_t>(round);
+  w.Put<uint8_t>(static_cast<uint8_t>(dtype));
+  w.Put<uint64_t>(num_elements);
+  w.Put<uint8_t>(static_cast<uint8_t>(code));
+  w.PutString(text);
+  return w.Take();
+}
+
+StatusOr<Message> Message::Decode(const std::string& bytes) {
+  WireReader r(bytes);
+  if (r.Get<uint32_t>() != kMagic) return Truncated("protocol");
+  Message m;
+  uint8_t type = r.Get<uint8_t>();
+  m.sender = r.Get<int32_t>();
+  m.request_id = r.Get<uint64_t>();
+  m.key = r.Get<uint64_t>();
+  m.round = r.Get<uint32_t>();
+  uint8_t dtype = r.Get<uint8_t>();
+  m.num_elements = r.Get<uint64_t>();
+  uint8_t code = r.Get<uint8_t>();
+  m.text = r.GetString();
+  if (r.failed() || type < 1 || type > static_cast<uint8_t>(MessageType::kAbort) || !IsValidDataType(dtype) ||
+      code > static_cast<uint8_t>(Code::kInternal)) {
+    return Truncated("protocol");
+  }
+  m.type = static_cast<MessageType>(type);
+  m.dtype = static_cast<DataType>(dtype);
+  m.code = static_cast<Code>(code);
+  return m;
+}
+
+std::string RegisterBody::Encode() const {
+  WireWriter w;
+  w.Put(role);
+  w.Put(worker_id);
+  w.Put(local_rank);
+  w.Put(local_size);
+  w.Put(num_worker);
+  w.Put(num_server);
+  w.PutString(address);
+  return w.Take();
+}
+
+StatusOr<RegisterBody> RegisterBody::Decode(const std::string& bytes) {
+  WireReader r(bytes);
+  RegisterBody b;
+  b.role = r.Get<int32_t>();
+  b.worker_id = r.Get<int32_t>();
+  b.local_rank = r.Get<int32_t>();
+  b.local_size = r.Get<int32_t>();
+  b.num_worker = r.Get<int32_t>();
+  b.num_server = r.Get<int32_t>();
+  b.address = r.GetString();
+  if (r.failed()) return Truncated("REGISTER");
+  return b;
+}
+
+std::string AddressBook::Encode() const {
+  WireWriter w;
+  w.Put(your_rank);
+  w.Put(num_workers);
+  w.Put(local_size);
+  w.Put<uint32_t>(static_cast<uint32_t>(servers.size()));
+  for (const auto& s : servers) w.PutString(s);
+  return w.Take();
+}
+
+StatusOr<AddressBook> AddressBook::Decode(const std::string& bytes) {
+  WireReader r(bytes);
+  AddressBook b;
+  b.your_rank = r.Get<int32_t>();
+  b.num_workers = r.Get<int32_t>();
+  b.local_size = r.Get<int32_t>();
+  uint32_t n = r.Get<uint32_t>();
+  for (uint32_t i = 0; i < n && !r.failed(); ++i) b.servers.push_back(r.GetString());
+  if (r.failed()) return Truncated("ADDRESS_BOOK");
+  return b;
+}
+
+uint64_t TensorSpec::num_elements() const {
+  uint64_t n = 1;
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+std::string TensorSpec::ToString() const {
+  std::string s = std::string(DataTypeName(dtype)) + "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string TensorSpec::Encode() const {
+  WireWriter w;
+  w.PutString(name);
+  w.Put<uint8_t>(static_cast<uint8_t>(dtype));
+  w.Put<uint32_t>(static_cast<uint32_t>(shape.size()));
+  for (int64_t d : shape) w.Put(d);
+  return w.Take();
+}
+
+StatusOr<TensorSpec> TensorSpec::Decode(const std::string& bytes) {
+  WireReader r(bytes);
+  TensorSpec t;
+  t.name = r.GetString();
+  uint8_t dtype = r.Get<uint8_t>();
+  uint32_t rank = r.Get<uint32_t>();
+  for (uint32_t i = 0; i < rank && !r.failed(); ++i) t.shape.push_back(r.Get<int64_t>());
+  if (r.failed() || !IsValidDataType(dtype)) return Truncated("DECLARE");
+  t.dtype = static_cast<DataType>(dtype);
+  return t;
+}
+
+std::string PartitionPlan::Encode() const {
+  WireWriter w;
+  w.Put<uint32_t>(static_cast<uint32_t>(partitions.size()));
+  for (const Partition& p : partitions) {
+    w.Put(p.key);
+    w.Put(p.offset);
+    w.Put(p.count);
+    w.Put(p.server);
+  }
+  return w.Take();
+}
+
+StatusOr<PartitionPlan> PartitionPlan::Decode(const std::string& bytes) {
+  WireReader r(bytes);
+  PartitionPlan plan;
+  uint32_t n = r.Get<uint32_t>();
+  for (uint32_t i = 0; i < n && !r.failed(); ++i) {
+    Partition p;
+    p.key = r.Get<uint64_t>();
+    p.offset = r.Get<uint64_t>();
+    p.count = r.Get<uint64_t>();
+    p.server = r.Get<int32_t>();
+    plan.partitions.push_back(p);
+  }
+  if (r.failed()) return Truncated("DECLARE_REPLY");
+  return plan;
+}
+
+}  // namespace bps

@@ -1,0 +1,97 @@
+// The parameter-server protocol: one header layout for every message, a type-specific body.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cc/common/dtype.h"
+#include "cc/common/status.h"
+
+namespace bps {
+
+enum class MessageType : uint8_t {
+  kRegister = 1,     // node -> scheduler: role, ids, listen address
+  kAddressBook,      // scheduler -> node: the job's layout (or an error)
+  kDeclare,          // worker -> scheduler: tensor name, dtype, shape
+  kDeclareReply,     // scheduler -> worker: key and partition plan (or an error)
+  kPush,             // worker -> server: a partition's data for a round
+  kPushAck,          // server -> worker: data received, the buffer may be reused
+  kPull,             // worker -> server: send me the round's sum when complete
+  kPullReply,        // server -> worker: the sum (or an error)
+  kFinish,           // worker -> scheduler: this worker is done
+  kShutdown,         // scheduler -> all: the job is over
+  kAbort,            // scheduler -> all: a node failed; stop with the error in `text`
+};
+
+const char* MessageTypeName(MessageType type);
+
+struct Message {
+  MessageType type = MessageType::kRegister;
+  int32_t sender = -1;       // sender's rank within its role (worker rank, server rank)
+  uint64_t request_id = 0;   // echoed in the reply
+  uint64_t key = 0;          // partition key
+  uint32_t round = 0;        // per-key round counter (push/pull)
+  DataType dtype = DataType::kFloat32;
+  uint64_t num_elements = 0;
+  Code code = Code::kOk;     // replies: the outcome
+  std::string text;          // error message, or a type-specific body
+
+  Status status() const { return code == Code::kOk ? Status::OK() : Status(code, text); }
+  void set_status(const Status& s) {
+    code = s.code();
+    text = s.message();
+  }
+
+  std::string Encode() const;
+  static StatusOr<Message> Decode(const std::string& bytes);
+};
+
+// --- Bodies carried in Message::text ---
+
+struct RegisterBody {
+  int32_t role = 0;  // Role
+  int32_t worker_id = 0;
+  int32_t local_rank = 0;
+  int32_t local_size = 1;
+  int32_t num_worker = 0;  // the node's DMLC_NUM_WORKER / DMLC_NUM_SERVER, checked against the scheduler's
+  int32_t num_server = 0;
+  std::string address;  // where this node listens
+  std::string Encode() const;
+  static StatusOr<RegisterBody> Decode(const std::string& bytes);
+};
+
+struct AddressBook {
+  int32_t your_rank = 0;  // rank of the receiver within its role
+  int32_t num_workers = 0;  // worker processes in the job
+  int32_t local_size = 1;
+  std::vector<std::string> servers;  // listen addresses by server rank
+  std::string Encode() const;
+  static StatusOr<AddressBook> Decode(const std::string& bytes);
+};
+
+struct TensorSpec {
+  std::string name;
+  DataType dtype = DataType::kFloat32;
+  std::vector<int64_t> shape;
+  uint64_t num_elements() const;
+  std::string ToString() const;  // float32[3,4]
+  bool operator==(const TensorSpec& o) const { return name == o.name && dtype == o.dtype && shape == o.shape; }
+  std::string Encode() const;
+  static StatusOr<TensorSpec> Decode(const std::string& bytes);
+};
+
+struct Partition {
+  uint64_t key = 0;
+  uint64_t offset = 0;  // in elements
+  uint64_t count = 0;   // in elements
+  int32_t server = 0;
+};
+
+struct PartitionPlan {
+  std::vector<Partition> partitions;
+  std::string Encode() const;
+  static StatusOr<PartitionPlan> Decode(const std::string& bytes);
+};
+
+}  // namespace bps

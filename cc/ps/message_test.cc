@@ -1,0 +1,68 @@
+#include "cc/ps/message.h"
+
+#include <gtest/gtest.h>
+
+namespace bps {
+namespace {
+
+TEST(MessageTest, RoundTrips) {
+  Message m;
+  m.type = MessageType::kPullReply;
+  m.sender = 3;
+  m.request_id = 1ull << 40;
+  m.key = 0xdeadbeefcafeull;
+  m.round = 77;
+  m.dtype = DataType::kBFloat16;
+  m.num_elements = 12345;
+  m.set_status(DeadlineExceeded("slow"));
+  auto back = Message::Decode(m.Encode());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back.value().type, m.type);
+  EXPECT_EQ(back.value().sender, 3);
+  EXPECT_EQ(back.value().request_id, m.request_id);
+  EXPECT_EQ(back.value().key, m.key);
+  EXPECT_EQ(back.value().round, 77u);
+  EXPECT_EQ(back.value().dtype, DataType::kBFloat16);
+  EXPECT_EQ(back.value().num_elements, 12345u);
+  EXPECT_EQ(back.value().status().code(), Code::kDeadlineExceeded);
+  EXPECT_EQ(back.value().text, "slow");
+}
+
+TEST(MessageTest, RejectsGarbageAndTruncation) {
+  EXPECT_FALSE(Message::Decode("").ok());
+  EXPECT_FALSE(Message::Decode("hello world, this is not ours").ok());
+  Message m;
+  m.text = "body";
+  std::string bytes = m.Encode();
+  EXPECT_FALSE(Message::Decode(bytes.substr(0, bytes.size() - 1)).ok());
+}
+
+TEST(MessageTest, BodiesRoundTrip) {
+  TensorSpec spec{"layer/kernel:0", DataType::kInt64, {3, 0, 5}};
+  auto spec_back = TensorSpec::Decode(spec.Encode());
+  ASSERT_TRUE(spec_back.ok());
+  EXPECT_EQ(spec_back.value(), spec);
+  EXPECT_EQ(spec.ToString(), "int64[3,0,5]");
+  EXPECT_EQ(spec.num_elements(), 0u);
+
+  PartitionPlan plan;
+  plan.partitions.push_back({1, 0, 10, 0});
+  plan.partitions.push_back({2, 10, 3, 1});
+  auto plan_back = PartitionPlan::Decode(plan.Encode());
+  ASSERT_TRUE(plan_back.ok());
+  ASSERT_EQ(plan_back.value().partitions.size(), 2u);
+  EXPECT_EQ(plan_back.value().partitions[1].offset, 10u);
+  EXPECT_EQ(plan_back.value().partitions[1].server, 1);
+
+  AddressBook book;
+  book.your_rank = 1;
+  book.num_workers = 4;
+  book.servers = {"a:1", "b:2"};
+  auto book_back = AddressBook::Decode(book.Encode());
+  ASSERT_TRUE(book_back.ok());
+  EXPECT_EQ(book_back.value().servers, book.servers);
+  EXPECT_EQ(book_back.value().num_workers, 4);
+}
+
+}  // namespace
+}  // namespace bps

@@ -1,0 +1,40 @@
+#include "cc/ps/partition_planner.h"
+
+#include <algorithm>
+
+namespace bps {
+
+uint64_t HashName(const std::string& name) {
+  uint64_t hash = 1469598103934665603ull;
+  for (unsigned char c : name) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+StatusOr<PartitionPlan> PartitionPlanner::Plan(const TensorSpec& spec) {
+  const size_t element = DataTypeSize(spec.dtype);
+  const uint64_t per_partition = std::max<uint64_t>(1, partition_bytes_ / element);
+  const uint64_t total = spec.num_elements();
+  const uint64_t count = (total + per_partition - 1) / per_partition;
+  if (count >= (1ull << kPartitionIndexBits)) {
+    return InvalidArgument("tensor '" + spec.name + "' would need " + std::to_string(count) +
+                           " partitions; raise BYTEPS_PARTITION_BYTES");
+  }
+  PartitionPlan plan;
+  const uint64_t base = TensorKeyBase(spec.name);
+  for (uint64_t i = 0; i < count; ++i) {
+    Partition p;
+    p.key = base | i;
+    p.offset = i * per_partition;
+    p.count = std::min(per_partition, total - p.offset);
+    auto least = std::min_element(server_bytes_.begin(), server_bytes_.end());
+    p.server = static_cast<int32_t>(least - server_bytes_.begin());
+    *least += p.count * element;
+    plan.partitions.push_back(p);
+  }
+  return plan;
+}
+
+}  // namespace bps

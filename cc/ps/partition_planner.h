@@ -1,0 +1,34 @@
+// Splits a tensor into partitions and places them on servers, balancing bytes per server.
+// Runs only on the scheduler, so every worker gets the same plan whatever order it declares in.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cc/ps/message.h"
+
+namespace bps {
+
+// Stable 64-bit hash of a tensor name (FNV-1a): the key does not depend on declaration order.
+uint64_t HashName(const std::string& name);
+
+constexpr int kPartitionIndexBits = 20;
+inline uint64_t TensorKeyBase(const std::string& name) { return HashName(name) & ~((1ull << kPartitionIndexBits) - 1); }
+
+class PartitionPlanner {
+ public:
+  PartitionPlanner(int num_servers, size_t partition_bytes)
+      : partition_bytes_(partition_bytes), server_bytes_(num_servers, 0) {}
+
+  // Partitions of at most partition_bytes (whole elements), each on the server with the fewest bytes so far.
+  StatusOr<PartitionPlan> Plan(const TensorSpec& spec);
+
+  const std::vector<uint64_t>& server_bytes() const { return server_bytes_; }
+
+ private:
+  size_t partition_bytes_;
+  std::vector<uint64_t> server_bytes_;
+};
+
+}  // namespace bps

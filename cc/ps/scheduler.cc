@@ -1,0 +1,258 @@
+#include "cc/ps/scheduler.h"
+
+#include <sstream>
+
+#include "cc/common/clock.h"
+#include "cc/common/logging.h"
+
+namespace bps {
+namespace {
+
+std::string RankList(const std::set<int>& ranks) {
+  std::ostringstream out;
+  bool first = true;
+  for (int r : ranks) {
+    out << (first ? "" : ", ") << r;
+    first = false;
+  }
+  return out.str();
+}
+
+std::string Seconds(double s) {
+  std::ostringstream out;
+  out << s << " s";
+  return out.str();
+}
+
+}  // namespace
+
+Scheduler::Scheduler(const Config& config, Transport* transport)
+    : config_(config), transport_(transport), planner_(config.num_server, config.partition_bytes) {}
+
+Status Scheduler::Run() {
+  transport_->SetHandler(this);
+  auto bound = transport_->Listen(config_.root_uri, config_.root_port);
+  if (!bound.ok()) {
+    return Status(bound.status().code(), bound.status().message() +
+                                             " (DMLC_PS_ROOT_URI/DMLC_PS_ROOT_PORT must be an address of this "
+                                             "machine and a free port)");
+  }
+  BPS_LOG(Info) << "scheduler listening on " << bound.value();
+  std::unique_lock<std::mutex> lock(mu_);
+  start_time_ = NowSeconds();
+  while (!done_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(500));
+    if (!done_) CheckTimeouts();
+  }
+  return result_;
+}
+
+void Scheduler::Send(PeerId to, const Message& m) { transport_->Send(to, m.Encode(), nullptr, 0, nullptr); }
+
+std::string Scheduler::NodeName(PeerId peer) {
+  auto it = nodes_.find(peer);
+  if (it == nodes_.end()) return "an unregistered node (" + transport_->PeerName(peer) + ")";
+  const Node& n = it->second;
+  std::string rank = n.rank >= 0 ? " " + std::to_string(n.rank) : "";
+  return std::string(RoleName(n.role)) + rank + " (" + n.address + ")";
+}
+
+void Scheduler::OnMessage(PeerId from, const std::string& header, void*, size_t) {
+  auto decoded = Message::Decode(header);
+  if (!decoded.ok()) {
+    BPS_LOG(Warning) << "scheduler dropped a message from " << transport_->PeerName(from) << ": "
+                     << decoded.status().ToString();
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (done_) return;
+  const Message& m = decoded.value();
+  switch (m.type) {
+    case MessageType::kRegister: HandleRegister(from, m); break;
+    case MessageType::kDeclare: HandleDeclare(from, m); break;
+    case MessageType::kFinish: HandleFinish(from); break;
+    default:
+      BPS_LOG(Warning) << "scheduler ignored " << MessageTypeName(m.type) << " from " << NodeName(from);
+  }
+}
+
+void Scheduler::HandleRegister(PeerId from, const Message& m) {
+  auto body = RegisterBody::Decode(m.text);
+  if (!body.ok()) return Abort(body.status());
+  const RegisterBody& b = body.value();
+  Node node{static_cast<Role>(b.role), -1, b.address};
+  std::string who = std::string(RoleName(node.role)) + " at " + b.address;
+  nodes_[from] = node;  // before any check, so that an abort reaches this node too
+  if (b.num_worker != config_.num_worker || b.num_server != config_.num_server) {
+    return Abort(InvalidArgument(who + " has DMLC_NUM_WORKER=" + std::to_string(b.num_worker) +
+                                 " DMLC_NUM_SERVER=" + std::to_string(b.num_server) + " but the scheduler has " +
+                                 std::to_string(config_.num_worker) + " and " + std::to_string(config_.num_server) +
+                                 ": every process of a job needs the same values."));
+  }
+  if (started_) return Abort(FailedPrecondition(who + " registered after the job started."));
+  if (node.role == Role::kServer) {
+    if (static_cast<int>(servers_.size()) >= config_.num_server) {
+      return Abort(InvalidArgument("more servers registered than DMLC_NUM_SERVER=" +
+                                   std::to_string(config_.num_server) + " (the extra one is " + who + ")."));
+    }
+    servers_.push_back(from);
+  } else if (node.role == Role::kWorker) {
+    if (local_size_ == 0) local_size_ = b.local_size;
+    if (b.local_size != local_size_) {
+      return Abort(InvalidArgument(who + " has BYTEPS_LOCAL_SIZE=" + std::to_string(b.local_size) +
+                                   " but another worker has " + std::to_string(local_size_) + "."));
+    }
+    node.rank = b.worker_id * b.local_size + b.local_rank;
+    if (workers_.count(node.rank)) {
+      return Abort(InvalidArgument("two workers registered with DMLC_WORKER_ID=" + std::to_string(b.worker_id) +
+                                   " BYTEPS_LOCAL_RANK=" + std::to_string(b.local_rank) + " (" +
+                                   nodes_[workers_[node.rank]].address + " and " + b.address +
+                                   "): give each worker machine its own DMLC_WORKER_ID."));
+    }
+    workers_[node.rank] = from;
+    nodes_[from].rank = node.rank;
+  } else {
+    return Abort(InvalidArgument("a scheduler registered with the scheduler (" + b.address + ")."));
+  }
+  if (local_size_ > 0 && static_cast<int>(servers_.size()) == config_.num_server &&
+      static_cast<int>(workers_.size()) == expected_workers()) {
+    SendAddressBooks();
+  }
+}
+
+void Scheduler::SendAddressBooks() {
+  started_ = true;
+  AddressBook book;
+  book.num_workers = expected_workers();
+  book.local_size = local_size_;
+  for (size_t i = 0; i < servers_.size(); ++i) {
+    nodes_[servers_[i]].rank = static_cast<int>(i);
+    book.servers.push_back(nodes_[servers_[i]].address);
+  }
+  for (auto& entry : nodes_) {
+    book.your_rank = entry.second.rank;
+    Message m;
+    m.type = MessageType::kAddressBook;
+    m.text = book.Encode();
+    Send(entry.first, m);
+  }
+  BPS_LOG(Info) << "job started: " << servers_.size() << " servers, " << workers_.size() << " workers";
+}
+
+void Scheduler::HandleDeclare(PeerId from, const Message& m) {
+  auto it = nodes_.find(from);
+  if (it == nodes_.end() || it->second.role != Role::kWorker || !started_) {
+    return Abort(FailedPrecondition("DECLARE from " + NodeName(from) + " before the job started"));
+  }
+  auto spec = TensorSpec::Decode(m.text);
+  if (!spec.ok()) return Abort(spec.status());
+  const int rank = it->second.rank;
+  Declaration& d = declarations_[spec.value().name];
+  if (d.first_rank < 0) {
+    d.spec = spec.value();
+    d.first_rank = rank;
+    d.first_seen = NowSeconds();
+  }
+  d.waiting[rank] = {from, m.request_id};
+  d.declared.insert(rank);
+  if (d.error.ok() && !(spec.value() == d.spec)) {
+    d.error = InvalidArgument("tensor '" + d.spec.name + "': worker " + std::to_string(d.first_rank) +
+                              " declared it as " + d.spec.ToString() + " but worker " + std::to_string(rank) +
+                              " as " + spec.value().ToString() +
+                              "; every worker must push_pull the same tensors with the same shapes and dtypes.");
+  }
+  if (d.error.ok() && !d.planned && static_cast<int>(d.declared.size()) == expected_workers()) {
+    uint64_t base = TensorKeyBase(d.spec.name);
+    auto owner = key_owner_.find(base);
+    if (owner != key_owner_.end() && owner->second != d.spec.name) {
+      d.error = InvalidArgument("tensor names '" + owner->second + "' and '" + d.spec.name +
+                                "' hash to the same key; rename one of them.");
+    } else {
+      auto plan = planner_.Plan(d.spec);
+      if (plan.ok()) {
+        key_owner_[base] = d.spec.name;
+        d.plan = plan.value();
+        d.planned = true;
+      } else {
+        d.error = plan.status();
+      }
+    }
+  }
+  AnswerDeclaration(d);
+}
+
+// Replies to every worker waiting on this declaration, once it is planned or has failed.
+void Scheduler::AnswerDeclaration(Declaration& d) {
+  if (d.error.ok() && !d.planned) return;
+  Message reply;
+  reply.type = MessageType::kDeclareReply;
+  if (d.error.ok()) {
+    reply.text = d.plan.Encode();
+  } else {
+    reply.set_status(d.error);
+  }
+  for (auto& waiter : d.waiting) {
+    reply.request_id = waiter.second.second;
+    Send(waiter.second.first, reply);
+  }
+  d.waiting.clear();
+}
+
+void Scheduler::HandleFinish(PeerId from) {
+  auto it = nodes_.find(from);
+  if (it == nodes_.end() || it->second.role != Role::kWorker) return;
+  finished_.insert(it->second.rank);
+  if (static_cast<int>(finished_.size()) < expected_workers()) return;
+  Message bye;
+  bye.type = MessageType::kShutdown;
+  for (auto& entry : nodes_) Send(entry.first, bye);
+  done_ = true;
+  result_ = Status::OK();
+  cv_.notify_all();
+}
+
+void Scheduler::CheckTimeouts() {
+  const double now = NowSeconds();
+  const std::string limit = "BYTEPS_TIMEOUT=" + Seconds(config_.timeout_s);
+  if (!started_ && now - start_time_ > config_.timeout_s) {
+    return Abort(DeadlineExceeded(
+        "only " + std::to_string(servers_.size()) + " of " + std::to_string(config_.num_server) + " servers and " +
+        std::to_string(workers_.size()) + " of " + std::to_string(config_.num_worker) +
+        " worker machines registered within " + limit +
+        "; check that every process was started with the same DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT."));
+  }
+  for (auto& entry : declarations_) {
+    Declaration& d = entry.second;
+    if (d.planned || !d.error.ok() || now - d.first_seen < config_.timeout_s) continue;
+    std::set<int> missing;
+    for (int r = 0; r < expected_workers(); ++r) {
+      if (!d.declared.count(r)) missing.insert(r);
+    }
+    d.error = DeadlineExceeded("tensor '" + d.spec.name + "' was pushed by worker(s) " + RankList(d.declared) +
+                               " but not by worker(s) " + RankList(missing) + " within " + limit +
+                               "; every worker must push_pull the same tensors.");
+    AnswerDeclaration(d);
+  }
+}
+
+void Scheduler::OnPeerLost(PeerId peer, const Status& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (done_) return;
+  auto it = nodes_.find(peer);
+  if (it == nodes_.end()) return;  // never registered: nothing depends on it
+  if (it->second.role == Role::kWorker && finished_.count(it->second.rank)) return;  // done, may leave
+  Abort(Unavailable(NodeName(peer) + " exited or lost its connection (" + why.message() + ")."));
+}
+
+void Scheduler::Abort(const Status& why) {
+  BPS_LOG(Error) << "aborting the job: " << why.message();
+  Message abort;
+  abort.type = MessageType::kAbort;
+  abort.set_status(why);
+  for (auto& entry : nodes_) Send(entry.first, abort);
+  done_ = true;
+  result_ = why;
+  cv_.notify_all();
+}
+
+}  // namespace bps

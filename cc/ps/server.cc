@@ -1,0 +1,237 @@
+#include "cc/ps/server.h"
+
+#include <sstream>
+
+#include "cc/common/clock.h"
+#include "cc/common/logging.h"
+#include "cc/ps/node_setup.h"
+
+namespace bps {
+
+Server::Server(const Config& config, Transport* transport) : config_(config), transport_(transport) {
+  for (int i = 0; i < config.server_engine_threads; ++i) {
+    engines_.push_back(std::make_unique<WorkThread>([this, i] { CheckStaleRounds(i); }));
+  }
+}
+
+Server::~Server() {
+  for (auto& engine : engines_) engine->Stop();
+}
+
+Status Server::Run() {
+  transport_->SetHandler(this);
+  BPS_RETURN_IF_ERROR(JoinJob(config_, transport_, &scheduler_));
+  auto book = address_book_.Wait(config_.timeout_s);
+  if (!book) return DeadlineExceeded("the scheduler did not start the job within BYTEPS_TIMEOUT");
+  if (!book->status().ok()) return book->status();
+  auto decoded = AddressBook::Decode(book->text);
+  if (!decoded.ok()) return decoded.status();
+  BPS_LOG(Info) << "server " << decoded.value().your_rank << " serving " << decoded.value().num_workers
+                << " workers";
+  // The job ends only by SHUTDOWN, ABORT or a lost peer; each of those sets `finished_`.
+  while (true) {
+    auto result = finished_.Wait(3600);
+    if (result) return *result;
+  }
+}
+
+void Server::Finish(const Status& result) { finished_.Set(result); }
+
+Server::KeyEntry* Server::FindOrCreateKey(const Message& m, Status* error) {
+  std::lock_guard<std::mutex> lock(keys_mu_);
+  auto it = keys_.find(m.key);
+  if (it == keys_.end()) {
+    KeyEntry& entry = keys_[m.key];
+    entry.round = std::make_unique<KeyRound>(m.dtype, m.num_elements, num_workers_);
+    return &entry;
+  }
+  const KeyRound& round = *it->second.round;
+  if (round.dtype() != m.dtype || round.num_elements() != m.num_elements) {
+    *error = InvalidArgument("worker " + std::to_string(m.sender) + " pushed " + DataTypeName(m.dtype) + "[" +
+                             std::to_string(m.num_elements) + "] to a key holding " + DataTypeName(round.dtype()) +
+                             "[" + std::to_string(round.num_elements()) + "]");
+    return nullptr;
+  }
+  return &it->second;
+}
+
+void* Server::PayloadDestination(PeerId, const std::string& header, size_t length) {
+  auto m = Message::Decode(header);
+  if (!m.ok() || m.value().type != MessageType::kPush) return nullptr;
+  const Message& push = m.value();
+  if (push.sender < 0 || push.sender >= num_workers_) return nullptr;
+  Status error;
+  KeyEntry* entry = FindOrCreateKey(push, &error);
+  if (entry == nullptr || entry->round->bytes() != length) return nullptr;
+  std::lock_guard<std::mutex> lock(keys_mu_);
+  return entry->round->ReceiveBuffer(push.sender);
+}
+
+void Server::OnMessage(PeerId from, const std::string& header, void* payload, size_t) {
+  auto decoded = Message::Decode(header);
+  if (!decoded.ok()) {
+    BPS_LOG(Warning) << "server dropped a malformed message from " << transport_->PeerName(from);
+    return;
+  }
+  const Message& m = decoded.value();
+  switch (m.type) {
+    case MessageType::kAddressBook: {
+      auto book = AddressBook::Decode(m.text);
+      if (book.ok()) num_workers_ = book.value().num_workers;
+      address_book_.Set(m);
+      break;
+    }
+    case MessageType::kPush: HandlePush(from, m, payload); break;
+    case MessageType::kPull: HandlePull(from, m); break;
+    case MessageType::kShutdown: Finish(Status::OK()); break;
+    case MessageType::kAbort:
+      address_book_.Set(m);
+      Finish(m.status());
+      break;
+    default:
+      BPS_LOG(Warning) << "server ignored " << MessageTypeName(m.type) << " from " << transport_->PeerName(from);
+  }
+}
+
+void Server::ReplyError(PeerId to, MessageType type, const Message& request, const Status& error) {
+  Message reply;
+  reply.type = type;
+  reply.request_id = request.request_id;
+  reply.key = request.key;
+  reply.round = request.round;
+  reply.set_status(error);
+  transport_->Send(to, reply.Encode(), nullptr, 0, nullptr);
+}
+
+void Server::HandlePush(PeerId from, const Message& m, void* payload) {
+  Status error;
+  KeyEntry* entry = FindOrCreateKey(m, &error);
+  if (entry != nullptr && payload == nullptr && m.num_elements > 0) {
+    error = InvalidArgument("push payload of worker " + std::to_string(m.sender) + " could not be received");
+  }
+  if (!error.ok() || entry == nullptr) return ReplyError(from, MessageType::kPushAck, m, error);
+  // The data is in place: the worker may reuse its buffer while we sum.
+  Message ack;
+  ack.type = MessageType::kPushAck;
+  ack.request_id = m.request_id;
+  ack.key = m.key;
+  ack.round = m.round;
+  transport_->Send(from, ack.Encode(), nullptr, 0, nullptr);
+  uint64_t key = m.key;
+  int rank = m.sender;
+  uint32_t round = m.round;
+  uint64_t request_id = m.request_id;
+  EngineFor(key).Post([this, key, entry, rank, round, from, request_id] {
+    SumPush(key, entry, rank, round, from, request_id);
+  });
+}
+
+void Server::SumPush(uint64_t key, KeyEntry* entry, int rank, uint32_t round, PeerId from, uint64_t request_id) {
+  auto completed = entry->round->Add(rank, round);
+  if (!completed.ok()) {
+    BPS_LOG(Error) << "key " << key << ": " << completed.status().message();
+    Message request;
+    request.request_id = request_id;
+    request.key = key;
+    request.round = round;
+    return ReplyError(from, MessageType::kPullReply, request, completed.status());
+  }
+  if (!completed.value()) return;
+  std::vector<ParkedPull> ready;
+  std::vector<ParkedPull> still_waiting;
+  for (const ParkedPull& pull : entry->parked) {
+    (pull.round <= entry->round->completed_round() ? ready : still_waiting).push_back(pull);
+  }
+  entry->parked.swap(still_waiting);
+  for (const ParkedPull& pull : ready) AnswerPull(key, entry, pull);
+}
+
+void Server::HandlePull(PeerId from, const Message& m) {
+  KeyEntry* entry = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(keys_mu_);
+    auto it = keys_.find(m.key);
+    if (it != keys_.end()) entry = &it->second;
+  }
+  if (entry == nullptr) {
+    return ReplyError(from, MessageType::kPullReply, m, FailedPrecondition("pull of a key that was never pushed"));
+  }
+  ParkedPull pull{from, m.request_id, m.round};
+  uint64_t key = m.key;
+  EngineFor(key).Post([this, key, entry, pull] {
+    if (pull.round <= entry->round->completed_round()) {
+      AnswerPull(key, entry, pull);
+    } else {
+      entry->parked.push_back(pull);  // early pull: answered when the round completes
+    }
+  });
+}
+
+void Server::AnswerPull(uint64_t key, KeyEntry* entry, const ParkedPull& pull) {
+  const KeyRound& round = *entry->round;
+  if (pull.round != round.completed_round()) {
+    Message request;
+    request.request_id = pull.request_id;
+    request.key = key;
+    request.round = pull.round;
+    return ReplyError(pull.peer, MessageType::kPullReply, request,
+                      FailedPrecondition("pull of round " + std::to_string(pull.round) + " but round " +
+                                         std::to_string(round.completed_round()) + " is the latest"));
+  }
+  Message reply;
+  reply.type = MessageType::kPullReply;
+  reply.request_id = pull.request_id;
+  reply.key = key;
+  reply.round = pull.round;
+  reply.dtype = round.dtype();
+  reply.num_elements = round.num_elements();
+  transport_->Send(pull.peer, reply.Encode(), round.result(), round.bytes(), nullptr);
+}
+
+// A round that started but did not complete within BYTEPS_TIMEOUT: tell the workers waiting on it who is
+// missing, rather than letting them time out with less to go on.
+void Server::CheckStaleRounds(size_t engine_index) {
+  const double now = NowSeconds();
+  std::vector<std::pair<uint64_t, KeyEntry*>> mine;
+  {
+    std::lock_guard<std::mutex> lock(keys_mu_);
+    for (auto& entry : keys_) {
+      if (entry.first % engines_.size() == engine_index) mine.emplace_back(entry.first, &entry.second);
+    }
+  }
+  for (auto& item : mine) {
+    KeyEntry* entry = item.second;
+    const KeyRound& round = *entry->round;
+    if (entry->parked.empty() || !round.round_started() || now - round.round_started_at() < config_.timeout_s) {
+      continue;
+    }
+    std::ostringstream missing;
+    bool first = true;
+    for (int r : round.MissingWorkers()) {
+      missing << (first ? "" : ", ") << r;
+      first = false;
+    }
+    Status error = DeadlineExceeded("worker(s) " + missing.str() + " did not push round " +
+                                    std::to_string(round.accumulating_round()) + " within BYTEPS_TIMEOUT");
+    for (const ParkedPull& pull : entry->parked) {
+      Message request;
+      request.request_id = pull.request_id;
+      request.key = item.first;
+      request.round = pull.round;
+      ReplyError(pull.peer, MessageType::kPullReply, request, error);
+    }
+    entry->parked.clear();
+  }
+}
+
+void Server::OnPeerLost(PeerId peer, const Status& why) {
+  // A worker that dies is reported by the scheduler (ABORT); a worker that finished may close before our
+  // SHUTDOWN arrives. So only the scheduler's loss ends a server.
+  if (peer == scheduler_) {
+    Finish(Unavailable("lost the connection to the scheduler (" + why.message() + ")"));
+  } else {
+    BPS_LOG(Info) << "connection closed: " << why.message();
+  }
+}
+
+}  // namespace bps

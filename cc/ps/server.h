@@ -1,0 +1,70 @@
+// The server role: sums each key's partitions across all workers, round by round, on engine threads
+// (BYTEPS_SERVER_ENGINE_THREAD), and answers pulls once a round is complete.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cc/common/config.h"
+#include "cc/common/one_shot.h"
+#include "cc/common/work_thread.h"
+#include "cc/ps/key_round.h"
+#include "cc/ps/message.h"
+#include "cc/transport/transport.h"
+
+namespace bps {
+
+class Server : public MessageHandler {
+ public:
+  Server(const Config& config, Transport* transport);
+  ~Server() override;
+
+  // Registers with the scheduler and serves until the job ends: OK on SHUTDOWN, the error on ABORT or
+  // when the scheduler or a worker is lost.
+  Status Run();
+  // Makes Run() return `why` (used when the process is told to stop).
+  void Stop(const Status& why) { Finish(why); }
+
+  void* PayloadDestination(PeerId from, const std::string& header, size_t length) override;
+  void OnMessage(PeerId from, const std::string& header, void* payload, size_t length) override;
+  void OnPeerLost(PeerId peer, const Status& why) override;
+
+ private:
+  struct ParkedPull {
+    PeerId peer;
+    uint64_t request_id;
+    uint32_t round;
+  };
+  struct KeyEntry {
+    std::unique_ptr<KeyRound> round;
+    std::vector<ParkedPull> parked;  // engine thread only
+  };
+
+  Status Register();
+  KeyEntry* FindOrCreateKey(const Message& m, Status* error);
+  WorkThread& EngineFor(uint64_t key) { return *engines_[key % engines_.size()]; }
+  void HandlePush(PeerId from, const Message& m, void* payload);
+  void HandlePull(PeerId from, const Message& m);
+  void SumPush(uint64_t key, KeyEntry* entry, int rank, uint32_t round, PeerId from, uint64_t request_id);
+  void AnswerPull(uint64_t key, KeyEntry* entry, const ParkedPull& pull);
+  void CheckStaleRounds(size_t engine_index);
+  void ReplyError(PeerId to, MessageType type, const Message& request, const Status& error);
+  void Finish(const Status& result);
+
+  const Config config_;
+  Transport* transport_;
+  std::vector<std::unique_ptr<WorkThread>> engines_;
+
+  PeerId scheduler_ = -1;
+  OneShot<Message> address_book_;
+  OneShot<Status> finished_;
+  int num_workers_ = 0;  // set by the address book before any push can arrive
+
+  std::mutex keys_mu_;  // guards the map; a KeyEntry is used by its engine thread once created
+  std::map<uint64_t, KeyEntry> keys_;
+};
+
+}  // namespace bps

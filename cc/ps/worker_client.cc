@@ -1,0 +1,245 @@
+#include "cc/ps/worker_client.h"
+
+#include <sstream>
+
+#include "cc/common/clock.h"
+#include "cc/common/logging.h"
+#include "cc/ps/node_setup.h"
+
+namespace bps {
+
+WorkerClient::WorkerClient(const Config& config, Transport* transport)
+    : config_(config), transport_(transport), rank_(config.rank()) {}
+
+Status WorkerClient::Start() {
+  transport_->SetHandler(this);
+  BPS_RETURN_IF_ERROR(JoinJob(config_, transport_, &scheduler_));
+  auto reply = address_book_.Wait(config_.timeout_s);
+  if (!reply) {
+    return DeadlineExceeded("the job did not start within BYTEPS_TIMEOUT=" + std::to_string(config_.timeout_s) +
+                            " s: not every server and worker reached the scheduler");
+  }
+  BPS_RETURN_IF_ERROR(reply->status());
+  auto book = AddressBook::Decode(reply->text);
+  if (!book.ok()) return book.status();
+  num_workers_ = book.value().num_workers;
+  server_addresses_ = book.value().servers;
+  for (const std::string& address : server_addresses_) {
+    auto peer = transport_->Connect(address, config_.timeout_s);
+    if (!peer.ok()) return Status(peer.status().code(), "cannot reach a server: " + peer.status().message());
+    servers_.push_back(peer.value());
+  }
+  return Status::OK();
+}
+
+std::string WorkerClient::ServerName(int server) const {
+  return "server " + std::to_string(server) + " (" + server_addresses_[server] + ")";
+}
+
+Status WorkerClient::failure() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
+}
+
+uint64_t WorkerClient::Track(Pending pending) {
+  pending.started = NowSeconds();
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t id = next_request_++;
+  pending_[id] = std::move(pending);
+  return id;
+}
+
+void WorkerClient::SendOrFail(PeerId to, const Message& m, const void* payload, size_t bytes, uint64_t request_id) {
+  transport_->Send(to, m.Encode(), payload, bytes, [this, request_id](const Status& sent) {
+    if (sent.ok()) return;
+    Message failed;
+    failed.set_status(sent);
+    Complete(request_id, failed, nullptr);
+  });
+}
+
+void WorkerClient::Declare(const TensorSpec& spec, DeclareDone done) {
+  Status failed = failure();
+  if (!failed.ok()) return done(failed);
+  Pending p;
+  p.expected = MessageType::kDeclareReply;
+  p.declare_done = std::move(done);
+  p.what = "the declaration of tensor '" + spec.name + "' to the scheduler";
+  Message m;
+  m.type = MessageType::kDeclare;
+  m.sender = rank_;
+  m.request_id = Track(std::move(p));
+  m.text = spec.Encode();
+  SendOrFail(scheduler_, m, nullptr, 0, m.request_id);
+}
+
+void WorkerClient::Push(const Partition& part, uint32_t round, DataType dtype, const void* data, Done done) {
+  Status failed = failure();
+  if (!failed.ok()) return done(failed);
+  Pending p;
+  p.expected = MessageType::kPushAck;
+  p.done = std::move(done);
+  p.what = "the push of round " + std::to_string(round) + " to " + ServerName(part.server);
+  Message m;
+  m.type = MessageType::kPush;
+  m.sender = rank_;
+  m.key = part.key;
+  m.round = round;
+  m.dtype = dtype;
+  m.num_elements = part.count;
+  m.request_id = Track(std::move(p));
+  SendOrFail(servers_[part.server], m, data, part.count * DataTypeSize(dtype), m.request_id);
+}
+
+void WorkerClient::Pull(const Partition& part, uint32_t round, DataType dtype, void* destination, Done done) {
+  Status failed = failure();
+  if (!failed.ok()) return done(failed);
+  Pending p;
+  p.expected = MessageType::kPullReply;
+  p.done = std::move(done);
+  p.destination = destination;
+  p.bytes = part.count * DataTypeSize(dtype);
+  p.what = "the sum of round " + std::to_string(round) + " from " + ServerName(part.server) +
+           " (it waits until every worker has pushed)";
+  Message m;
+  m.type = MessageType::kPull;
+  m.sender = rank_;
+  m.key = part.key;
+  m.round = round;
+  m.dtype = dtype;
+  m.num_elements = part.count;
+  m.request_id = Track(std::move(p));
+  SendOrFail(servers_[part.server], m, nullptr, 0, m.request_id);
+}
+
+void* WorkerClient::PayloadDestination(PeerId, const std::string& header, size_t length) {
+  auto m = Message::Decode(header);
+  if (!m.ok() || m.value().type != MessageType::kPullReply) return nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pending_.find(m.value().request_id);
+  if (it == pending_.end() || it->second.bytes != length) return nullptr;
+  return it->second.destination;
+}
+
+void WorkerClient::OnMessage(PeerId from, const std::string& header, void* payload, size_t length) {
+  auto decoded = Message::Decode(header);
+  if (!decoded.ok()) {
+    BPS_LOG(Warning) << "worker dropped a malformed message from " << transport_->PeerName(from);
+    return;
+  }
+  Message& m = decoded.value();
+  switch (m.type) {
+    case MessageType::kAddressBook: address_book_.Set(m); break;
+    case MessageType::kShutdown: shutdown_.Set(Status::OK()); break;
+    case MessageType::kAbort:
+      address_book_.Set(m);
+      shutdown_.Set(m.status());
+      Fail(m.status());
+      break;
+    case MessageType::kPullReply:
+      if (m.status().ok() && payload == nullptr && length > 0) {
+        m.set_status(Internal("the pulled data could not be received"));
+      }
+      Complete(m.request_id, m, payload);
+      break;
+    case MessageType::kPushAck:
+    case MessageType::kDeclareReply: Complete(m.request_id, m, payload); break;
+    default:
+      BPS_LOG(Warning) << "worker ignored " << MessageTypeName(m.type) << " from " << transport_->PeerName(from);
+  }
+}
+
+void WorkerClient::Complete(uint64_t request_id, const Message& reply, void*) {
+  Pending p;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pending_.find(request_id);
+    if (it == pending_.end()) return;  // already failed (timeout or job failure)
+    p = std::move(it->second);
+    pending_.erase(it);
+  }
+  Status status = reply.status();
+  if (p.declare_done) {
+    if (!status.ok()) return p.declare_done(status);
+    auto plan = PartitionPlan::Decode(reply.text);
+    return p.declare_done(plan);
+  }
+  if (!status.ok()) status = Status(status.code(), status.message() + " (while waiting for " + p.what + ")");
+  p.done(status);
+}
+
+void WorkerClient::Fail(const Status& why) {
+  std::map<uint64_t, Pending> failed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.ok()) return;
+    failure_ = why;
+    failed.swap(pending_);
+  }
+  BPS_LOG(Error) << "the job failed: " << why.message();
+  if (failure_listener_) failure_listener_(why);
+  for (auto& entry : failed) {
+    if (entry.second.declare_done) {
+      entry.second.declare_done(why);
+    } else {
+      entry.second.done(why);
+    }
+  }
+}
+
+void WorkerClient::FailExpiredRequests() {
+  const double now = NowSeconds();
+  std::vector<Pending> expired;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (now - it->second.started < config_.timeout_s) {
+        ++it;
+        continue;
+      }
+      expired.push_back(std::move(it->second));
+      it = pending_.erase(it);
+    }
+  }
+  for (Pending& p : expired) {
+    std::ostringstream text;
+    text << "timed out after BYTEPS_TIMEOUT=" << config_.timeout_s << " s waiting for " << p.what
+         << "; another worker may have stopped calling push_pull, or be far slower (raise BYTEPS_TIMEOUT)";
+    Status status = DeadlineExceeded(text.str());
+    if (p.declare_done) {
+      p.declare_done(status);
+    } else {
+      p.done(status);
+    }
+  }
+}
+
+void WorkerClient::OnPeerLost(PeerId peer, const Status& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finishing_) return;
+  }
+  std::string who = "a peer";
+  if (peer == scheduler_) who = "the scheduler";
+  for (size_t i = 0; i < servers_.size(); ++i) {
+    if (servers_[i] == peer) who = ServerName(static_cast<int>(i));
+  }
+  Fail(Unavailable("lost " + who + ": it exited or its connection broke (" + why.message() + ")"));
+}
+
+Status WorkerClient::Finish() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.ok()) return failure_;
+    finishing_ = true;
+  }
+  Message m;
+  m.type = MessageType::kFinish;
+  m.sender = rank_;
+  transport_->Send(scheduler_, m.Encode(), nullptr, 0, nullptr);
+  auto done = shutdown_.Wait(config_.timeout_s);
+  if (!done) return DeadlineExceeded("other workers did not finish within BYTEPS_TIMEOUT; leaving anyway");
+  return *done;
+}
+
+}  // namespace bps

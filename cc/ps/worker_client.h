@@ -1,0 +1,90 @@
+// A worker's side of the protocol: joining the job, declaring tensors to the scheduler, pushing and
+// pulling partitions to and from servers. Every request completes exactly once: with the reply, with
+// the job's failure, or with a timeout (BYTEPS_TIMEOUT).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cc/common/config.h"
+#include "cc/common/one_shot.h"
+#include "cc/ps/message.h"
+#include "cc/transport/transport.h"
+
+namespace bps {
+
+class WorkerClient : public MessageHandler {
+ public:
+  using Done = std::function<void(const Status&)>;
+  using DeclareDone = std::function<void(const StatusOr<PartitionPlan>&)>;
+
+  WorkerClient(const Config& config, Transport* transport);
+
+  // Joins the job and connects to every server. Blocks up to BYTEPS_TIMEOUT.
+  Status Start();
+
+  int rank() const { return rank_; }
+  int num_workers() const { return num_workers_; }
+  int num_servers() const { return static_cast<int>(servers_.size()); }
+
+  // Callbacks run on the transport thread (or inline, on failure).
+  void Declare(const TensorSpec& spec, DeclareDone done);
+  // `done` runs once the server holds the data (the buffer may be reused).
+  void Push(const Partition& part, uint32_t round, DataType dtype, const void* data, Done done);
+  // `done` runs once the round's sum is in `destination`.
+  void Pull(const Partition& part, uint32_t round, DataType dtype, void* destination, Done done);
+
+  // Tells the scheduler this worker is done and waits (up to the timeout) for the job to end.
+  Status Finish();
+
+  // The first failure of the job (peer lost, ABORT), or OK. Requests fail fast once it is set.
+  Status failure();
+  // Runs once, on the first failure.
+  void SetFailureListener(std::function<void(const Status&)> listener) { failure_listener_ = std::move(listener); }
+
+  // Fails requests that have waited longer than BYTEPS_TIMEOUT. Called periodically by the engine.
+  void FailExpiredRequests();
+
+  void* PayloadDestination(PeerId from, const std::string& header, size_t length) override;
+  void OnMessage(PeerId from, const std::string& header, void* payload, size_t length) override;
+  void OnPeerLost(PeerId peer, const Status& why) override;
+
+ private:
+  struct Pending {
+    MessageType expected;  // the reply type
+    Done done;
+    DeclareDone declare_done;
+    void* destination = nullptr;
+    size_t bytes = 0;
+    double started = 0;
+    std::string what;  // for timeout messages
+  };
+
+  uint64_t Track(Pending pending);
+  void Fail(const Status& why);
+  void Complete(uint64_t request_id, const Message& reply, void* payload);
+  void SendOrFail(PeerId to, const Message& m, const void* payload, size_t bytes, uint64_t request_id);
+  std::string ServerName(int server) const;
+
+  const Config config_;
+  Transport* transport_;
+  PeerId scheduler_ = -1;
+  std::vector<PeerId> servers_;
+  std::vector<std::string> server_addresses_;
+  int rank_ = 0;
+  int num_workers_ = 0;
+  OneShot<Message> address_book_;
+  OneShot<Status> shutdown_;
+  std::function<void(const Status&)> failure_listener_;
+
+  std::mutex mu_;
+  std::map<uint64_t, Pending> pending_;
+  uint64_t next_request_ = 1;
+  Status failure_;
+  bool finishing_ = false;
+};
+
+}  // namespace bps

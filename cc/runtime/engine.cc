@@ -1,0 +1,180 @@
+#include "cc/runtime/engine.h"
+
+#include "cc/common/logging.h"
+
+namespace bps {
+
+Engine::Engine(const Config& config, std::unique_ptr<Transport> transport)
+    : config_(config), transport_(std::move(transport)), ready_(config.scheduling_credit) {
+  client_ = std::make_unique<WorkerClient>(config_, transport_.get());
+}
+
+StatusOr<std::unique_ptr<Engine>> Engine::Start(const Config& config, std::unique_ptr<Transport> transport) {
+  std::unique_ptr<Engine> engine(new Engine(config, std::move(transport)));
+  Status started = engine->client_->Start();
+  if (!started.ok()) {
+    engine->transport_->Shutdown(1);
+    return started;
+  }
+  Engine* raw = engine.get();
+  raw->watchdog_ = std::make_unique<WorkThread>([raw] { raw->client_->FailExpiredRequests(); });
+  return engine;
+}
+
+Engine::~Engine() { Shutdown(); }
+
+void Engine::Run(Callbacks& callbacks) {
+  for (auto& fn : callbacks) fn();
+  callbacks.clear();
+}
+
+void Engine::Enqueue(PushPullRequest request) {
+  Callbacks later;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_) {
+      auto done = request.done;
+      later.push_back([done] { done(FailedPrecondition("bps_tf has been shut down; call init() first")); });
+    } else {
+      TensorSpec spec{request.name, request.dtype, request.shape};
+      auto found = tensors_.find(request.name);
+      if (found == tensors_.end()) {
+        found = tensors_.emplace(request.name, Tensor()).first;
+        found->second.spec = spec;
+      }
+      Tensor& tensor = found->second;
+      if (!(tensor.spec == spec)) {
+        auto done = request.done;
+        std::string message = "the name '" + request.name + "' is used for two different tensors: " +
+                              tensor.spec.ToString() + " and " + spec.ToString() +
+                              "; give each tensor its own name.";
+        later.push_back([done, message] { done(InvalidArgument(message)); });
+      } else {
+        tensor.queue.push_back(std::move(request));
+        Advance(&tensor, &later);
+      }
+    }
+  }
+  Run(later);
+  Dispatch();
+}
+
+// Starts the next request of a tensor when the tensor is idle, declaring it first if needed.
+// Called with mu_ held; callbacks to run after unlocking go to `later`.
+void Engine::Advance(Tensor* tensor, Callbacks* later) {
+  if (tensor->busy || tensor->queue.empty()) return;
+  if (!tensor->error.ok()) {
+    Status error = tensor->error;
+    for (auto& request : tensor->queue) {
+      auto done = request.done;
+      later->push_back([done, error] { done(error); });
+    }
+    tensor->queue.clear();
+    return;
+  }
+  if (!tensor->declared) {
+    if (!tensor->declaring) {
+      tensor->declaring = true;
+      TensorSpec spec = tensor->spec;
+      later->push_back([this, tensor, spec] {
+        client_->Declare(spec, [this, tensor](const StatusOr<PartitionPlan>& plan) { OnDeclared(tensor, plan); });
+      });
+    }
+    return;
+  }
+  auto* op = new Operation{tensor, std::move(tensor->queue.front()), tensor->plan.partitions.size(), Status::OK()};
+  tensor->queue.pop_front();
+  tensor->busy = true;
+  tensor->round++;
+  active_operations_++;
+  if (op->remaining == 0) {  // an empty tensor: nothing to move
+    later->push_back([this, op] { FinishPartition(op, 0, Status::OK()); });
+    op->remaining = 1;
+    return;
+  }
+  for (const Partition& part : tensor->plan.partitions) {
+    size_t bytes = part.count * DataTypeSize(tensor->spec.dtype);
+    ready_.Add(ReadyPartition{op->request.priority, part.key, bytes, [this, op, part] { StartPartition(op, part); }});
+  }
+}
+
+void Engine::OnDeclared(Tensor* tensor, const StatusOr<PartitionPlan>& plan) {
+  Callbacks later;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tensor->declaring = false;
+    if (plan.ok()) {
+      tensor->declared = true;
+      tensor->plan = plan.value();
+    } else {
+      tensor->error = plan.status();
+    }
+    Advance(tensor, &later);
+  }
+  Run(later);
+  Dispatch();
+}
+
+void Engine::Dispatch() {
+  std::vector<ReadyPartition> startable;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    startable = ready_.TakeStartable();
+  }
+  for (ReadyPartition& part : startable) part.start();
+}
+
+void Engine::StartPartition(Operation* op, const Partition& part) {
+  const DataType dtype = op->tensor->spec.dtype;
+  const size_t element = DataTypeSize(dtype);
+  const size_t bytes = part.count * element;
+  const uint32_t round = op->tensor->round;
+  const char* input = static_cast<const char*>(op->request.input) + part.offset * element;
+  char* output = static_cast<char*>(op->request.output) + part.offset * element;
+  client_->Push(part, round, dtype, input, [this, op, part, round, dtype, output, bytes](const Status& pushed) {
+    if (!pushed.ok()) return FinishPartition(op, bytes, pushed);
+    client_->Pull(part, round, dtype, output,
+                  [this, op, bytes](const Status& pulled) { FinishPartition(op, bytes, pulled); });
+  });
+}
+
+void Engine::FinishPartition(Operation* op, size_t bytes, const Status& status) {
+  Callbacks later;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ready_.Release(bytes);
+    if (!status.ok() && op->status.ok()) {
+      op->status = Status(status.code(), "push_pull of tensor '" + op->request.name + "': " + status.message());
+    }
+    if (--op->remaining == 0) {
+      Tensor* tensor = op->tensor;
+      tensor->busy = false;
+      auto done = op->request.done;
+      Status result = op->status;
+      later.push_back([done, result] { done(result); });
+      delete op;
+      Advance(tensor, &later);
+      active_operations_--;
+      idle_.notify_all();
+    }
+  }
+  Run(later);
+  Dispatch();
+}
+
+Status Engine::Shutdown() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (shut_down_) return Status::OK();
+    shut_down_ = true;
+    bool idle = idle_.wait_for(lock, std::chrono::duration<double>(config_.timeout_s),
+                               [this] { return active_operations_ == 0; });
+    if (!idle) BPS_LOG(Warning) << "shutting down with " << active_operations_ << " push_pulls unfinished";
+  }
+  Status finished = client_->Finish();
+  if (watchdog_) watchdog_->Stop();
+  transport_->Shutdown(5);
+  return finished;
+}
+
+}  // namespace bps

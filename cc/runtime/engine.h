@@ -1,0 +1,93 @@
+// The worker engine: turns push_pull requests into partitions, schedules them by priority under the
+// credit window, and moves each partition through its stages (push, then pull) on its own.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cc/common/config.h"
+#include "cc/common/work_thread.h"
+#include "cc/ps/message.h"
+#include "cc/ps/worker_client.h"
+#include "cc/scheduler/credit_queue.h"
+#include "cc/transport/transport.h"
+
+namespace bps {
+
+struct PushPullRequest {
+  std::string name;  // identifies the tensor across workers and rounds
+  DataType dtype = DataType::kFloat32;
+  std::vector<int64_t> shape;
+  const void* input = nullptr;  // may equal output (in place)
+  void* output = nullptr;
+  int priority = 0;             // higher first
+  std::function<void(const Status&)> done;
+};
+
+class Engine {
+ public:
+  // Joins the job described by `config` over `transport`. Blocks up to BYTEPS_TIMEOUT.
+  static StatusOr<std::unique_ptr<Engine>> Start(const Config& config, std::unique_ptr<Transport> transport);
+  ~Engine();
+
+  // Asynchronous; `done` runs exactly once, on an internal thread. Requests for the same name run in
+  // the order they were enqueued.
+  void Enqueue(PushPullRequest request);
+
+  // Waits for in-flight requests, leaves the job, closes connections.
+  Status Shutdown();
+
+  int rank() const { return config_.rank(); }
+  int size() const { return client_->num_workers(); }
+  int local_rank() const { return config_.local_rank; }
+  int local_size() const { return config_.local_size; }
+  const Config& config() const { return config_; }
+
+ private:
+  struct Operation;
+  struct Tensor {
+    TensorSpec spec;
+    bool declaring = false;
+    bool declared = false;
+    Status error;  // a failed declaration: every request for this name fails with it
+    PartitionPlan plan;
+    uint32_t round = 0;
+    bool busy = false;
+    std::deque<PushPullRequest> queue;
+  };
+  struct Operation {
+    Tensor* tensor;
+    PushPullRequest request;
+    size_t remaining;
+    Status status;
+  };
+  using Callbacks = std::vector<std::function<void()>>;
+
+  Engine(const Config& config, std::unique_ptr<Transport> transport);
+  void Advance(Tensor* tensor, Callbacks* later);
+  void OnDeclared(Tensor* tensor, const StatusOr<PartitionPlan>& plan);
+  void StartPartition(Operation* op, const Partition& part);
+  void FinishPartition(Operation* op, size_t bytes, const Status& status);
+  void Dispatch();
+  static void Run(Callbacks& callbacks);
+
+  const Config config_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<WorkerClient> client_;
+  std::unique_ptr<WorkThread> watchdog_;
+
+  std::mutex mu_;
+  std::condition_variable idle_;
+  std::map<std::string, Tensor> tensors_;
+  CreditQueue ready_;
+  size_t active_operations_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace bps

@@ -1,0 +1,49 @@
+// The one scheduling point of a worker: ready partitions start in priority order (higher first, ties by
+// lower key) while the bytes in flight stay within the credit window (BYTEPS_SCHEDULING_CREDIT).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <queue>
+#include <vector>
+
+namespace bps {
+
+struct ReadyPartition {
+  int priority = 0;
+  uint64_t key = 0;
+  size_t bytes = 0;
+  std::function<void()> start;  // begins the partition's push
+};
+
+class CreditQueue {
+ public:
+  // credit_bytes == 0: no limit.
+  explicit CreditQueue(size_t credit_bytes) : credit_bytes_(credit_bytes) {}
+
+  void Add(ReadyPartition partition);
+
+  // Removes and returns the partitions that may start now, in order. A partition larger than the whole
+  // window still starts when nothing else is in flight, so nothing waits forever.
+  std::vector<ReadyPartition> TakeStartable();
+
+  // A started partition finished: its bytes leave the window.
+  void Release(size_t bytes) { in_flight_ -= bytes; }
+
+  size_t in_flight() const { return in_flight_; }
+  size_t waiting() const { return ready_.size(); }
+
+ private:
+  struct Order {
+    bool operator()(const ReadyPartition& a, const ReadyPartition& b) const {
+      if (a.priority != b.priority) return a.priority < b.priority;
+      return a.key > b.key;
+    }
+  };
+  size_t credit_bytes_;
+  size_t in_flight_ = 0;
+  std::priority_queue<ReadyPartition, std::vector<ReadyPartition>, Order> ready_;
+};
+
+}  // namespace bps

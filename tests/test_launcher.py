@@ -1,0 +1,626 @@
+"""Tests of bpslaunch (bps_tf/launcher).
+
+Most tests replace the native core: local jobs get stand-in scheduler/server commands through
+`run_local_job(role_command=...)`, and cluster-mode tests put a fake `bps_tf._core` module in place.
+TestRealCore runs the real `bpslaunch` against the real core.
+"""
+
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+from bps_tf.launcher import role
+from bps_tf.launcher.arguments import parse_arguments
+from bps_tf.launcher.local_env import find_free_port
+from bps_tf.launcher.local_job import TIMEOUT_EXIT_CODE, run_local_job
+from bps_tf.launcher.main import main
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+LAUNCHER = [sys.executable, "-m", "bps_tf.launcher"]
+
+
+def python(code):
+    """argv running a Python snippet."""
+    return [sys.executable, "-c", textwrap.dedent(code)]
+
+
+def subprocess_env(**extra):
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), **extra)
+    for name in [name for name in env if name.startswith("DMLC_")]:
+        del env[name]
+    return env
+
+
+def is_alive(pid):
+    """os.kill(pid, 0), except that a zombie counts as dead (nobody may be left to reap orphans here)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def wait_until(condition, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def assert_all_dead(pids, timeout=5.0):
+    assert pids, "no pids were recorded"
+    wait_until(lambda: not any(is_alive(pid) for pid in pids), timeout, f"processes {pids} to end")
+
+
+def recorded_pids(pid_dir):
+    return [int(path.name) for path in Path(pid_dir).iterdir()]
+
+
+# Stand-ins for processes. Each reads PID_DIR from the environment the launcher passes on, records its pid there
+# (written under a temporary name, then renamed, so a reader never sees an empty file), and prints as told.
+RECORD_PID = """
+import os, pathlib, signal, sys, time
+def record(pid):
+    directory = pathlib.Path(os.environ["PID_DIR"])
+    (directory / f".{pid}").write_text("")
+    (directory / f".{pid}").rename(directory / str(pid))
+record(os.getpid())
+"""
+
+
+def recording_pid(body):
+    """argv of a stand-in that records its pid, then runs the Python snippet `body`."""
+    return python(RECORD_PID + textwrap.dedent(body))
+
+
+HANGING = recording_pid("time.sleep(600)")
+EXITING_AT_ONCE = python("import os; print('up as', os.environ['DMLC_ROLE'])")
+IGNORING_SIGTERM = recording_pid("signal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(600)")
+
+
+def run_job(command, workers=1, servers=1, role_command=EXITING_AT_ONCE, **options):
+    """Runs a local job in this process; returns (exit code, stdout text, stderr text, seconds taken)."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    started = time.monotonic()
+    code = run_local_job(command, workers, servers, role_command=role_command, stdout=stdout, stderr=stderr,
+                         **options)
+    return code, stdout.getvalue(), stderr.getvalue(), time.monotonic() - started
+
+
+@pytest.fixture
+def pid_dir(tmp_path, monkeypatch):
+    directory = tmp_path / "pids"
+    directory.mkdir()
+    # The launcher passes the user's environment through to every process.
+    monkeypatch.setenv("PID_DIR", str(directory))
+    return directory
+
+
+class TestOutput:
+    @pytest.mark.timeout(30)
+    def test_lines_are_prefixed_with_role_and_rank(self):
+        worker = python("""
+            import os, sys
+            rank = os.environ['DMLC_WORKER_ID']
+            print('out', rank)
+            print('err', rank, file=sys.stderr)
+            sys.stdout.write('no newline at the end ' + rank)
+        """)
+        code, out, err, _ = run_job(worker, workers=2, servers=2)
+        assert code == 0, err
+        out_lines, err_lines = out.splitlines(), err.splitlines()
+        for line in ["[scheduler] up as scheduler", "[server 0] up as server", "[server 1] up as server",
+                     "[worker 0] out 0", "[worker 1] out 1",
+                     "[worker 0] no newline at the end 0", "[worker 1] no newline at the end 1"]:
+            assert line in out_lines
+        assert "[worker 0] err 0" in err_lines and "[worker 1] err 1" in err_lines
+
+    @pytest.mark.timeout(30)
+    def test_lines_of_different_processes_never_mix(self):
+        worker = python("""
+            import os
+            rank = os.environ['DMLC_WORKER_ID']
+            for _ in range(300):
+                print(rank * 3000)
+        """)
+        code, out, err, _ = run_job(worker, workers=3)
+        assert code == 0, err
+        worker_lines = [line for line in out.splitlines() if line.startswith("[worker")]
+        assert len(worker_lines) == 900
+        for line in worker_lines:
+            rank = re.fullmatch(r"\[worker (\d)\] (\d)+", line).group(1)
+            assert line == f"[worker {rank}] " + rank * 3000
+
+
+class TestEnvironment:
+    @pytest.mark.timeout(30)
+    def test_each_process_gets_its_role_and_the_job_layout(self, monkeypatch):
+        monkeypatch.setenv("BYTEPS_PARTITION_BYTES", "1234")
+        monkeypatch.setenv("DMLC_WORKER_ID", "99")  # a leftover in the user's shell
+        monkeypatch.setenv("DMLC_ROLE", "worker")
+        dump = python("""
+            import json, os
+            names = ['DMLC_ROLE', 'DMLC_WORKER_ID', 'DMLC_NUM_WORKER', 'DMLC_NUM_SERVER', 'DMLC_PS_ROOT_URI',
+                     'DMLC_PS_ROOT_PORT', 'DMLC_NODE_HOST', 'PYTHONUNBUFFERED', 'BYTEPS_PARTITION_BYTES']
+            print(json.dumps({name: os.environ.get(name) for name in names}))
+        """)
+        code, out, err, _ = run_job(dump, workers=2, servers=3, role_command=dump)
+        assert code == 0, err
+        seen = {}
+        for line in out.splitlines():
+            label, payload = re.fullmatch(r"\[(.+?)\] (.*)", line).groups()
+            seen[label] = json.loads(payload)
+        assert sorted(seen) == ["scheduler", "server 0", "server 1", "server 2", "worker 0", "worker 1"]
+        ports = {env["DMLC_PS_ROOT_PORT"] for env in seen.values()}
+        assert len(ports) == 1 and 0 < int(ports.pop()) < 65536
+        for label, env in seen.items():
+            assert env["DMLC_ROLE"] == label.split()[0]
+            assert env["DMLC_WORKER_ID"] == (label.split()[1] if label.startswith("worker") else None)
+            assert env["DMLC_NUM_WORKER"] == "2" and env["DMLC_NUM_SERVER"] == "3"
+            assert env["DMLC_PS_ROOT_URI"] == "127.0.0.1" and env["DMLC_NODE_HOST"] == "127.0.0.1"
+            assert env["PYTHONUNBUFFERED"] == "1"
+            assert env["BYTEPS_PARTITION_BYTES"] == "1234"
+
+
+class TestFailures:
+    @pytest.mark.timeout(30)
+    def test_failing_worker_stops_the_others(self, pid_dir):
+        worker = recording_pid("""
+            if os.environ['DMLC_WORKER_ID'] == '1':
+                while len(os.listdir(os.environ['PID_DIR'])) < 4:  # everybody is up
+                    time.sleep(0.01)
+                sys.exit(3)
+            time.sleep(600)
+        """)
+        code, _, err, seconds = run_job(worker, workers=2, servers=1, role_command=HANGING)
+        assert code == 3
+        assert "bpslaunch: worker 1 exited with code 3; stopping all processes" in err.splitlines()
+        assert seconds < 10
+        assert len(recorded_pids(pid_dir)) == 4
+        assert_all_dead(recorded_pids(pid_dir))
+
+    @pytest.mark.timeout(30)
+    def test_worker_killed_by_a_signal_is_reported(self):
+        worker = python("import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+        code, _, err, _ = run_job(worker)
+        assert code == 128 + signal.SIGKILL
+        assert "bpslaunch: worker 0 was killed by SIGKILL; stopping all processes" in err
+
+    @pytest.mark.timeout(30)
+    def test_failing_server_stops_the_job(self, pid_dir):
+        server_fails = recording_pid("sys.exit(5 if os.environ['DMLC_ROLE'] == 'server' else 0)")
+        code, _, err, _ = run_job(HANGING, servers=2, role_command=server_fails)
+        assert code == 5
+        assert re.search(r"bpslaunch: server \d exited with code 5; stopping all processes", err)
+        assert_all_dead(recorded_pids(pid_dir))
+
+    @pytest.mark.timeout(30)
+    def test_processes_spawned_by_a_worker_are_stopped_too(self, pid_dir):
+        worker = recording_pid("""
+            import subprocess
+            if os.environ['DMLC_WORKER_ID'] == '0':
+                grandchild = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])
+                record(grandchild.pid)
+                time.sleep(600)
+            while len(os.listdir(os.environ['PID_DIR'])) < 3:
+                time.sleep(0.01)
+            sys.exit(1)
+        """)
+        code, _, err, _ = run_job(worker, workers=2)
+        assert code == 1, err
+        assert len(recorded_pids(pid_dir)) == 3
+        assert_all_dead(recorded_pids(pid_dir))
+
+    @pytest.mark.timeout(30)
+    def test_missing_command_is_reported(self):
+        code, _, err, _ = run_job(["/nonexistent/train"])
+        assert code == 127
+        assert "bpslaunch: cannot start worker 0 (/nonexistent/train)" in err
+
+
+class TestShutdown:
+    @pytest.mark.timeout(30)
+    def test_scheduler_and_servers_may_exit_after_the_workers(self):
+        exits_later = python("import time; time.sleep(1)")
+        code, _, err, seconds = run_job(python("pass"), servers=2, role_command=exits_later, shutdown_grace=10)
+        assert code == 0, err
+        assert "bpslaunch" not in err
+        assert 1 <= seconds < 5
+
+    @pytest.mark.timeout(30)
+    def test_hanging_servers_are_killed_and_reported(self, pid_dir):
+        code, _, err, seconds = run_job(python("pass"), servers=2, role_command=HANGING, shutdown_grace=0.5)
+        assert code == 1
+        assert ("bpslaunch: all workers finished, but scheduler, server 0, server 1 did not exit within 0.5 s; "
+                "killing them") in err
+        assert seconds < 10
+        assert_all_dead(recorded_pids(pid_dir))
+
+    @pytest.mark.timeout(30)
+    def test_processes_ignoring_sigterm_are_killed(self, pid_dir):
+        code, _, _, seconds = run_job(python("pass"), role_command=IGNORING_SIGTERM, shutdown_grace=0.2,
+                                      kill_grace=0.5)
+        assert code == 1
+        assert seconds < 5
+        assert_all_dead(recorded_pids(pid_dir))
+
+
+class TestTimeout:
+    @pytest.mark.timeout(30)
+    def test_job_is_stopped_at_its_timeout(self, pid_dir):
+        code, _, err, seconds = run_job(HANGING, workers=2, role_command=HANGING, timeout=1)
+        assert code == TIMEOUT_EXIT_CODE
+        assert "bpslaunch: the job did not finish within --timeout 1 s; stopping all processes" in err
+        assert 1 <= seconds < 8
+        assert_all_dead(recorded_pids(pid_dir))
+
+
+# Runs a local job with stand-in roles in a process of its own, so that a test can signal it.
+LOCAL_JOB_DRIVER = """
+import sys
+from bps_tf.launcher.local_job import run_local_job
+role_command = [sys.executable, '-c', sys.argv[1]]
+sys.exit(run_local_job([sys.executable, '-c', sys.argv[1]], 2, 1, role_command=role_command, timeout=60))
+"""
+
+
+class TestStopSignals:
+    @pytest.mark.timeout(30)
+    @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+    def test_signal_to_the_launcher_stops_everything(self, pid_dir, signum):
+        hanging_code = HANGING[2]
+        launcher = subprocess.Popen(python(LOCAL_JOB_DRIVER) + [hanging_code], env=subprocess_env(),
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_until(lambda: len(recorded_pids(pid_dir)) == 4, 15, "scheduler, server and 2 workers to start")
+            launcher.send_signal(signum)
+            _, err = launcher.communicate(timeout=15)
+        finally:
+            launcher.kill()
+        assert launcher.returncode == 128 + signum
+        assert f"bpslaunch: received {signal.Signals(signum).name}; stopping all processes" in err
+        assert_all_dead(recorded_pids(pid_dir))
+
+
+class TestArguments:
+    @pytest.mark.parametrize("argv, message", [
+        (["--local", "--workers", "0", "--", "true"], "--workers must be at least 1, got 0"),
+        (["--local", "--servers", "0", "--", "true"], "--servers must be at least 1, got 0"),
+        (["--local", "--timeout", "0", "--", "true"], "--timeout must be positive"),
+        (["--local", "--workers", "2"], "--local needs the command to run after --"),
+        (["--local", "--"], "--local needs the command to run after --"),
+        (["--workers", "2", "python", "train.py"], "--workers only apply with --local"),
+    ])
+    @pytest.mark.timeout(10)
+    def test_bad_arguments_are_usage_errors(self, argv, message, capsys):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2
+        assert message in capsys.readouterr().err
+
+    @pytest.mark.timeout(10)
+    def test_options_after_the_command_belong_to_the_command(self):
+        args = parse_arguments(["--local", "--workers", "2", "--", "python", "train.py", "--workers", "5", "--"])
+        assert (args.workers, args.servers, args.command) == (2, 1, ["python", "train.py", "--workers", "5", "--"])
+        args = parse_arguments(["python", "train.py", "--lr", "0.1"])
+        assert (args.local, args.command) == (False, ["python", "train.py", "--lr", "0.1"])
+
+
+class TestClusterMode:
+    @pytest.mark.timeout(30)
+    def test_missing_dmlc_role_names_it_and_suggests_local(self):
+        result = subprocess.run(LAUNCHER + ["python", "train.py"], env=subprocess_env(), capture_output=True,
+                                text=True, timeout=20)
+        assert result.returncode == 1
+        assert "bpslaunch: DMLC_ROLE is not set" in result.stderr
+        assert "bpslaunch --local" in result.stderr
+
+    @pytest.mark.timeout(10)
+    def test_unknown_role_is_rejected(self, monkeypatch, capsys):
+        monkeypatch.setenv("DMLC_ROLE", "chief")
+        assert main(["python", "train.py"]) == 1
+        assert "DMLC_ROLE must be scheduler, server or worker, not 'chief'" in capsys.readouterr().err
+
+
+def fake_core(validate_error=None, role_error=None):
+    """A stand-in for bps_tf._core that records its calls."""
+    calls = []
+
+    def validate_environment():
+        calls.append("validate_environment")
+        if validate_error:
+            raise validate_error
+
+    def run_role():
+        calls.append("run_role")
+        if role_error:
+            raise role_error
+
+    return types.SimpleNamespace(validate_environment=validate_environment, run_role=run_role, calls=calls)
+
+
+@pytest.fixture
+def install_core(monkeypatch):
+    def install(core):
+        monkeypatch.setitem(sys.modules, "bps_tf._core", core)
+        return core
+    return install
+
+
+class TestClusterRoles:
+    @pytest.mark.timeout(10)
+    @pytest.mark.parametrize("role_name", ["scheduler", "server"])
+    def test_scheduler_and_server_run_in_this_process(self, role_name, install_core, monkeypatch):
+        core = install_core(fake_core())
+        monkeypatch.setenv("DMLC_ROLE", role_name)
+        handlers_before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+        assert main([]) == 0
+        assert core.calls == ["validate_environment", "run_role"]
+        assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers_before
+
+    @pytest.mark.timeout(10)
+    def test_invalid_environment_stops_a_server_before_it_runs(self, install_core, monkeypatch, capsys):
+        message = "DMLC_NUM_SERVER is not set: set it to the number of servers"
+        core = install_core(fake_core(validate_error=ValueError(message)))
+        monkeypatch.setenv("DMLC_ROLE", "server")
+        assert main([]) == 1
+        assert core.calls == ["validate_environment"]
+        assert capsys.readouterr().err == f"bpslaunch: {message}\n"
+
+    @pytest.mark.timeout(10)
+    def test_failed_role_is_reported(self, install_core, capsys):
+        install_core(fake_core(role_error=RuntimeError("worker 1 stopped responding")))
+        assert role.run_this_role() == 1
+        assert capsys.readouterr().err == "bpslaunch: worker 1 stopped responding\n"
+
+    @pytest.mark.timeout(10)
+    def test_missing_core_is_reported(self, install_core, capsys):
+        install_core(None)  # makes `import bps_tf._core` fail
+        assert role.run_this_role() == 1
+        assert "bpslaunch: cannot load the native core bps_tf._core" in capsys.readouterr().err
+
+    @pytest.mark.timeout(30)
+    def test_sigterm_ends_a_role_process_at_once(self):
+        serving_forever = """
+            import sys, time, types
+            sys.modules['bps_tf._core'] = types.SimpleNamespace(
+                validate_environment=lambda: None, run_role=lambda: (print('serving', flush=True), time.sleep(600)))
+            from bps_tf.launcher.role import run_this_role
+            sys.exit(run_this_role())
+        """
+        process = subprocess.Popen(python(serving_forever), env=subprocess_env(), stdout=subprocess.PIPE,
+                                   text=True)
+        try:
+            assert process.stdout.readline() == "serving\n"
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=10) == -signal.SIGTERM
+        finally:
+            process.kill()
+            process.stdout.close()
+
+
+class TestClusterWorker:
+    @pytest.mark.timeout(30)
+    def test_worker_runs_the_command_with_this_environment(self, install_core, monkeypatch, capfd):
+        core = install_core(fake_core())
+        monkeypatch.setenv("DMLC_ROLE", "worker")
+        monkeypatch.setenv("BYTEPS_TRACE_ON", "1")
+        command = python("import os, sys; print(os.environ['DMLC_ROLE'], os.environ['BYTEPS_TRACE_ON']); sys.exit(7)")
+        assert main(command) == 7
+        assert core.calls == ["validate_environment"]
+        assert capfd.readouterr().out == "worker 1\n"
+
+    @pytest.mark.timeout(10)
+    def test_invalid_environment_stops_the_worker_before_the_command(self, install_core, monkeypatch, capfd,
+                                                                      tmp_path):
+        install_core(fake_core(validate_error=ValueError("DMLC_PS_ROOT_URI is not set: set it to ...")))
+        monkeypatch.setenv("DMLC_ROLE", "worker")
+        marker = tmp_path / "ran"
+        assert main(python(f"open({str(marker)!r}, 'w')")) == 1
+        assert not marker.exists()
+        assert capfd.readouterr().err == "bpslaunch: DMLC_PS_ROOT_URI is not set: set it to ...\n"
+
+    @pytest.mark.timeout(10)
+    def test_worker_needs_a_command(self, install_core, monkeypatch, capsys):
+        install_core(fake_core())
+        monkeypatch.setenv("DMLC_ROLE", "worker")
+        assert main([]) == 1
+        assert "DMLC_ROLE=worker needs the training command" in capsys.readouterr().err
+
+    # Runs cluster-mode bpslaunch as a worker with a stand-in core, so that a test can signal it.
+    WORKER_DRIVER = """
+        import sys, types
+        sys.modules['bps_tf._core'] = types.SimpleNamespace(validate_environment=lambda: None)
+        from bps_tf.launcher.cluster import run_worker_command
+        sys.exit(run_worker_command([sys.executable, '-c', sys.argv[1]], kill_grace=float(sys.argv[2])))
+    """
+
+    def start_worker(self, command_code, kill_grace=5.0):
+        return subprocess.Popen(python(self.WORKER_DRIVER) + [textwrap.dedent(command_code), str(kill_grace)],
+                                env=subprocess_env(DMLC_ROLE="worker"), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    @pytest.mark.timeout(30)
+    @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+    def test_signals_are_forwarded_to_the_command(self, signum):
+        worker = self.start_worker("""
+            import signal, sys, time
+            def leave(signum, frame):
+                print('got', signal.Signals(signum).name, flush=True)
+                sys.exit(7)
+            signal.signal(signal.SIGINT, leave)
+            signal.signal(signal.SIGTERM, leave)
+            print('ready', flush=True)
+            time.sleep(600)
+        """)
+        try:
+            assert worker.stdout.readline() == "ready\n"
+            worker.send_signal(signum)
+            out, _ = worker.communicate(timeout=15)
+        finally:
+            worker.kill()
+        assert out == f"got {signal.Signals(signum).name}\n"
+        assert worker.returncode == 7
+
+    @pytest.mark.timeout(30)
+    def test_command_ignoring_the_signal_is_killed(self, tmp_path):
+        pid_file = tmp_path / "pid"
+        worker = self.start_worker(f"""
+            import os, signal, time
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            open({str(pid_file)!r}, 'w').write(str(os.getpid()))
+            print('ready', flush=True)
+            time.sleep(600)
+        """, kill_grace=0.5)
+        try:
+            assert worker.stdout.readline() == "ready\n"
+            worker.send_signal(signal.SIGTERM)
+            _, err = worker.communicate(timeout=15)
+        finally:
+            worker.kill()
+        assert worker.returncode == 128 + signal.SIGKILL
+        assert "bpslaunch: the worker command did not exit within 0.5 s of SIGTERM; killed it" in err
+        assert_all_dead([int(pid_file.read_text())])
+
+
+class TestImports:
+    @pytest.mark.timeout(60)
+    def test_launcher_never_imports_tensorflow(self):
+        check = """
+            import sys
+            import bps_tf.launcher.main, bps_tf.launcher.role
+            heavy = [name for name in ('tensorflow', 'numpy', 'keras') if name in sys.modules]
+            assert not heavy, heavy
+        """
+        result = subprocess.run(python(check), env=subprocess_env(), capture_output=True, text=True, timeout=50)
+        assert result.returncode == 0, result.stderr
+
+
+def bpslaunch_script():
+    return str(Path(sys.executable).parent / "bpslaunch")
+
+
+def descendants(pid):
+    """Pids of all living descendants of `pid`, read from /proc."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, pending = [], [pid]
+    while pending:
+        children = parents.get(pending.pop(), [])
+        found += children
+        pending += children
+    return found
+
+
+# A worker that joins the job through the real core, so the scheduler and servers see it come and go.
+# Assumes the Horovod-style API of bps_tf (init/shutdown/rank); adjust here if the API differs.
+JOINING_WORKER = """
+import bps_tf as bps
+bps.init()
+print('worker rank', bps.rank(), flush=True)
+{body}
+bps.shutdown()
+"""
+
+
+class TestRealCore:
+    """End to end through the real `bpslaunch` and the native core (fail until bps_tf._core exists)."""
+
+    def run_bpslaunch(self, args, timeout=120, **env):
+        return subprocess.run([bpslaunch_script()] + args, env=subprocess_env(**env), capture_output=True,
+                              text=True, timeout=timeout)
+
+    @pytest.mark.timeout(60)
+    def test_console_script_is_installed(self):
+        result = self.run_bpslaunch(["--help"])
+        assert result.returncode == 0 and "--local" in result.stdout
+
+    @pytest.mark.timeout(180)
+    def test_local_job_succeeds_with_prefixed_output(self):
+        worker = python(JOINING_WORKER.format(body=""))
+        result = self.run_bpslaunch(["--local", "--workers", "2", "--servers", "2", "--timeout", "120", "--"]
+                                    + worker, timeout=150)
+        assert result.returncode == 0, result.stderr
+        lines = result.stdout.splitlines()
+        assert "[worker 0] worker rank 0" in lines and "[worker 1] worker rank 1" in lines
+        assert "bpslaunch:" not in result.stderr  # scheduler and servers exited on their own
+
+    @pytest.mark.timeout(180)
+    def test_failing_worker_fails_the_job(self):
+        worker = python(JOINING_WORKER.format(body="import sys\nif bps.rank() == 1: sys.exit(3)"))
+        result = self.run_bpslaunch(["--local", "--workers", "2", "--servers", "1", "--timeout", "120", "--"]
+                                    + worker, timeout=150)
+        assert result.returncode == 3, result.stderr
+        assert "bpslaunch: worker 1 exited with code 3" in result.stderr
+
+    @pytest.mark.timeout(120)
+    def test_ctrl_c_leaves_no_process_behind(self):
+        worker = python(JOINING_WORKER.format(body="import time\ntime.sleep(600)"))
+        launcher = subprocess.Popen([bpslaunch_script(), "--local", "--workers", "2", "--servers", "1",
+                                     "--timeout", "100", "--"] + worker, env=subprocess_env(),
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_until(lambda: len(descendants(launcher.pid)) >= 4, 60, "scheduler, server and workers")
+            started = descendants(launcher.pid)
+            launcher.send_signal(signal.SIGINT)
+            _, err = launcher.communicate(timeout=30)
+        finally:
+            launcher.kill()
+        assert launcher.returncode == 130
+        assert "bpslaunch: received SIGINT; stopping all processes" in err
+        assert_all_dead(started)
+
+    @pytest.mark.timeout(120)
+    def test_timeout_stops_the_job(self):
+        worker = python(JOINING_WORKER.format(body="import time\ntime.sleep(600)"))
+        result = self.run_bpslaunch(["--local", "--workers", "1", "--servers", "1", "--timeout", "5", "--"]
+                                    + worker, timeout=60)
+        assert result.returncode == TIMEOUT_EXIT_CODE
+        assert "--timeout 5 s" in result.stderr
+
+    @pytest.mark.timeout(60)
+    def test_missing_dmlc_role_through_the_console_script(self):
+        result = self.run_bpslaunch(["python", "train.py"])
+        assert result.returncode == 1
+        assert "DMLC_ROLE is not set" in result.stderr and "--local" in result.stderr
+
+    @pytest.mark.timeout(60)
+    @pytest.mark.parametrize("role_name", ["scheduler", "server", "worker"])
+    def test_incomplete_environment_names_the_missing_variable(self, role_name):
+        result = self.run_bpslaunch(["python", "-c", "pass"], DMLC_ROLE=role_name)
+        assert result.returncode == 1
+        assert re.search(r"^bpslaunch: .*DMLC_\w+", result.stderr, re.MULTILINE), result.stderr
+
+    @pytest.mark.timeout(60)
+    def test_sigterm_ends_a_scheduler_blocked_in_the_core(self):
+        process = subprocess.Popen([bpslaunch_script()], env=subprocess_env(
+            DMLC_ROLE="scheduler", DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=str(find_free_port()),
+            DMLC_NUM_WORKER="1", DMLC_NUM_SERVER="1"))
+        try:
+            time.sleep(2)  # now waiting for workers and servers that never come
+            assert process.poll() is None
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=10) == -signal.SIGTERM
+        finally:
+            process.kill()
+
