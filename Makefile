@@ -1,0 +1,29 @@
+# Two front doors: `make demo` runs the main job, `make test` runs every test. Both install what is
+# missing (scripts/setup.sh), build with Bazel, then run. A second run does no needless work.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(abspath $(VENV))/bin/python
+BAZEL_CACHE ?= $(HOME)/.cache/bps_tf/bazel-disk
+BAZEL_FLAGS := --repo_env=PYTHON_BIN_PATH=$(PY) --disk_cache=$(BAZEL_CACHE)
+CORE_TARGETS := //cc:libbps_core.so //cc/python:_core.so
+
+.PHONY: demo test setup build test-cc test-py
+
+demo: build
+	$(VENV)/bin/bpslaunch --local --workers 2 --servers 1 -- $(PY) examples/push_pull_demo.py
+
+test: test-cc test-py
+
+setup:
+	@scripts/setup.sh
+
+# Builds the core and puts the shared libraries next to the Python package (copied only when changed).
+build: setup
+	bazel build $(BAZEL_FLAGS) $(CORE_TARGETS)
+	@install -C -m 644 bazel-bin/cc/libbps_core.so bazel-bin/cc/python/_core.so bps_tf/
+
+test-cc: setup
+	bazel test $(BAZEL_FLAGS) //cc/...
+
+test-py: build
+	$(PY) -m pytest -q tests

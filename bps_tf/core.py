@@ -1,0 +1,118 @@
+"""Framework-neutral API on NumPy arrays: join the job, push_pull arrays by name.
+
+Used by tests and benchmarks, and by the TensorFlow layer underneath.
+"""
+
+import atexit
+
+import numpy as np
+
+from bps_tf.launcher.native_core import load_core
+
+_core = load_core()
+
+# NumPy dtype names the core accepts (bfloat16 comes from ml_dtypes, which TensorFlow installs).
+SUPPORTED_DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64")
+
+_atexit_registered = False
+
+
+def init():
+    """Joins the job described by the DMLC_* environment (set by bpslaunch). Blocks until every
+    server and worker has joined, or BYTEPS_TIMEOUT passes."""
+    global _atexit_registered
+    _core.init()
+    if not _atexit_registered:
+        atexit.register(_shutdown_at_exit)
+        _atexit_registered = True
+
+
+def shutdown():
+    """Leaves the job: waits for this worker's push_pulls, then for the other workers to finish."""
+    _core.shutdown()
+
+
+def _shutdown_at_exit():
+    if _core.is_initialized():
+        try:
+            _core.shutdown()
+        except Exception as error:  # exiting anyway: report, do not raise from atexit
+            print(f"bps_tf: shutdown at exit failed: {error}")
+
+
+def is_initialized():
+    return _core.is_initialized()
+
+
+def rank():
+    """This worker process's rank: DMLC_WORKER_ID * local_size + local_rank."""
+    return _core.rank()
+
+
+def size():
+    """Number of worker processes in the job."""
+    return _core.size()
+
+
+def local_rank():
+    return _core.local_rank()
+
+
+def local_size():
+    return _core.local_size()
+
+
+class Handle:
+    """An asynchronous push_pull in flight; pass it to synchronize()."""
+
+    def __init__(self, handle, input_array, output_array, average):
+        self._handle = handle
+        self._input = input_array  # kept alive: the core reads and writes them until completion
+        self.output = output_array
+        self._average = average
+
+    def done(self):
+        return _core.poll(self._handle)
+
+
+def _check_array(array, name):
+    if not isinstance(name, str) or not name:
+        raise ValueError("push_pull needs a non-empty string name that is the same on every worker")
+    array = np.ascontiguousarray(array)
+    if array.dtype.name not in SUPPORTED_DTYPES:
+        raise ValueError(
+            f"push_pull of '{name}': unsupported dtype {array.dtype.name}; "
+            f"supported: {', '.join(SUPPORTED_DTYPES)}"
+        )
+    return array
+
+
+def push_pull_async(array, name, average=False, priority=0, out=None):
+    """Starts summing `array` across all workers under `name`. Returns a Handle.
+
+    `out` may be `array` itself for an in-place sum. Higher `priority` goes first.
+    """
+    array = _check_array(array, name)
+    if average and array.dtype.kind != "f" and array.dtype.name != "bfloat16":
+        raise ValueError(f"push_pull of '{name}': average=True needs a floating dtype, got {array.dtype.name}")
+    output = np.empty_like(array) if out is None else out
+    if output.shape != array.shape or output.dtype != array.dtype or not output.flags.c_contiguous:
+        raise ValueError(f"push_pull of '{name}': out must be a C-contiguous array like the input")
+    handle = _core.push_pull_async(
+        array.ctypes.data, output.ctypes.data, array.dtype.name, list(array.shape), name, int(priority)
+    )
+    return Handle(handle, array, output, average)
+
+
+def synchronize(handle):
+    """Waits for a push_pull and returns its result (raises on failure, within BYTEPS_TIMEOUT)."""
+    _core.wait(handle._handle)
+    result = handle.output
+    if handle._average:
+        np.divide(result, size(), out=result, casting="unsafe")
+    return result
+
+
+def push_pull(array, name, average=False, priority=0):
+    """Returns the sum (or, with average=True, the mean) of `array` across all workers."""
+    return synchronize(push_pull_async(array, name, average=average, priority=priority))

@@ -1,0 +1,133 @@
+// bps_tf._core: the framework-neutral Python door to the core. Arrays travel as raw addresses; the
+// Python wrapper (bps_tf/core.py) keeps them alive until their push_pull completes.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "cc/common/clock.h"
+#include "cc/python/handles.h"
+#include "cc/runtime/process_engine.h"
+
+namespace py = pybind11;
+
+namespace bps {
+namespace {
+
+HandleTable g_handles;
+
+[[noreturn]] void Raise(const Status& status) {
+  switch (status.code()) {
+    case Code::kInvalidArgument: throw py::value_error(status.message());
+    case Code::kDeadlineExceeded: {
+      PyErr_SetString(PyExc_TimeoutError, status.message().c_str());
+      throw py::error_already_set();
+    }
+    default: throw std::runtime_error(status.message());
+  }
+}
+
+void Check(const Status& status) {
+  if (!status.ok()) Raise(status);
+}
+
+Engine& RequireEngine() {
+  Engine* engine = ProcessEngine();
+  if (engine == nullptr) {
+    throw std::runtime_error("bps_tf is not initialised: call bps_tf.init() first (in a process started by bpslaunch)");
+  }
+  return *engine;
+}
+
+DataType ParseDtype(const std::string& name) {
+  for (int i = 0; i < kNumDataTypes; ++i) {
+    if (name == DataTypeName(static_cast<DataType>(i))) return static_cast<DataType>(i);
+  }
+  throw py::value_error("unsupported dtype '" + name +
+                        "': push_pull supports float16, bfloat16, float32, float64, int32 and int64");
+}
+
+int64_t PushPullAsync(uintptr_t input, uintptr_t output, const std::string& dtype, std::vector<int64_t> shape,
+                      const std::string& name, int priority) {
+  Engine& engine = RequireEngine();
+  if (name.empty()) throw py::value_error("push_pull needs a non-empty tensor name");
+  auto completion = std::make_shared<Completion>();
+  PushPullRequest request;
+  request.name = name;
+  request.dtype = ParseDtype(dtype);
+  request.shape = std::move(shape);
+  request.input = reinterpret_cast<const void*>(input);
+  request.output = reinterpret_cast<void*>(output);
+  request.priority = priority;
+  request.done = [completion](const Status& s) { completion->Set(s); };
+  int64_t handle = g_handles.Add(completion);
+  engine.Enqueue(std::move(request));
+  return handle;
+}
+
+bool Poll(int64_t handle) {
+  auto completion = g_handles.Get(handle);
+  if (!completion) throw py::value_error("unknown push_pull handle " + std::to_string(handle));
+  std::lock_guard<std::mutex> lock(completion->mu);
+  return completion->done;
+}
+
+// Waits in short slices so Ctrl-C reaches Python; the engine itself guarantees completion within
+// BYTEPS_TIMEOUT, the outer limit only guards against a bug there.
+void Wait(int64_t handle) {
+  auto completion = g_handles.Get(handle);
+  if (!completion) throw py::value_error("unknown push_pull handle " + std::to_string(handle));
+  Engine* engine = ProcessEngine();
+  double limit = (engine ? engine->config().timeout_s : 300) + 60;
+  Deadline deadline(limit);
+  while (true) {
+    bool done;
+    {
+      py::gil_scoped_release release;
+      done = completion->WaitFor(0.2);
+    }
+    if (done) break;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    if (deadline.expired()) throw std::runtime_error("push_pull did not complete; this is a bug in bps_tf");
+  }
+  g_handles.Remove(handle);
+  Check(completion->status);
+}
+
+}  // namespace
+}  // namespace bps
+
+PYBIND11_MODULE(_core, m) {
+  using namespace bps;
+  m.doc() = "bps_tf core: parameter-server push_pull over UCX";
+  m.def("init", [] {
+    py::gil_scoped_release release;
+    Status s = InitProcessEngine();
+    py::gil_scoped_acquire acquire;
+    Check(s);
+  });
+  m.def("shutdown", [] {
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = ShutdownProcessEngine();
+    }
+    Check(s);
+  });
+  m.def("is_initialized", [] { return ProcessEngine() != nullptr; });
+  m.def("rank", [] { return RequireEngine().rank(); });
+  m.def("size", [] { return RequireEngine().size(); });
+  m.def("local_rank", [] { return RequireEngine().local_rank(); });
+  m.def("local_size", [] { return RequireEngine().local_size(); });
+  m.def("validate_environment", [] { Check(ValidateEnvironment()); });
+  m.def("run_role", [] {
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = RunServiceRole();
+    }
+    if (!s.ok()) throw std::runtime_error(s.message());
+  });
+  m.def("push_pull_async", &PushPullAsync, py::arg("input"), py::arg("output"), py::arg("dtype"),
+        py::arg("shape"), py::arg("name"), py::arg("priority") = 0);
+  m.def("poll", &Poll);
+  m.def("wait", &Wait);
+}
