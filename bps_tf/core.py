@@ -78,7 +78,7 @@ class Handle:
 def _check_array(array, name):
     if not isinstance(name, str) or not name:
         raise ValueError("push_pull needs a non-empty string name that is the same on every worker")
-    array = np.ascontiguousarray(array)
+    array = np.asarray(array, order="C")  # (ascontiguousarray would turn scalars into 1-d arrays)
     if array.dtype.name not in SUPPORTED_DTYPES:
         raise ValueError(
             f"push_pull of '{name}': unsupported dtype {array.dtype.name}; "

@@ -35,9 +35,8 @@ def python(code):
 
 
 def subprocess_env(**extra):
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), **extra)
-    for name in [name for name in env if name.startswith("DMLC_")]:
-        del env[name]
+    env = {name: value for name, value in os.environ.items() if not name.startswith("DMLC_")}
+    env.update(PYTHONPATH=str(REPO_ROOT), **extra)
     return env
 
 
@@ -68,7 +67,8 @@ def assert_all_dead(pids, timeout=5.0):
 
 
 def recorded_pids(pid_dir):
-    return [int(path.name) for path in Path(pid_dir).iterdir()]
+    # ".<pid>" files are still being written (renamed when complete).
+    return [int(path.name) for path in Path(pid_dir).iterdir() if not path.name.startswith(".")]
 
 
 # Stand-ins for processes. Each reads PID_DIR from the environment the launcher passes on, records its pid there

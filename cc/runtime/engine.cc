@@ -88,7 +88,7 @@ void Engine::Advance(Tensor* tensor, Callbacks* later) {
   tensor->round++;
   active_operations_++;
   if (op->remaining == 0) {  // an empty tensor: nothing to move
-    later->push_back([this, op] { FinishPartition(op, 0, Status::OK()); });
+    later->push_back([this, op] { FinishPartition(op, Status::OK()); });
     op->remaining = 1;
     return;
   }
@@ -132,17 +132,26 @@ void Engine::StartPartition(Operation* op, const Partition& part) {
   const char* input = static_cast<const char*>(op->request.input) + part.offset * element;
   char* output = static_cast<char*>(op->request.output) + part.offset * element;
   client_->Push(part, round, dtype, input, [this, op, part, round, dtype, output, bytes](const Status& pushed) {
-    if (!pushed.ok()) return FinishPartition(op, bytes, pushed);
-    client_->Pull(part, round, dtype, output,
-                  [this, op, bytes](const Status& pulled) { FinishPartition(op, bytes, pulled); });
+    // The credit covers the push only: a pull waits on the other workers, and holding credit across
+    // that wait would let two workers that started different tensors first wait on each other forever.
+    ReleaseCredit(bytes);
+    if (!pushed.ok()) return FinishPartition(op, pushed);
+    client_->Pull(part, round, dtype, output, [this, op](const Status& pulled) { FinishPartition(op, pulled); });
   });
 }
 
-void Engine::FinishPartition(Operation* op, size_t bytes, const Status& status) {
-  Callbacks later;
+void Engine::ReleaseCredit(size_t bytes) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     ready_.Release(bytes);
+  }
+  Dispatch();
+}
+
+void Engine::FinishPartition(Operation* op, const Status& status) {
+  Callbacks later;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
     if (!status.ok() && op->status.ok()) {
       op->status = Status(status.code(), "push_pull of tensor '" + op->request.name + "': " + status.message());
     }

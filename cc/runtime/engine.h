@@ -1,5 +1,6 @@
 // The worker engine: turns push_pull requests into partitions, schedules them by priority under the
-// credit window, and moves each partition through its stages (push, then pull) on its own.
+// credit window (bytes being pushed), and moves each partition through its stages (push, then pull) on
+// its own, so the push of one partition overlaps the pull of another.
 #pragma once
 
 #include <deque>
@@ -73,7 +74,8 @@ class Engine {
   void Advance(Tensor* tensor, Callbacks* later);
   void OnDeclared(Tensor* tensor, const StatusOr<PartitionPlan>& plan);
   void StartPartition(Operation* op, const Partition& part);
-  void FinishPartition(Operation* op, size_t bytes, const Status& status);
+  void ReleaseCredit(size_t bytes);
+  void FinishPartition(Operation* op, const Status& status);
   void Dispatch();
   static void Run(Callbacks& callbacks);
 

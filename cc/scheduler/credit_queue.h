@@ -1,5 +1,5 @@
 // The one scheduling point of a worker: ready partitions start in priority order (higher first, ties by
-// lower key) while the bytes in flight stay within the credit window (BYTEPS_SCHEDULING_CREDIT).
+// lower key) while the bytes being pushed stay within the credit window (BYTEPS_SCHEDULING_CREDIT).
 #pragma once
 
 #include <cstddef>

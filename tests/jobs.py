@@ -1,0 +1,95 @@
+"""Running real multi-process jobs from tests: `bpslaunch --local`, or each role started by hand (cluster
+mode) when a test needs to kill one of them. Every process is killed when the test ends, pass or fail."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+WORKERS_DIR = Path(__file__).resolve().parent / "workers"
+BPSLAUNCH = str(Path(sys.executable).parent / "bpslaunch")
+
+
+def clean_env(**extra):
+    """This process's environment without DMLC_* (tests must not inherit a job), plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DMLC_") and not k.startswith("BYTEPS_")}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def run_local(script, workers, servers, *args, timeout=240, **env):
+    """Runs tests/workers/<script> as a `bpslaunch --local` job; returns the CompletedProcess."""
+    command = [BPSLAUNCH, "--local", "--workers", str(workers), "--servers", str(servers),
+               "--timeout", str(timeout), "--", sys.executable, str(WORKERS_DIR / script), *map(str, args)]
+    return subprocess.run(command, env=clean_env(**env), capture_output=True, text=True, timeout=timeout + 60)
+
+
+def free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ManualJob:
+    """Scheduler and servers started through `bpslaunch` in cluster mode (the role runs inside that process);
+    workers started directly, so that killing one kills the training process itself."""
+
+    def __init__(self, workers, servers, script, *args, **env):
+        self.workers, self.servers = workers, servers
+        self.base = dict(DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=free_port(),
+                         DMLC_NUM_WORKER=workers, DMLC_NUM_SERVER=servers, DMLC_NODE_HOST="127.0.0.1", **env)
+        self.processes = {}
+        self._start("scheduler", [])
+        for s in range(servers):
+            self._start(f"server{s}", [])
+        for w in range(workers):
+            self._start(f"worker{w}", [sys.executable, str(WORKERS_DIR / script), *map(str, args)],
+                        DMLC_WORKER_ID=w)
+
+    def _start(self, name, command, **extra):
+        role = name.rstrip("0123456789")
+        env = clean_env(DMLC_ROLE=role, **self.base, **extra)
+        argv = command if role == "worker" else [BPSLAUNCH]
+        self.processes[name] = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                                text=True, start_new_session=True)
+
+
+    def kill(self, name):
+        os.killpg(self.processes[name].pid, signal.SIGKILL)
+
+    def wait(self, name, timeout):
+        """Exit code and output of one process."""
+        process = self.processes[name]
+        out, _ = process.communicate(timeout=timeout)
+        return process.returncode, out
+
+    def close(self):
+        for process in self.processes.values():
+            if process.poll() is None:
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            process.communicate()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def wait_for_line(path, text, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and text in path.read_text():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"'{text}' did not appear in {path} within {timeout} s")

@@ -1,0 +1,116 @@
+"""push_pull across real processes over UCX on loopback, started through bpslaunch."""
+
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from jobs import ManualJob, clean_env, run_local
+
+
+def assert_job_ok(result, workers, marker):
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+    for w in range(workers):
+        assert f"[worker {w}] rank {w}: {marker}" in result.stdout, result.stdout
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize("servers", [1, 2])
+def test_every_dtype_and_size_sums_exactly(workers, servers):
+    result = run_local("sums.py", workers, servers)
+    assert_job_ok(result, workers, "42 dtype/size cases exact")
+
+
+@pytest.mark.timeout(300)
+def test_hundreds_in_flight_and_many_rounds():
+    result = run_local("inflight.py", 3, 2, BYTEPS_PARTITION_BYTES=65536)
+    assert_job_ok(result, 3, "200 in flight and 100 rounds exact")
+
+
+@pytest.mark.timeout(300)
+def test_small_partitions_and_tight_credit():
+    result = run_local("inflight.py", 2, 2, BYTEPS_PARTITION_BYTES=4096, BYTEPS_SCHEDULING_CREDIT=8192)
+    assert_job_ok(result, 2, "200 in flight and 100 rounds exact")
+
+
+@pytest.mark.timeout(300)
+def test_mismatched_shape_or_dtype_is_an_error_on_every_worker():
+    result = run_local("mismatch.py", 2, 1)
+    assert_job_ok(result, 2, "job still works")
+    for w in range(2):
+        caught = [line for line in result.stdout.splitlines() if line.startswith(f"[worker {w}] rank {w} caught")]
+        assert len(caught) == 3, result.stdout
+        assert "'shape-mismatch'" in caught[0] and "float32[3,4]" in caught[0] and "float32[3,5]" in caught[0]
+        assert "'dtype-mismatch'" in caught[1] and "float64[8]" in caught[1]
+        assert "two different tensors" in caught[2]
+
+
+def failure_report(output):
+    match = re.search(r"failed after ([0-9.]+) s: (\w+): (.*)", output)
+    assert match, output
+    return float(match.group(1)), match.group(2), match.group(3)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("tls", ["tcp", "default"])
+def test_killed_server_is_an_error_on_every_worker_within_the_timeout(tls):
+    env = {"BYTEPS_TIMEOUT": 20}
+    if tls == "tcp":
+        env["BYTEPS_UCX_TLS"] = "tcp,self"
+    with ManualJob(2, 2, "loop_until_failure.py", **env) as job:
+        time.sleep(3)  # both workers are now looping over push_pull
+        job.kill("server1")
+        for w in range(2):
+            code, out = job.wait(f"worker{w}", timeout=60)
+            assert code == 7, out
+            seconds, kind, message = failure_report(out)
+            assert seconds < 20, out
+            assert "server" in message, out
+
+
+@pytest.mark.timeout(120)
+def test_killed_worker_is_an_error_on_the_others():
+    with ManualJob(3, 1, "loop_until_failure.py", BYTEPS_TIMEOUT=20) as job:
+        time.sleep(3)
+        job.kill("worker2")
+        for w in range(2):
+            code, out = job.wait(f"worker{w}", timeout=60)
+            assert code == 7, out
+            seconds, _, message = failure_report(out)
+            assert seconds < 20, out
+            assert "worker 2" in message, out
+        for name in ["scheduler", "server0"]:
+            code, out = job.wait(name, timeout=30)
+            assert code != 0 and "worker 2" in out, out
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("missing", ["DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT", "DMLC_NUM_WORKER",
+                                     "DMLC_NUM_SERVER", "DMLC_WORKER_ID"])
+def test_missing_dmlc_variable_is_named(missing):
+    env = dict(DMLC_ROLE="worker", DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=9, DMLC_NUM_WORKER=2,
+               DMLC_NUM_SERVER=1, DMLC_WORKER_ID=0)
+    del env[missing]
+    code = "import bps_tf.core as bps\ntry:\n    bps.init()\nexcept ValueError as e:\n    print(e)"
+    result = subprocess.run([sys.executable, "-c", code], env=clean_env(**env), capture_output=True, text=True,
+                            timeout=50)
+    assert f"{missing} is not set" in result.stdout, result.stdout + result.stderr
+
+
+@pytest.mark.timeout(60)
+def test_init_without_a_role_says_how_to_launch():
+    code = "import bps_tf.core as bps\ntry:\n    bps.init()\nexcept ValueError as e:\n    print(e)"
+    result = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True,
+                            timeout=50)
+    assert "DMLC_ROLE is not set" in result.stdout and "bpslaunch" in result.stdout, result.stdout
+
+
+@pytest.mark.timeout(60)
+def test_push_pull_before_init_is_an_error():
+    code = "import numpy, bps_tf.core as bps\ntry:\n    bps.push_pull(numpy.ones(2), 'x')\nexcept RuntimeError as e:\n    print(e)"
+    result = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True,
+                            timeout=50)
+    assert "call bps_tf.init() first" in result.stdout, result.stdout + result.stderr
