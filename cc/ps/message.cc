@@ -24,6 +24,7 @@ const char* MessageTypeName(MessageType type) {
     case MessageType::kFinish: return "FINISH";
     case MessageType::kShutdown: return "SHUTDOWN";
     case MessageType::kAbort: return "ABORT";
+    case MessageType::kServerReady: return "SERVER_READY";
   }
   return "UNKNOWN";
 }
@@ -56,7 +57,7 @@ StatusOr<Message> Message::Decode(const std::string& bytes) {
   m.num_elements = r.Get<uint64_t>();
   uint8_t code = r.Get<uint8_t>();
   m.text = r.GetString();
-  if (r.failed() || type < 1 || type > static_cast<uint8_t>(MessageType::kAbort) || !IsValidDataType(dtype) ||
+  if (r.failed() || type < 1 || type > static_cast<uint8_t>(MessageType::kServerReady) || !IsValidDataType(dtype) ||
       code > static_cast<uint8_t>(Code::kInternal)) {
     return Truncated("protocol");
   }

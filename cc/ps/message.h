@@ -22,6 +22,7 @@ enum class MessageType : uint8_t {
   kFinish,           // worker -> scheduler: this worker is done
   kShutdown,         // scheduler -> all: the job is over
   kAbort,            // scheduler -> all: a node failed; stop with the error in `text`
+  kServerReady,      // server -> scheduler: address book received, pushes may come
 };
 
 const char* MessageTypeName(MessageType type);

@@ -71,6 +71,7 @@ void Scheduler::OnMessage(PeerId from, const std::string& header, void*, size_t)
     case MessageType::kRegister: HandleRegister(from, m); break;
     case MessageType::kDeclare: HandleDeclare(from, m); break;
     case MessageType::kFinish: HandleFinish(from); break;
+    case MessageType::kServerReady: HandleServerReady(from); break;
     default:
       BPS_LOG(Warning) << "scheduler ignored " << MessageTypeName(m.type) << " from " << NodeName(from);
   }
@@ -129,13 +130,25 @@ void Scheduler::SendAddressBooks() {
     nodes_[servers_[i]].rank = static_cast<int>(i);
     book.servers.push_back(nodes_[servers_[i]].address);
   }
-  for (auto& entry : nodes_) {
-    book.your_rank = entry.second.rank;
-    Message m;
-    m.type = MessageType::kAddressBook;
-    m.text = book.Encode();
-    Send(entry.first, m);
-  }
+  address_book_ = book;
+  // Servers first: a worker may push as soon as it has its book, so every server must know the job by then.
+  for (PeerId server : servers_) SendAddressBook(server);
+}
+
+void Scheduler::SendAddressBook(PeerId to) {
+  address_book_.your_rank = nodes_[to].rank;
+  Message m;
+  m.type = MessageType::kAddressBook;
+  m.text = address_book_.Encode();
+  Send(to, m);
+}
+
+void Scheduler::HandleServerReady(PeerId from) {
+  auto it = nodes_.find(from);
+  if (it == nodes_.end() || it->second.role != Role::kServer) return;
+  ready_servers_.insert(from);
+  if (static_cast<int>(ready_servers_.size()) < config_.num_server) return;
+  for (auto& worker : workers_) SendAddressBook(worker.second);
   BPS_LOG(Info) << "job started: " << servers_.size() << " servers, " << workers_.size() << " workers";
 }
 

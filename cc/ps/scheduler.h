@@ -49,6 +49,8 @@ class Scheduler : public MessageHandler {
   void HandleDeclare(PeerId from, const Message& m);
   void HandleFinish(PeerId from);
   void SendAddressBooks();
+  void SendAddressBook(PeerId to);
+  void HandleServerReady(PeerId from);
   void AnswerDeclaration(Declaration& d);
   void CheckTimeouts();
   void Abort(const Status& why);
@@ -66,7 +68,9 @@ class Scheduler : public MessageHandler {
   std::vector<PeerId> servers_;            // in registration order = server rank
   std::map<int, PeerId> workers_;          // worker rank -> peer
   int local_size_ = 0;                     // learned from the first worker
-  bool started_ = false;                   // address books sent
+  bool started_ = false;                   // everyone registered; address books on their way
+  AddressBook address_book_;
+  std::set<PeerId> ready_servers_;
   double start_time_ = 0;
   std::map<std::string, Declaration> declarations_;
   std::map<uint64_t, std::string> key_owner_;  // key base -> tensor name, to catch hash collisions

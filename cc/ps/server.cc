@@ -77,7 +77,12 @@ void Server::OnMessage(PeerId from, const std::string& header, void* payload, si
   switch (m.type) {
     case MessageType::kAddressBook: {
       auto book = AddressBook::Decode(m.text);
-      if (book.ok()) num_workers_ = book.value().num_workers;
+      if (book.ok() && m.status().ok()) {
+        num_workers_ = book.value().num_workers;
+        Message ready;
+        ready.type = MessageType::kServerReady;
+        transport_->Send(scheduler_, ready.Encode(), nullptr, 0, nullptr);
+      }
       address_book_.Set(m);
       break;
     }

@@ -178,7 +178,9 @@ Status Engine::Shutdown() {
     shut_down_ = true;
     bool idle = idle_.wait_for(lock, std::chrono::duration<double>(config_.timeout_s),
                                [this] { return active_operations_ == 0; });
-    if (!idle) BPS_LOG(Warning) << "shutting down with " << active_operations_ << " push_pulls unfinished";
+    if (!idle) {
+      BPS_LOG(Warning) << "shutting down with " << active_operations_ << " push_pulls unfinished";
+    }
   }
   Status finished = client_->Finish();
   if (watchdog_) watchdog_->Stop();
