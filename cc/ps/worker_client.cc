@@ -73,6 +73,19 @@ void WorkerClient::Declare(const TensorSpec& spec, DeclareDone done) {
   SendOrFail(scheduler_, m, nullptr, 0, m.request_id);
 }
 
+Message WorkerClient::PartitionRequest(MessageType type, const Partition& part, uint32_t round, DataType dtype,
+                                       Pending pending) {
+  Message m;
+  m.type = type;
+  m.sender = rank_;
+  m.key = part.key;
+  m.round = round;
+  m.dtype = dtype;
+  m.num_elements = part.count;
+  m.request_id = Track(std::move(pending));
+  return m;
+}
+
 void WorkerClient::Push(const Partition& part, uint32_t round, DataType dtype, const void* data, Done done) {
   Status failed = failure();
   if (!failed.ok()) return done(failed);
@@ -80,14 +93,7 @@ void WorkerClient::Push(const Partition& part, uint32_t round, DataType dtype, c
   p.expected = MessageType::kPushAck;
   p.done = std::move(done);
   p.what = "the push of round " + std::to_string(round) + " to " + ServerName(part.server);
-  Message m;
-  m.type = MessageType::kPush;
-  m.sender = rank_;
-  m.key = part.key;
-  m.round = round;
-  m.dtype = dtype;
-  m.num_elements = part.count;
-  m.request_id = Track(std::move(p));
+  Message m = PartitionRequest(MessageType::kPush, part, round, dtype, std::move(p));
   SendOrFail(servers_[part.server], m, data, part.count * DataTypeSize(dtype), m.request_id);
 }
 
@@ -101,14 +107,7 @@ void WorkerClient::Pull(const Partition& part, uint32_t round, DataType dtype, v
   p.bytes = part.count * DataTypeSize(dtype);
   p.what = "the sum of round " + std::to_string(round) + " from " + ServerName(part.server) +
            " (it waits until every worker has pushed)";
-  Message m;
-  m.type = MessageType::kPull;
-  m.sender = rank_;
-  m.key = part.key;
-  m.round = round;
-  m.dtype = dtype;
-  m.num_elements = part.count;
-  m.request_id = Track(std::move(p));
+  Message m = PartitionRequest(MessageType::kPull, part, round, dtype, std::move(p));
   SendOrFail(servers_[part.server], m, nullptr, 0, m.request_id);
 }
 

@@ -64,6 +64,7 @@ class WorkerClient : public MessageHandler {
   };
 
   uint64_t Track(Pending pending);
+  Message PartitionRequest(MessageType type, const Partition& part, uint32_t round, DataType dtype, Pending pending);
   void Fail(const Status& why);
   void Complete(uint64_t request_id, const Message& reply, void* payload);
   void SendOrFail(PeerId to, const Message& m, const void* payload, size_t bytes, uint64_t request_id);
