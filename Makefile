@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(abspath $(VENV))/bin/python
 BAZEL_CACHE ?= $(HOME)/.cache/bps_tf/bazel-disk
 BAZEL_FLAGS := --repo_env=PYTHON_BIN_PATH=$(PY) --disk_cache=$(BAZEL_CACHE)
-CORE_TARGETS := //cc:libbps_core.so //cc/python:_core.so
+CORE_TARGETS := //cc:libbps_core.so //cc/python:_core.so //cc/tf:_bps_ops.so
 
 .PHONY: demo test setup build test-cc test-py
 
@@ -20,7 +20,7 @@ setup:
 # Builds the core and puts the shared libraries next to the Python package (copied only when changed).
 build: setup
 	bazel build $(BAZEL_FLAGS) $(CORE_TARGETS)
-	@install -C -m 644 bazel-bin/cc/libbps_core.so bazel-bin/cc/python/_core.so bps_tf/
+	@install -C -m 644 bazel-bin/cc/libbps_core.so bazel-bin/cc/python/_core.so bazel-bin/cc/tf/_bps_ops.so bps_tf/
 
 test-cc: setup
 	bazel test $(BAZEL_FLAGS) //cc/...

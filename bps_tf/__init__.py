@@ -1,21 +1,26 @@
 """bps_tf: BytePS-style distributed training for TensorFlow.
 
-Importing the package is cheap (the launcher, servers and the scheduler import it and must not load
-TensorFlow); the public names are resolved on first use.
+`import bps_tf as bps` gives the Horovod-compatible TensorFlow API (bps.init, bps.push_pull,
+bps.DistributedOptimizer, ...). Importing the package itself is cheap: the launcher, the servers and the
+scheduler import it and must not load TensorFlow, so the public names are resolved on first use.
 """
 
 __version__ = "0.1.0"
 
-_CORE_NAMES = ("init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size")
+_TENSORFLOW_NAMES = (
+    "init", "shutdown", "is_initialized", "size", "rank", "local_size", "local_rank",
+    "push_pull", "broadcast", "broadcast_variables", "broadcast_object", "Average", "Sum", "Compression",
+    "DistributedOptimizer", "DistributedGradientTape", "BroadcastGlobalVariablesHook",
+)
 
 
 def __getattr__(name):
-    if name in _CORE_NAMES:
-        from bps_tf import core
+    if name in _TENSORFLOW_NAMES:
+        from bps_tf import tensorflow
 
-        return getattr(core, name)
+        return getattr(tensorflow, name)
     raise AttributeError(f"module 'bps_tf' has no attribute '{name}'")
 
 
 def __dir__():
-    return sorted(list(globals()) + list(_CORE_NAMES))
+    return sorted(list(globals()) + list(_TENSORFLOW_NAMES))

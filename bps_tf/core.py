@@ -3,63 +3,15 @@
 Used by tests and benchmarks, and by the TensorFlow layer underneath.
 """
 
-import atexit
-
 import numpy as np
 
 from bps_tf.launcher.native_core import load_core
+from bps_tf.process import init, is_initialized, local_rank, local_size, rank, shutdown, size  # noqa: F401
 
 _core = load_core()
 
 # NumPy dtype names the core accepts (bfloat16 comes from ml_dtypes, which TensorFlow installs).
 SUPPORTED_DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64")
-
-_atexit_registered = False
-
-
-def init():
-    """Joins the job described by the DMLC_* environment (set by bpslaunch). Blocks until every
-    server and worker has joined, or BYTEPS_TIMEOUT passes."""
-    global _atexit_registered
-    _core.init()
-    if not _atexit_registered:
-        atexit.register(_shutdown_at_exit)
-        _atexit_registered = True
-
-
-def shutdown():
-    """Leaves the job: waits for this worker's push_pulls, then for the other workers to finish."""
-    _core.shutdown()
-
-
-def _shutdown_at_exit():
-    if _core.is_initialized():
-        try:
-            _core.shutdown()
-        except Exception as error:  # exiting anyway: report, do not raise from atexit
-            print(f"bps_tf: shutdown at exit failed: {error}")
-
-
-def is_initialized():
-    return _core.is_initialized()
-
-
-def rank():
-    """This worker process's rank: DMLC_WORKER_ID * local_size + local_rank."""
-    return _core.rank()
-
-
-def size():
-    """Number of worker processes in the job."""
-    return _core.size()
-
-
-def local_rank():
-    return _core.local_rank()
-
-
-def local_size():
-    return _core.local_size()
 
 
 class Handle:

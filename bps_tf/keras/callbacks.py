@@ -1,0 +1,126 @@
+"""Keras callbacks with Horovod's names and meaning."""
+
+import numpy as np
+import tensorflow as tf
+
+import bps_tf.core as core
+from bps_tf.keras.learning_rate import get_learning_rate, get_momentum, set_learning_rate, set_momentum
+from bps_tf.tensorflow.functions import broadcast_variables
+
+_Callback = tf.keras.callbacks.Callback
+
+
+class BroadcastGlobalVariablesCallback(_Callback):
+    """Starts every worker from worker `root_rank`'s model and optimizer state (at the start of training and,
+    for optimizer state created by the first step, after it)."""
+
+    def __init__(self, root_rank, device=""):
+        super().__init__()
+        self.root_rank = root_rank
+        self.device = device
+        self._optimizer_variables_done = False
+
+    def _optimizer_variables(self):
+        optimizer = getattr(self.model, "optimizer", None)
+        return list(getattr(optimizer, "variables", []) or []) if optimizer is not None else []
+
+    def on_train_begin(self, logs=None):
+        broadcast_variables(self.model.variables, self.root_rank, name="model")
+        variables = self._optimizer_variables()
+        if variables:
+            broadcast_variables(variables, self.root_rank, name="optimizer")
+            self._optimizer_variables_done = True
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._optimizer_variables_done:
+            return
+        self._optimizer_variables_done = True
+        variables = self._optimizer_variables()
+        if variables:
+            broadcast_variables(variables, self.root_rank, name="optimizer")
+
+
+class MetricAverageCallback(_Callback):
+    """Replaces each epoch's metrics with their average over all workers, so logs (and callbacks after this
+    one, such as checkpoints and early stopping) see global values."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        if not logs:
+            return
+        for key in sorted(logs):
+            value = logs[key]
+            if isinstance(value, (int, float, np.floating, np.integer)) or (hasattr(value, "numpy")):
+                local = np.asarray(float(np.asarray(value)), dtype=np.float64)
+                logs[key] = float(core.push_pull(local, f"metric.{key}", average=True))
+
+
+class LearningRateScheduleCallback(_Callback):
+    """Sets the learning rate to initial_lr * multiplier(epoch) for start_epoch <= epoch < end_epoch;
+    `multiplier` is a number or a function of the (fractional, unless staircase) epoch."""
+
+    def __init__(self, initial_lr, multiplier, start_epoch=0, end_epoch=None, staircase=True,
+                 momentum_correction=True, steps_per_epoch=None):
+        super().__init__()
+        self.initial_lr = initial_lr
+        self.multiplier = multiplier if callable(multiplier) else (lambda epoch: multiplier)
+        self.start_epoch = start_epoch
+        self.end_epoch = end_epoch
+        self.staircase = staircase
+        self.momentum_correction = momentum_correction
+        self.steps_per_epoch = steps_per_epoch
+        self.current_epoch = 0
+        self._restore_momentum = None
+
+    def _active(self, epoch):
+        return epoch >= self.start_epoch and (self.end_epoch is None or epoch < self.end_epoch)
+
+    def _adjust(self, epoch):
+        optimizer = self.model.optimizer
+        old_lr = get_learning_rate(optimizer)
+        new_lr = self.initial_lr * self.multiplier(epoch)
+        set_learning_rate(optimizer, new_lr)
+        momentum = get_momentum(optimizer)
+        # Momentum correction (Goyal et al.): scale momentum with the lr change for one step.
+        if self.momentum_correction and momentum and old_lr > 0:
+            self._restore_momentum = momentum
+            set_momentum(optimizer, momentum * new_lr / old_lr)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.current_epoch = epoch
+        if self._active(epoch) and self.staircase:
+            self._adjust(epoch)
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self._active(self.current_epoch) and not self.staircase:
+            if not self.steps_per_epoch:
+                raise ValueError("LearningRateScheduleCallback: staircase=False needs steps_per_epoch")
+            self._adjust(self.current_epoch + batch / self.steps_per_epoch)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._restore_momentum is not None:
+            set_momentum(self.model.optimizer, self._restore_momentum)
+            self._restore_momentum = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs["lr"] = get_learning_rate(self.model.optimizer)
+
+
+class LearningRateWarmupCallback(LearningRateScheduleCallback):
+    """Ramps the learning rate from initial_lr / size() to initial_lr over warmup_epochs (Goyal et al.),
+    for large global batches."""
+
+    def __init__(self, initial_lr, warmup_epochs=5, momentum_correction=True, steps_per_epoch=None, verbose=0):
+        size = core.size()
+
+        def multiplier(epoch):
+            return 1.0 / size * (epoch * (size - 1) / warmup_epochs + 1)
+
+        super().__init__(initial_lr, multiplier, start_epoch=0, end_epoch=warmup_epochs, staircase=False,
+                         momentum_correction=momentum_correction, steps_per_epoch=steps_per_epoch)
+        self.verbose = verbose
+
+    def on_epoch_end(self, epoch, logs=None):
+        super().on_epoch_end(epoch, logs)
+        if epoch == self.end_epoch - 1 and self.verbose and core.rank() == 0:
+            print(f"Epoch {epoch + 1}: finished learning rate warmup to {get_learning_rate(self.model.optimizer):g}")

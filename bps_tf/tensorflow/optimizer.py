@@ -1,0 +1,178 @@
+"""DistributedOptimizer: wraps a Keras 3, tf-keras or tf.compat.v1 optimizer so that gradients are averaged
+(or summed) across workers before they are applied.
+
+The Keras optimizers are wrapped in place (the object keeps its class, so models that hold it still save
+and load); the tf.compat.v1 optimizer is wrapped by a delegating subclass, as v1 code expects.
+"""
+
+import types
+
+import tensorflow as tf
+
+from bps_tf.tensorflow.accumulation import LocalAccumulator
+from bps_tf.tensorflow.compression import Compression
+from bps_tf.tensorflow.gradients import push_pull_gradients
+from bps_tf.tensorflow.ops import Average
+
+
+def _keras3_module():
+    try:
+        import keras
+
+        return keras if keras.__version__.startswith("3.") else None
+    except ImportError:
+        return None
+
+
+def _tf_keras_module():
+    try:
+        import tf_keras
+
+        return tf_keras
+    except ImportError:
+        return None
+
+
+def _is_keras3(optimizer):
+    keras = _keras3_module()
+    return keras is not None and isinstance(optimizer, keras.optimizers.Optimizer)
+
+
+def _is_tf_keras(optimizer):
+    tf_keras = _tf_keras_module()
+    return tf_keras is not None and isinstance(
+        optimizer, (tf_keras.optimizers.Optimizer, tf_keras.optimizers.legacy.Optimizer)
+    )
+
+
+def _wrap_keras3(optimizer, reduce, backward_passes_per_step):
+    keras = _keras3_module()
+    if getattr(optimizer, "_bps_wrapped", False):
+        raise ValueError("this optimizer is already a DistributedOptimizer")
+    if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        if backward_passes_per_step > 1:
+            raise ValueError("backward_passes_per_step > 1 is not supported with a LossScaleOptimizer")
+        # Reduce the scaled gradients before the finiteness check, so every worker takes the same decision
+        # (skip or apply) and nobody waits for a push_pull another worker skipped.
+        original_apply = optimizer.apply
+
+        def apply(self, grads, trainable_variables=None):
+            variables = trainable_variables if trainable_variables is not None else self.trainable_variables
+            return original_apply(reduce(list(grads), list(variables)), trainable_variables)
+
+        optimizer.apply = types.MethodType(apply, optimizer)
+    else:
+        if backward_passes_per_step > 1:
+            if optimizer.built:
+                raise ValueError("wrap the optimizer before training when backward_passes_per_step > 1")
+            optimizer.gradient_accumulation_steps = backward_passes_per_step
+        # Keras calls this on update steps only (after its own gradient accumulation), where tf.distribute
+        # would all-reduce: gradients are clipped per worker before averaging, as under tf.distribute.
+        original_reduce = optimizer._all_reduce_sum_gradients
+
+        def _all_reduce_sum_gradients(self, grads_and_vars):
+            grads_and_vars = list(original_reduce(grads_and_vars))
+            grads = reduce([g for g, _ in grads_and_vars], [v for _, v in grads_and_vars])
+            return list(zip(grads, [v for _, v in grads_and_vars]))
+
+        optimizer._all_reduce_sum_gradients = types.MethodType(_all_reduce_sum_gradients, optimizer)
+    optimizer._bps_wrapped = True
+    return optimizer
+
+
+def _wrap_tf_keras(optimizer, reduce, backward_passes_per_step):
+    if getattr(optimizer, "_bps_wrapped", False):
+        raise ValueError("this optimizer is already a DistributedOptimizer")
+    original_apply = optimizer.apply_gradients
+    accumulator = LocalAccumulator(backward_passes_per_step)
+
+    def apply_gradients(self, grads_and_vars, *args, **kwargs):
+        grads_and_vars = list(grads_and_vars)
+        variables = [v for _, v in grads_and_vars]
+
+        def reduce_and_apply(grads):
+            return original_apply(list(zip(reduce(grads, variables), variables)), *args, **kwargs)
+
+        return accumulator.run([g for g, _ in grads_and_vars], reduce_and_apply,
+                               prepare=lambda: _build_tf_keras(self, variables))
+
+    optimizer.apply_gradients = types.MethodType(apply_gradients, optimizer)
+    optimizer._bps_wrapped = True
+    return optimizer
+
+
+def _build_tf_keras(optimizer, variables):
+    """Creates the optimizer's slots now: later they would be created inside a conditional branch."""
+    if hasattr(optimizer, "_create_all_weights"):  # tf-keras legacy optimizers
+        optimizer._create_all_weights(variables)
+    else:
+        optimizer.build(variables)
+
+
+class _DistributedOptimizerV1(tf.compat.v1.train.Optimizer):
+    """A tf.compat.v1 optimizer whose compute_gradients() returns gradients reduced across workers."""
+
+    def __init__(self, optimizer, reduce, backward_passes_per_step, name):
+        super().__init__(use_locking=False, name=name)
+        self._optimizer = optimizer
+        self._reduce = reduce
+        self._accumulator = LocalAccumulator(backward_passes_per_step)
+        self._variables = None
+
+    def compute_gradients(self, *args, **kwargs):
+        grads_and_vars = self._optimizer.compute_gradients(*args, **kwargs)
+        self._variables = [v for _, v in grads_and_vars]
+        if self._accumulator.steps > 1:
+            return grads_and_vars  # reduced in apply_gradients, once per accumulated step
+        grads = self._reduce([g for g, _ in grads_and_vars], self._variables)
+        return list(zip(grads, self._variables))
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        if self._accumulator.steps == 1:
+            return self._optimizer.apply_gradients(grads_and_vars, global_step=global_step, name=name)
+        grads_and_vars = list(grads_and_vars)
+        variables = [v for _, v in grads_and_vars]
+
+        def reduce_and_apply(grads):
+            return self._optimizer.apply_gradients(list(zip(self._reduce(grads, variables), variables)),
+                                                   global_step=global_step, name=name)
+
+        return self._accumulator.run([g for g, _ in grads_and_vars], reduce_and_apply,
+                                     prepare=lambda: self._optimizer._create_slots(variables))
+
+    def get_slot(self, *args, **kwargs):
+        return self._optimizer.get_slot(*args, **kwargs)
+
+    def get_slot_names(self, *args, **kwargs):
+        return self._optimizer.get_slot_names(*args, **kwargs)
+
+    def variables(self, *args, **kwargs):
+        return self._optimizer.variables(*args, **kwargs) + self._accumulator.variables()
+
+
+def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="", device_sparse="",
+                         compression=Compression.none, sparse_as_dense=False, backward_passes_per_step=1,
+                         op=Average):
+    """Wraps `optimizer` so that gradients are reduced across workers (Horovod's signature).
+
+    backward_passes_per_step > 1 sums that many local gradients before one exchange and one update.
+    Sparse gradients are always densified (sparse_as_dense is accepted for compatibility).
+    """
+    del use_locking, device_dense, device_sparse, sparse_as_dense
+    if backward_passes_per_step < 1:
+        raise ValueError(f"backward_passes_per_step must be >= 1, got {backward_passes_per_step}")
+    scope = name or "DistributedOptimizer"
+
+    def reduce(grads, variables):
+        return push_pull_gradients(grads, variables, scope, compression, op)
+
+    if _is_keras3(optimizer):
+        return _wrap_keras3(optimizer, reduce, backward_passes_per_step)
+    if _is_tf_keras(optimizer):
+        return _wrap_tf_keras(optimizer, reduce, backward_passes_per_step)
+    if isinstance(optimizer, tf.compat.v1.train.Optimizer):
+        return _DistributedOptimizerV1(optimizer, reduce, backward_passes_per_step, scope)
+    raise ValueError(
+        f"DistributedOptimizer: unsupported optimizer {type(optimizer).__name__}; expected a Keras 3, tf-keras "
+        "or tf.compat.v1.train optimizer"
+    )

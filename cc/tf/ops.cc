@@ -1,0 +1,26 @@
+// Op registrations: both ops return a tensor of the input's shape and dtype.
+#include "tensorflow/core/framework/common_shape_fns.h"
+#include "tensorflow/core/framework/op.h"
+
+namespace bps {
+
+REGISTER_OP("BytepsPushPull")
+    .Attr("T: {half, bfloat16, float, double, int32, int64}")
+    .Attr("tensor_name: string")
+    .Attr("priority: int = 0")
+    .Input("tensor: T")
+    .Output("sum: T")
+    .SetShapeFn(tensorflow::shape_inference::UnchangedShape)
+    .Doc("Sum of `tensor` across all workers, through the parameter servers. `tensor_name` identifies the "
+         "tensor on every worker.");
+
+REGISTER_OP("BytepsBroadcast")
+    .Attr("T: {half, bfloat16, float, double, int32, int64}")
+    .Attr("tensor_name: string")
+    .Attr("root_rank: int")
+    .Input("tensor: T")
+    .Output("value: T")
+    .SetShapeFn(tensorflow::shape_inference::UnchangedShape)
+    .Doc("The value of `tensor` on worker `root_rank`, on every worker.");
+
+}  // namespace bps

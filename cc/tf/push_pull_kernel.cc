@@ -1,0 +1,68 @@
+#include "cc/tf/push_pull_kernel.h"
+
+#include "cc/runtime/process_engine.h"
+#include "cc/tf/adapters.h"
+
+namespace bps {
+
+using tensorflow::AsyncOpKernel;
+using tensorflow::OpKernelConstruction;
+using tensorflow::OpKernelContext;
+
+Engine* EngineOrFail(OpKernelContext* context, const std::string& op_name) {
+  Engine* engine = ProcessEngine();
+  if (engine == nullptr) {
+    context->SetStatus(absl::FailedPreconditionError(
+        op_name + " ran before bps_tf.init(): call bps_tf.init() first, in a process started by bpslaunch"));
+  }
+  return engine;
+}
+
+void EnqueueInPlace(OpKernelContext* context, Engine* engine, const std::string& name, int priority,
+                    tensorflow::Tensor* output, AsyncOpKernel::DoneCallback done) {
+  DataType dtype;
+  if (!tf_adapter::ToCoreDtype(output->dtype(), &dtype)) {
+    context->SetStatus(absl::InvalidArgumentError("unsupported dtype for '" + name + "'"));
+    return done();
+  }
+  PushPullRequest request;
+  request.name = name;
+  request.dtype = dtype;
+  request.shape = tf_adapter::Shape(*output);
+  request.input = output->data();
+  request.output = output->data();
+  request.priority = priority;
+  request.done = [context, done](const Status& status) {
+    context->SetStatus(tf_adapter::ToTfStatus(status));
+    done();
+  };
+  engine->Enqueue(std::move(request));
+}
+
+class PushPullOp : public AsyncOpKernel {
+ public:
+  explicit PushPullOp(OpKernelConstruction* context) : AsyncOpKernel(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("tensor_name", &tensor_name_));
+    OP_REQUIRES_OK(context, context->GetAttr("priority", &priority_));
+  }
+
+  void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
+    Engine* engine = EngineOrFail(context, "push_pull of '" + tensor_name_ + "'");
+    if (engine == nullptr) return done();
+    const tensorflow::Tensor& input = context->input(0);
+    tensorflow::Tensor* output = nullptr;
+    OP_REQUIRES_OK_ASYNC(context, context->forward_input_or_allocate_output({0}, 0, input.shape(), &output), done);
+    if (output->data() != input.data() && input.TotalBytes() > 0) {
+      std::memcpy(output->data(), input.data(), input.TotalBytes());
+    }
+    EnqueueInPlace(context, engine, tensor_name_, priority_, output, std::move(done));
+  }
+
+ private:
+  std::string tensor_name_;
+  int priority_ = 0;
+};
+
+REGISTER_KERNEL_BUILDER(Name("BytepsPushPull").Device(tensorflow::DEVICE_CPU), PushPullOp);
+
+}  // namespace bps
