@@ -85,6 +85,10 @@ class LearningRateScheduleCallback(_Callback):
             self._restore_momentum = momentum
             set_momentum(optimizer, momentum * new_lr / old_lr)
 
+    def on_train_begin(self, logs=None):
+        if self.steps_per_epoch is None:
+            self.steps_per_epoch = (self.params or {}).get("steps")
+
     def on_epoch_begin(self, epoch, logs=None):
         self.current_epoch = epoch
         if self._active(epoch) and self.staircase:
@@ -119,6 +123,11 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
         super().__init__(initial_lr, multiplier, start_epoch=0, end_epoch=warmup_epochs, staircase=False,
                          momentum_correction=momentum_correction, steps_per_epoch=steps_per_epoch)
         self.verbose = verbose
+
+    def on_epoch_begin(self, epoch, logs=None):
+        super().on_epoch_begin(epoch, logs)
+        if epoch == self.end_epoch:  # the ramp ends exactly at initial_lr
+            set_learning_rate(self.model.optimizer, self.initial_lr)
 
     def on_epoch_end(self, epoch, logs=None):
         super().on_epoch_end(epoch, logs)
