@@ -83,3 +83,8 @@ def test_naming_is_stable_in_eager_loops_and_follows_graph_names():
         "assert a == b and b'grad:0' in a, (a, b)\n"
         "print('stable')")
     assert "stable" in result.stdout, result.stdout + result.stderr
+
+
+@pytest.mark.timeout(150)
+def test_v1_optimizer_accumulates_backward_passes_in_graph_mode():
+    assert_job_ok(run_local("v1_accumulation.py", 2, 1), 2, "v1 accumulation exact")

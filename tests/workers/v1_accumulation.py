@@ -1,0 +1,37 @@
+"""tf.compat.v1 DistributedOptimizer with backward_passes_per_step=2 in graph mode: variables change only
+on every second step, by the mean gradient of both steps averaged over workers."""
+
+import numpy as np
+import tensorflow as tf
+
+import bps_tf as bps
+
+tf.compat.v1.disable_eager_execution()
+
+
+def main():
+    bps.init()
+    rank, size = bps.rank(), bps.size()
+    x = tf.compat.v1.placeholder(tf.float32, [3])
+    w = tf.compat.v1.get_variable("w", initializer=tf.constant([1.0, 2.0, 3.0]))
+    loss = tf.reduce_sum(w * x)  # gradient = x
+    optimizer = bps.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(1.0),
+                                         backward_passes_per_step=2)
+    train = optimizer.minimize(loss)
+    feeds = [np.array([1.0, 0.0, 2.0]) * (rank + 1), np.array([3.0, 1.0, 0.0]) * (rank + 1)]
+    with tf.compat.v1.Session() as session:
+        session.run(tf.compat.v1.global_variables_initializer())
+        session.run(train, {x: feeds[0]})
+        after_first = session.run(w)
+        session.run(train, {x: feeds[1]})
+        after_second = session.run(w)
+    np.testing.assert_array_equal(after_first, [1.0, 2.0, 3.0])
+    mean_factor = sum(r + 1 for r in range(size)) / size
+    expected = np.array([1.0, 2.0, 3.0]) - (np.array([1.0, 0.0, 2.0]) + np.array([3.0, 1.0, 0.0])) / 2 * mean_factor
+    np.testing.assert_allclose(after_second, expected, rtol=1e-6)
+    print(f"rank {rank}: v1 accumulation exact", flush=True)
+    bps.shutdown()
+
+
+if __name__ == "__main__":
+    main()
