@@ -1,0 +1,116 @@
+"""BytePSCrossDeviceOps: the strategy's reductions. Local replicas are summed first, then one push_pull per
+process goes through the parameter servers, then the result is copied to every local destination (the
+hierarchical strategy). A batch of reductions (Keras's gradients) is issued together, so all their
+partitions pipeline, prioritised so that gradients listed first (layers nearer the input) go first."""
+
+import tensorflow as tf
+from tensorflow.python.distribute import cross_device_ops as cross_device_ops_lib
+from tensorflow.python.distribute import reduce_util
+from tensorflow.python.distribute import values as value_lib
+from tensorflow.python.framework import ops
+from tensorflow.python.ops import control_flow_util
+
+from bps_tf.process import size
+from bps_tf.tensorflow.ops import Sum, push_pull
+
+XLA_MESSAGE = (
+    "BytePSStrategy does not support jit_compile=True (XLA): its push_pull ops run outside XLA. "
+    "Compile the model with jit_compile=False (Keras's default under a distribution strategy)."
+)
+
+
+def _refuse_xla():
+    if control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph()):
+        raise ValueError(XLA_MESSAGE)
+
+
+def _local_values(value):
+    if isinstance(value, value_lib.DistributedValues):
+        return list(value.values)
+    return [value]
+
+
+def _label(value):
+    """A name for the reduction that is the same on every worker (and every step in a tf.function)."""
+    first = _local_values(value)[0]
+    if isinstance(first, tf.Variable):
+        return f"var/{first.name}"
+    if not tf.executing_eagerly() and hasattr(first, "name"):
+        return None  # the graph tensor's name (see naming.tensor_name)
+    return "eager"
+
+
+def _signature(tensor):
+    return f"{tensor.dtype.name}{tensor.shape.as_list() if tensor.shape.rank is not None else '?'}"
+
+
+def _dense(tensor):
+    return tf.convert_to_tensor(tensor)  # IndexedSlices become dense, as in push_pull
+
+
+class BytePSCrossDeviceOps(cross_device_ops_lib.CrossDeviceOps):
+    """Cross-device (and cross-process) reductions through bps_tf's parameter servers."""
+
+    def __init__(self, num_replicas_in_sync):
+        super().__init__()
+        self._num_replicas_in_sync = num_replicas_in_sync
+        self._eager_batches = {}
+
+    @property
+    def _num_between_graph_workers(self):
+        # More than one process: TF must not skip the reduction of a single local replica.
+        return size()
+
+    def _reduce_one(self, reduce_op, local_tensors, priority, name):
+        with tf.device(local_tensors[0].device):
+            local = local_tensors[0] if len(local_tensors) == 1 else tf.add_n(local_tensors)
+        summed = push_pull(local, name=name, op=Sum, priority=priority)
+        if reduce_op == reduce_util.ReduceOp.MEAN:
+            count = tf.cast(self._num_replicas_in_sync, summed.dtype)
+            # Integers keep their dtype (floor division), as a mean of counters is used.
+            summed = summed / count if summed.dtype.is_floating else summed // count
+        elif reduce_op != reduce_util.ReduceOp.SUM:
+            raise ValueError(f"BytePSStrategy reduces with SUM or MEAN, not {reduce_op}")
+        return summed
+
+    def _reduce_groups(self, reduce_op, groups, names):
+        count = len(groups)
+        return [self._reduce_one(reduce_op, g, count - i, n) for i, (g, n) in enumerate(zip(groups, names))]
+
+    def _reduce_batch(self, reduce_op, values):
+        """One reduced tensor per value (each value: a PerReplica/Mirrored value, a variable or a tensor)."""
+        _refuse_xla()
+        groups = [[_dense(t) for t in _local_values(v)] for v in values]
+        names = []
+        for i, (value, group) in enumerate(zip(values, groups)):
+            label = _label(value)
+            # Same label, different shapes (two metrics' "total") must not share a tensor.
+            names.append(None if label is None else f"strategy.{label}.{i}.{_signature(group[0])}")
+        if not tf.executing_eagerly() or len(groups) == 1:
+            return self._reduce_groups(reduce_op, groups, names)
+        # Eagerly each op would wait for its own result: run the batch as one function so they overlap.
+        key = (reduce_op, tuple(names), tuple(len(g) for g in groups))
+        function = self._eager_batches.get(key)
+        if function is None:
+            function = tf.function(lambda gs: self._reduce_groups(reduce_op, gs, list(key[1])), autograph=False)
+            self._eager_batches[key] = function
+        return function(groups)
+
+    def reduce_implementation(self, reduce_op, per_replica_value, destinations, options):
+        reduced = self._reduce_batch(reduce_op, [per_replica_value])[0]
+        return cross_device_ops_lib.simple_broadcast(reduced, destinations, always_mirrored=True)
+
+    def batch_reduce_implementation(self, reduce_op, value_destination_pairs, options):
+        reduced = self._reduce_batch(reduce_op, [v for v, _ in value_destination_pairs])
+        return [
+            cross_device_ops_lib.simple_broadcast(r, d, always_mirrored=True)
+            for r, (_, d) in zip(reduced, value_destination_pairs)
+        ]
+
+    def broadcast_implementation(self, tensor, destinations):
+        # Within this process: every worker already holds the same cross-replica value.
+        return cross_device_ops_lib.simple_broadcast(tensor, destinations, always_mirrored=True)
+
+    def _all_reduce(self, reduce_op, value, replica_id, options):
+        _refuse_xla()
+        raise ValueError("BytePSStrategy reduces through merge_call; this path is not used")

@@ -1,0 +1,136 @@
+"""BytePSExtended: every override of TensorFlow's private MirroredExtended in one place (DESIGN.md 4h),
+each answering one pitfall of using MirroredStrategy across processes (DESIGN.md 4a-g).
+
+Supported TensorFlow: 2.21 (checked by BytePSStrategy at construction)."""
+
+import itertools
+
+import tensorflow as tf
+from tensorflow.python.distribute import distribute_lib
+from tensorflow.python.distribute import distribute_utils
+from tensorflow.python.distribute.v1 import input_lib as input_lib_v1
+from tensorflow.python.distribute import input_util
+from tensorflow.python.distribute import mirrored_strategy
+from tensorflow.python.distribute import reduce_util
+
+from bps_tf.process import rank, size
+from bps_tf.strategy.cross_device_ops import BytePSCrossDeviceOps
+from bps_tf.tensorflow.ops import broadcast
+
+
+class BytePSExtended(mirrored_strategy.MirroredExtended):
+    def __init__(self, container_strategy, devices):
+        self._num_workers = size()
+        self._id_in_cluster = rank()
+        self._bps_ops = BytePSCrossDeviceOps(num_replicas_in_sync=len(devices) * size())
+        self._variable_counter = itertools.count()
+        super().__init__(container_strategy, devices=devices, cross_device_ops=self._bps_ops)
+
+    # (b) The replica count is global, or gradients would be `size` times too big.
+    @property
+    def _num_replicas_in_sync(self):
+        return len(self._devices) * self._num_workers
+
+    def _get_replica_id_in_sync_group(self, replica_id):
+        return self._id_in_cluster * len(self._devices) + replica_id
+
+    def _get_local_replica_id(self, replica_id_in_sync_group):
+        return replica_id_in_sync_group - self._id_in_cluster * len(self._devices)
+
+    def _in_multi_worker_mode(self):
+        # Also makes TF's distributed iterators agree across workers on whether data remains.
+        return self._num_workers > 1
+
+    @property
+    def experimental_between_graph(self):
+        return True
+
+    # (f) Only worker 0 writes checkpoints and summaries.
+    @property
+    def should_checkpoint(self):
+        return self._id_in_cluster == 0
+
+    @property
+    def should_save_summary(self):
+        return self._id_in_cluster == 0
+
+    # (d) No silent fallback: int32 values, CPU destinations and XLA all go through our ops (XLA is refused
+    # there with a clear message); merge_call is always used, so collectives are issued once per process
+    # from the cross-replica context (g).
+    def _use_merge_call(self):
+        return True
+
+    def _get_cross_device_ops(self, value):
+        return self._bps_ops
+
+    def _reduce_to(self, reduce_op, value, destinations, options):
+        if distribute_utils.is_mirrored(value) and reduce_op == reduce_util.ReduceOp.MEAN:
+            return value
+        if isinstance(value, (list, tuple)) or isinstance(value, dict):
+            return tf.nest.map_structure(lambda v: self._reduce_to(reduce_op, v, destinations, options), value)
+        # (a) A single local replica is still reduced across processes (our ops report more than one
+        # between-graph worker); a value that is not distributed is this process's contribution.
+        return self._bps_ops.reduce(reduce_op, value, destinations=destinations, options=options)
+
+    def _batch_reduce_to(self, reduce_op, value_destination_pairs, options):
+        return self._bps_ops.batch_reduce(reduce_op, value_destination_pairs, options=options)
+
+    # (e) Initial values come from worker 0, so every process starts from the same variables.
+    def _get_variable_creator_initial_value(self, replica_id, device, primary_var, **kwargs):
+        if replica_id != 0:
+            return super()._get_variable_creator_initial_value(replica_id, device, primary_var, **kwargs)
+        index = next(self._variable_counter)
+        name = kwargs.get("name") or "variable"
+
+        def initial_value_fn():
+            initial_value = kwargs["initial_value"]
+            if callable(initial_value):
+                initial_value = initial_value()
+            initial_value = getattr(initial_value, "wrapped_value", initial_value)  # CheckpointInitialValue
+            with tf.device(device):
+                value = tf.convert_to_tensor(initial_value, dtype=kwargs.get("dtype", None))
+                if self._num_workers == 1:
+                    return value
+                return broadcast(value, root_rank=0, name=f"strategy.initial_value.{index}.{name}")
+
+        return initial_value_fn
+
+    # (c) Datasets: each worker reads its own shard; batches are rebatched by the global replica count.
+    def _make_input_context(self):
+        return distribute_lib.InputContext(num_input_pipelines=self._num_workers,
+                                           input_pipeline_id=self._id_in_cluster,
+                                           num_replicas_in_sync=self._num_replicas_in_sync)
+
+    def _experimental_distribute_dataset(self, dataset, options):
+        if options and options.experimental_replication_mode == distribute_lib.InputReplicationMode.PER_REPLICA:
+            raise NotImplementedError("InputReplicationMode.PER_REPLICA is supported in "
+                                      "distribute_datasets_from_function only")
+        return input_util.get_distributed_dataset(
+            dataset, self._input_workers_with_options(options), self._container_strategy(),
+            num_replicas_in_sync=self._num_replicas_in_sync, input_context=self._make_input_context(),
+            options=options)
+
+    def _distribute_datasets_from_function(self, dataset_fn, options):
+        if options and options.experimental_replication_mode == distribute_lib.InputReplicationMode.PER_REPLICA:
+            raise NotImplementedError("InputReplicationMode.PER_REPLICA is not supported by BytePSStrategy")
+        return input_util.get_distributed_datasets_from_function(
+            dataset_fn=dataset_fn, input_workers=self._input_workers_with_options(options),
+            input_contexts=[self._make_input_context()], strategy=self._container_strategy(), options=options)
+
+    def _experimental_distribute_values_from_function(self, value_fn):
+        per_replica = []
+        for local_id in range(len(self._devices)):
+            replica_id = self._get_replica_id_in_sync_group(local_id)
+            per_replica.append(value_fn(distribute_lib.ValueContext(replica_id, self._num_replicas_in_sync)))
+        return distribute_utils.regroup(per_replica, always_wrap=True)
+
+    def _make_dataset_iterator(self, dataset):
+        return input_lib_v1.DatasetIterator(dataset, self._input_workers, self._container_strategy(),
+                                            num_replicas_in_sync=self._num_replicas_in_sync,
+                                            input_context=self._make_input_context())
+
+    def _make_input_fn_iterator(self, input_fn, replication_mode=distribute_lib.InputReplicationMode.PER_WORKER):
+        return input_lib_v1.InputFunctionIterator(input_fn, self._input_workers, [self._make_input_context()],
+                                                  self._container_strategy())
+
+

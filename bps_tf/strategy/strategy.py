@@ -1,0 +1,37 @@
+"""BytePSStrategy: tf.distribute.MirroredStrategy across processes and machines, with gradients summed
+through bps_tf's parameter servers."""
+
+import tensorflow as tf
+
+from bps_tf.process import init, is_initialized
+from bps_tf.strategy import keras_integration
+from bps_tf.strategy.extended import BytePSExtended
+
+SUPPORTED_TENSORFLOW = ("2.21.",)
+
+
+def _local_devices():
+    """All GPUs, else every logical CPU device (one unless configured otherwise)."""
+    gpus = tf.config.list_logical_devices("GPU")
+    return [d.name for d in (gpus or tf.config.list_logical_devices("CPU"))]
+
+
+class BytePSStrategy(tf.distribute.MirroredStrategy):
+    """`with BytePSStrategy().scope():` then Keras fit/evaluate/predict or `strategy.run` loops, as with
+    MirroredStrategy, but across every worker of the job (started by bpslaunch).
+
+    devices: this process's devices (default: all GPUs, else the CPU; several logical CPU devices work).
+    num_replicas_in_sync is the global replica count: local devices x worker processes.
+    """
+
+    def __init__(self, devices=None):
+        if not tf.__version__.startswith(SUPPORTED_TENSORFLOW):
+            raise RuntimeError(f"BytePSStrategy supports TensorFlow {', '.join(SUPPORTED_TENSORFLOW)}x "
+                               f"(it extends private parts of MirroredStrategy); found {tf.__version__}")
+        if not is_initialized():
+            init()
+        devices = list(devices) if devices else _local_devices()
+        extended = BytePSExtended(self, devices)
+        # Skip MirroredStrategy.__init__ (it would build its own extended); keep its base class's.
+        super(tf.distribute.MirroredStrategy, self).__init__(extended)
+        keras_integration.install()

@@ -1,0 +1,90 @@
+"""BytePSStrategy on N workers x D logical CPU devices ends with the same weights as single-process,
+single-device training with the same global batch and data order: Keras fit, and a strategy.run loop."""
+
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+LOCAL_DEVICES = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+tf.config.set_logical_device_configuration(
+    tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * LOCAL_DEVICES)
+
+import keras  # noqa: E402
+
+import bps_tf  # noqa: E402
+from bps_tf.strategy import BytePSStrategy  # noqa: E402
+
+STEPS, GLOBAL_BATCH, FEATURES = 6, 24, 5
+
+
+def make_model():
+    keras.utils.set_random_seed(11)
+    return keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(7, activation="tanh"),
+                             keras.layers.Dense(1)])
+
+
+def data():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((STEPS * GLOBAL_BATCH, FEATURES)).astype(np.float32)
+    return x, np.cos(x.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+def reference_weights():
+    """One process, one device, the full global batch each step."""
+    x, y = data()
+    model = make_model()
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    model.fit(x, y, batch_size=GLOBAL_BATCH, epochs=1, shuffle=False, verbose=0)
+    return model.get_weights()
+
+
+def check_fit(strategy, reference):
+    x, y = data()
+    with strategy.scope():
+        model = make_model()
+        model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    model.fit(x, y, batch_size=GLOBAL_BATCH, epochs=1, shuffle=False, verbose=0)
+    for got, want in zip(model.get_weights(), reference):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def check_custom_loop(strategy, reference):
+    x, y = data()
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
+    with strategy.scope():
+        model = make_model()
+        optimizer = keras.optimizers.SGD(0.1)
+    distributed = strategy.experimental_distribute_dataset(dataset)
+
+    @tf.function
+    def train_step(inputs):
+        def step(batch_x, batch_y):
+            with tf.GradientTape() as tape:
+                per_example = tf.square(model(batch_x) - batch_y)
+                loss = tf.nn.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+        losses = strategy.run(step, args=inputs)
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+
+    for inputs in distributed:
+        train_step(inputs)
+    for got, want in zip(model.get_weights(), reference):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def main():
+    strategy = BytePSStrategy()
+    rank, size = bps_tf.rank(), bps_tf.size()
+    assert strategy.num_replicas_in_sync == LOCAL_DEVICES * size, strategy.num_replicas_in_sync
+    reference = reference_weights()
+    check_fit(strategy, reference)
+    check_custom_loop(strategy, reference)
+    print(f"rank {rank}: strategy equals single-process training", flush=True)
+    bps_tf.shutdown()
+
+
+if __name__ == "__main__":
+    main()
