@@ -10,7 +10,8 @@ from tensorflow.python.distribute import values as value_lib
 from tensorflow.python.framework import ops
 from tensorflow.python.ops import control_flow_util
 
-from bps_tf.process import size
+from bps_tf.process import rank, size
+from bps_tf.tensorflow import naming
 from bps_tf.tensorflow.ops import Sum, push_pull
 
 XLA_MESSAGE = (
@@ -107,6 +108,14 @@ class BytePSCrossDeviceOps(cross_device_ops_lib.CrossDeviceOps):
             for r, (_, d) in zip(reduced, value_destination_pairs)
         ]
 
+    def _gather_implementation(self, per_replica_value, destinations, axis, options):
+        _refuse_xla()
+        local = [_dense(v) for v in _local_values(per_replica_value)]
+        with tf.device(local[0].device):
+            mine = local[0] if len(local) == 1 else tf.concat(local, axis=axis)
+            gathered = all_gather(mine, axis)
+        return cross_device_ops_lib.simple_broadcast(gathered, destinations, always_mirrored=True)
+
     def broadcast_implementation(self, tensor, destinations):
         # Within this process: every worker already holds the same cross-replica value.
         return cross_device_ops_lib.simple_broadcast(tensor, destinations, always_mirrored=True)
@@ -114,3 +123,18 @@ class BytePSCrossDeviceOps(cross_device_ops_lib.CrossDeviceOps):
     def _all_reduce(self, reduce_op, value, replica_id, options):
         _refuse_xla()
         raise ValueError("BytePSStrategy reduces through merge_call; this path is not used")
+
+
+def all_gather(tensor, axis):
+    """Concatenation along `axis` of every worker's `tensor`, in rank order (sizes along `axis` may differ).
+
+    Each worker places its part at its offset in zeros of the whole, so a sum assembles the whole exactly.
+    """
+    axis = axis % tensor.shape.rank
+    name = naming.tensor_name(tensor, None, "gather")
+    length = tf.shape(tensor, out_type=tf.int64)[axis]
+    counts = push_pull(tf.scatter_nd([[rank()]], [length], [size()]), name=f"{name}/counts", op=Sum)
+    before = tf.reduce_sum(counts[:rank()])
+    after = tf.reduce_sum(counts) - before - length
+    paddings = tf.tensor_scatter_nd_update(tf.zeros([tensor.shape.rank, 2], tf.int64), [[axis]], [[before, after]])
+    return push_pull(tf.pad(tensor, paddings), name=f"{name}/data", op=Sum, shape_in_name=True)

@@ -72,6 +72,10 @@ class BytePSExtended(mirrored_strategy.MirroredExtended):
         # between-graph worker); a value that is not distributed is this process's contribution.
         return self._bps_ops.reduce(reduce_op, value, destinations=destinations, options=options)
 
+    def _gather_to_implementation(self, value, destinations, axis, options):
+        # A plain tensor is this process's part, as for reductions.
+        return self._bps_ops._gather_implementation(value, destinations, axis, options)
+
     def _batch_reduce_to(self, reduce_op, value_destination_pairs, options):
         return self._bps_ops.batch_reduce(reduce_op, value_destination_pairs, options=options)
 

@@ -2,6 +2,8 @@
 
 - LossScaleOptimizer decides per process whether gradients are finite; under BytePSStrategy the decision is
   made global, or one worker would skip a step (and its push_pulls) that the others take.
+- predict() concatenates the local replicas' outputs only; under BytePSStrategy it gathers every worker's,
+  in the order MultiWorkerMirroredStrategy uses (the data is sharded the same way).
 """
 
 import tensorflow as tf
@@ -33,9 +35,27 @@ def _install_global_finite_check():
     LossScaleOptimizer.check_finite = check_finite
 
 
+def _install_global_predict_concat():
+    try:
+        from keras.src.backend.tensorflow import trainer
+    except ImportError:
+        return
+    local_reduce = trainer.reduce_per_replica
+
+    def reduce_per_replica(values, strategy, reduction):
+        from bps_tf.strategy.strategy import BytePSStrategy
+
+        if reduction == "concat" and isinstance(strategy, BytePSStrategy) and strategy.extended._num_workers > 1:
+            return tf.nest.map_structure(lambda v: trainer._multi_worker_concat(v, strategy), values)
+        return local_reduce(values, strategy, reduction)
+
+    trainer.reduce_per_replica = reduce_per_replica
+
+
 def install():
     global _installed
     if _installed:
         return
     _installed = True
     _install_global_finite_check()
+    _install_global_predict_concat()

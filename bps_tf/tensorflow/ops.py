@@ -31,11 +31,12 @@ def _dense(tensor):
     return tf.convert_to_tensor(tensor)
 
 
-def push_pull(tensor, name=None, op=Average, compression=Compression.none, priority=0):
+def push_pull(tensor, name=None, op=Average, compression=Compression.none, priority=0, shape_in_name=False):
     """Sum (op=Sum) or mean (op=Average) of `tensor` across all workers.
 
     `name` identifies the tensor on every worker; without one, a deterministic name is derived (the graph
-    tensor's name inside tf.function, the calling code's location in eager mode).
+    tensor's name inside tf.function, the calling code's location in eager mode). `shape_in_name=True`
+    suits a tensor whose shape changes from step to step (all workers agree on it at each step).
     """
     if op not in (Sum, Average):
         raise ValueError(f"push_pull: op must be bps_tf.Sum or bps_tf.Average, got {op!r}")
@@ -47,7 +48,8 @@ def push_pull(tensor, name=None, op=Average, compression=Compression.none, prior
         )
     full_name = naming.tensor_name(tensor, name, "push_pull")
     compressed, context = compression.compress(tensor)
-    summed = _ops.byteps_push_pull(compressed, tensor_name=full_name, priority=int(priority))
+    summed = _ops.byteps_push_pull(compressed, tensor_name=full_name, priority=int(priority),
+                                   shape_in_name=bool(shape_in_name))
     result = compression.decompress(summed, context)
     if op == Average:
         result = result / tf.cast(size(), result.dtype)
@@ -66,7 +68,7 @@ def broadcast(tensor, root_rank, name=None):
 def _push_pull_grad(op, grad):
     """The gradient of a sum across workers is the sum of the gradients."""
     return _ops.byteps_push_pull(grad, tensor_name=op.get_attr("tensor_name").decode() + "/grad",
-                                 priority=op.get_attr("priority"))
+                                 priority=op.get_attr("priority"), shape_in_name=op.get_attr("shape_in_name"))
 
 
 @tf.RegisterGradient("BytepsBroadcast")

@@ -8,11 +8,13 @@ REGISTER_OP("BytepsPushPull")
     .Attr("T: {half, bfloat16, float, double, int32, int64}")
     .Attr("tensor_name: string")
     .Attr("priority: int = 0")
+    .Attr("shape_in_name: bool = false")
     .Input("tensor: T")
     .Output("sum: T")
     .SetShapeFn(tensorflow::shape_inference::UnchangedShape)
     .Doc("Sum of `tensor` across all workers, through the parameter servers. `tensor_name` identifies the "
-         "tensor on every worker.");
+         "tensor on every worker; with `shape_in_name` the runtime shape is part of the name, for tensors "
+         "whose shape changes between steps (every worker must still agree on it at each step).");
 
 REGISTER_OP("BytepsBroadcast")
     .Attr("T: {half, bfloat16, float, double, int32, int64}")

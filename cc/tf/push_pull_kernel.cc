@@ -44,6 +44,7 @@ class PushPullOp : public AsyncOpKernel {
   explicit PushPullOp(OpKernelConstruction* context) : AsyncOpKernel(context) {
     OP_REQUIRES_OK(context, context->GetAttr("tensor_name", &tensor_name_));
     OP_REQUIRES_OK(context, context->GetAttr("priority", &priority_));
+    OP_REQUIRES_OK(context, context->GetAttr("shape_in_name", &shape_in_name_));
   }
 
   void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
@@ -55,12 +56,14 @@ class PushPullOp : public AsyncOpKernel {
     if (output->data() != input.data() && input.TotalBytes() > 0) {
       std::memcpy(output->data(), input.data(), input.TotalBytes());
     }
-    EnqueueInPlace(context, engine, tensor_name_, priority_, output, std::move(done));
+    std::string name = shape_in_name_ ? tensor_name_ + "/" + input.shape().DebugString() : tensor_name_;
+    EnqueueInPlace(context, engine, name, priority_, output, std::move(done));
   }
 
  private:
   std::string tensor_name_;
   int priority_ = 0;
+  bool shape_in_name_ = false;
 };
 
 REGISTER_KERNEL_BUILDER(Name("BytepsPushPull").Device(tensorflow::DEVICE_CPU), PushPullOp);
