@@ -1,0 +1,142 @@
+"""BytePSStrategy features on N workers x 2 logical CPU devices, each against a reference computed here:
+global evaluate/predict/metrics, int32 reductions, mixed precision, uneven data, and refusing XLA."""
+
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+tf.config.set_logical_device_configuration(
+    tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+
+import keras  # noqa: E402
+
+import bps_tf  # noqa: E402
+from agreement import assert_identical_everywhere  # noqa: E402
+from bps_tf.strategy import BytePSStrategy  # noqa: E402
+
+
+def data(n=120):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, 6)).astype(np.float32)
+    return x, (x[:, :3].sum(axis=1) > 0).astype(np.float32)
+
+
+def make_model(strategy=None, policy="float32"):
+    keras.mixed_precision.set_global_policy(policy)
+    keras.utils.set_random_seed(3)
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(16, activation="relu"),
+                              keras.layers.Dense(1, activation="sigmoid", dtype="float32")])
+    model.compile(optimizer=keras.optimizers.SGD(0.2), loss="binary_crossentropy", metrics=["accuracy"])
+    return model
+
+
+def in_scope(strategy, **kwargs):
+    with strategy.scope():
+        return make_model(**kwargs)
+
+
+def check_evaluate_predict_and_metrics(strategy):
+    x, y = data()
+    model = in_scope(strategy)
+    history = model.fit(x, y, batch_size=24, epochs=3, shuffle=False, verbose=0)
+    # Logs are global: identical on every worker.
+    assert_identical_everywhere([np.array(history.history["loss"]), np.array(history.history["accuracy"])],
+                                "history")
+    reference = make_model()
+    reference.set_weights(model.get_weights())
+    got = model.evaluate(x, y, batch_size=24, verbose=0)
+    want = reference.evaluate(x, y, batch_size=24, verbose=0)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    predictions = model.predict(x, batch_size=24, verbose=0)
+    assert predictions.shape == (len(x), 1), predictions.shape
+    np.testing.assert_allclose(predictions, reference.predict(x, batch_size=24, verbose=0), rtol=1e-5, atol=1e-6)
+    # An odd number of samples: the last global batch is partial.
+    odd = model.predict(x[:101], batch_size=24, verbose=0)
+    np.testing.assert_allclose(odd, reference.predict(x[:101], verbose=0), rtol=1e-5, atol=1e-6)
+
+
+def check_int32(strategy):
+    rank, size = bps_tf.rank(), bps_tf.size()
+    values = strategy.experimental_distribute_values_from_function(
+        lambda context: tf.constant([context.replica_id_in_sync_group, 1], tf.int32))
+    total = strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None)
+    replicas = strategy.num_replicas_in_sync
+    assert total.dtype == tf.int32
+    np.testing.assert_array_equal(total.numpy(), [replicas * (replicas - 1) // 2, replicas])
+
+    @tf.function
+    def all_reduce_in_replicas():
+        def step():
+            context = tf.distribute.get_replica_context()
+            return context.all_reduce(tf.distribute.ReduceOp.SUM, tf.constant(3, tf.int32))
+        return strategy.experimental_local_results(strategy.run(step))
+
+    for value in all_reduce_in_replicas():
+        assert int(value) == 3 * replicas, value
+    del rank, size
+
+
+def check_mixed_precision(strategy):
+    x, y = data()
+    for policy in ("mixed_float16", "mixed_bfloat16"):
+        model = in_scope(strategy, policy=policy)
+        history = model.fit(x, y, batch_size=24, epochs=4, shuffle=False, verbose=0)
+        losses = history.history["loss"]
+        assert losses[-1] < losses[0], (policy, losses)
+        assert_identical_everywhere(model.get_weights(), f"mixed-{policy}")
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def check_uneven_data(strategy):
+    """Worker r has 48 + 24 r samples: every epoch takes as many steps as the smallest worker (2)."""
+    rank = bps_tf.rank()
+    x, y = data(48 + 24 * rank)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(24).with_options(options)
+    model = in_scope(strategy)
+    seen = []
+
+    class CountSteps(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            seen.append(batch)
+
+    model.fit(dataset, epochs=2, verbose=0, callbacks=[CountSteps()])
+    assert len(seen) == 4, seen
+    assert_identical_everywhere(model.get_weights(), "uneven")
+
+
+def check_xla_is_refused(strategy):
+    x, y = data()
+    with strategy.scope():
+        model = make_model()
+        model.compile(optimizer="sgd", loss="binary_crossentropy", jit_compile=True)
+    try:
+        model.fit(x, y, batch_size=24, epochs=1, verbose=0)
+    except ValueError as error:
+        assert "jit_compile" in str(error), error
+        return
+    raise AssertionError("jit_compile=True was not refused")
+
+
+CHECKS = {
+    "evaluate_predict_metrics": check_evaluate_predict_and_metrics,
+    "int32": check_int32,
+    "mixed_precision": check_mixed_precision,
+    "uneven": check_uneven_data,
+    "xla": check_xla_is_refused,
+}
+
+
+def main():
+    strategy = BytePSStrategy()
+    names = sys.argv[1:] or list(CHECKS)
+    for name in names:
+        CHECKS[name](strategy)
+    print(f"rank {bps_tf.rank()}: strategy features ok: {' '.join(names)}", flush=True)
+    bps_tf.shutdown()
+
+
+if __name__ == "__main__":
+    main()
