@@ -10,7 +10,7 @@ CORE_TARGETS := //cc:libbps_core.so //cc/python:_core.so //cc/tf:_bps_ops.so
 .PHONY: demo test setup build test-cc test-py
 
 demo: build
-	$(VENV)/bin/bpslaunch --local --workers 2 --servers 1 -- $(PY) examples/push_pull_demo.py
+	$(VENV)/bin/bpslaunch --local --workers 2 --servers 1 -- $(PY) examples/keras_strategy.py
 
 test: test-cc test-py
 

@@ -1,8 +1,10 @@
 """BytePSStrategy across real processes (bpslaunch --local), each check against a single-process reference."""
 
+import re
+
 import pytest
 
-from jobs import run_local
+from jobs import REPO_ROOT, run_local
 
 
 def assert_job_ok(result, workers, marker):
@@ -35,7 +37,17 @@ def test_checkpoint_then_resume(tmp_path):
     interrupted = run_local("strategy_checkpoint.py", 2, 1, "interrupt", tmp_path)
     assert_job_ok(interrupted, 2, "interrupted")
     assert "[worker 1] rank 1: files []" in interrupted.stdout  # only worker 0 writes
-    assert "epoch2.weights.h5" in interrupted.stdout
+    assert "epoch2.weights.h5" in interrupted.stdout and "'logs'" in interrupted.stdout
     resumed = run_local("strategy_checkpoint.py", 2, 1, "resume", tmp_path)
     assert_job_ok(resumed, 2, "resumed run equals uninterrupted run")
     assert "[worker 1] rank 1: files []" in resumed.stdout
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("example", ["keras_strategy.py", "custom_loop.py"])
+def test_strategy_example_trains_to_a_good_test_accuracy(example):
+    result = run_local(str(REPO_ROOT / "examples" / example), 2, 1)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-6000:]
+    accuracies = re.findall(r"worker (\d): test (?:loss [0-9.]+, test )?accuracy ([0-9.]+)", result.stdout)
+    assert len(accuracies) == 2, result.stdout[-6000:]
+    assert accuracies[0][1] == accuracies[1][1] and float(accuracies[0][1]) > 0.9, accuracies

@@ -62,7 +62,8 @@ def main():
     mine = os.path.join(root, f"rank{rank}")
     callbacks = [keras.callbacks.BackupAndRestore(os.path.join(mine, "backup")),
                  keras.callbacks.ModelCheckpoint(os.path.join(mine, "epoch{epoch}.weights.h5"),
-                                                 save_weights_only=True)]
+                                                 save_weights_only=True),
+                 keras.callbacks.TensorBoard(os.path.join(mine, "logs"))]
     if phase == "interrupt":
         try:
             train(strategy, callbacks + [Interrupt()])

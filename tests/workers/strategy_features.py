@@ -120,7 +120,26 @@ def check_xla_is_refused(strategy):
     raise AssertionError("jit_compile=True was not refused")
 
 
+def check_datasets_from_function(strategy):
+    """Each worker's dataset_fn sees the global number of pipelines and its own id."""
+    seen = []
+
+    def dataset_fn(context):
+        seen.append((context.num_input_pipelines, context.input_pipeline_id, context.num_replicas_in_sync))
+        batch = context.get_per_replica_batch_size(8 * strategy.num_replicas_in_sync)
+        return tf.data.Dataset.range(64).shard(context.num_input_pipelines, context.input_pipeline_id).batch(batch)
+
+    distributed = strategy.distribute_datasets_from_function(dataset_fn)
+    assert seen == [(bps_tf.size(), bps_tf.rank(), strategy.num_replicas_in_sync)], seen
+    first = next(iter(distributed))
+    local = strategy.experimental_local_results(first)
+    assert all(int(t.shape[0]) == 8 for t in local), [t.shape for t in local]
+    # This worker's shard: elements congruent to its rank.
+    assert all(int(v) % bps_tf.size() == bps_tf.rank() for t in local for v in t.numpy())
+
+
 CHECKS = {
+    "datasets_from_function": check_datasets_from_function,
     "evaluate_predict_metrics": check_evaluate_predict_and_metrics,
     "int32": check_int32,
     "mixed_precision": check_mixed_precision,
