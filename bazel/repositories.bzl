@@ -142,7 +142,87 @@ system_gtest = repository_rule(
     local = True,
 )
 
+def _find_cuda_home(ctx):
+    home = ctx.os.environ.get("CUDA_HOME", "")
+    if home and ctx.path(home + "/bin/nvcc").exists:
+        return home
+    if ctx.path("/usr/local/cuda/bin/nvcc").exists:
+        return "/usr/local/cuda"
+    nvcc = ctx.which("nvcc")
+    if nvcc != None:
+        return str(nvcc.realpath.dirname.dirname)
+    return None
+
+def _find_nccl_home(ctx):
+    home = ctx.os.environ.get("BYTEPS_NCCL_HOME", "")
+    if home:
+        return home
+    result = ctx.execute([_python_bin(ctx), "-c", "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])"])
+    if result.return_code == 0:
+        return result.stdout.strip()
+    return None
+
+def _cuda_configure_impl(ctx):
+    cuda_home = _find_cuda_home(ctx)
+    nccl_home = _find_nccl_home(ctx) if cuda_home else None
+    if cuda_home == None or nccl_home == None:
+        # No CUDA here: the CUDA targets are not built (they are only under --config=cuda).
+        why = "no nvcc found (set CUDA_HOME)" if cuda_home == None else \
+            "no NCCL found (pip install nvidia-nccl-cu13, or set BYTEPS_NCCL_HOME)"
+        ctx.file("BUILD", """
+package(default_visibility = ["//visibility:public"])
+
+# Placeholders: CUDA targets are built only under --config=cuda, on a machine with CUDA.
+exports_files(["nvcc"])
+
+cc_library(name = "cuda")
+
+cc_library(name = "nccl")
+""")
+        ctx.file("nvcc", "#!/bin/sh\necho 'bps_tf: %s' >&2\nexit 1\n" % why, executable = True)
+        ctx.file("defs.bzl", "CUDA_FOUND = False\nCUDA_MISSING_REASON = %r\n" % why)
+        return
+    ctx.symlink(cuda_home + "/include", "cuda_include")
+    # A wrapper, not a symlink: nvcc finds its own tools relative to the path it was started by.
+    ctx.file("nvcc", "#!/bin/sh\nexec %s/bin/nvcc \"$@\"\n" % cuda_home, executable = True)
+    ctx.symlink(cuda_home + "/lib64/libcudart_static.a", "lib/libcudart_static.a")
+    ctx.symlink(nccl_home + "/include", "nccl_include")
+    ctx.symlink(nccl_home + "/lib/libnccl.so.2", "lib/libnccl.so.2")
+    ctx.file("BUILD", """
+package(default_visibility = ["//visibility:public"])
+
+exports_files(["nvcc"])
+
+filegroup(name = "cuda_headers_files", srcs = glob(["cuda_include/**"]))
+
+# CUDA runtime, linked statically so binaries need only the driver on the GPU machine.
+cc_library(
+    name = "cuda",
+    hdrs = glob(["cuda_include/**/*.h", "cuda_include/**/*.hpp"]),
+    includes = ["cuda_include"],
+    srcs = ["lib/libcudart_static.a"],
+    linkopts = ["-ldl", "-lrt", "-lpthread"],
+)
+
+# NCCL from the machine (soname libnccl.so.2, found at run time through the loader's path).
+cc_library(
+    name = "nccl",
+    hdrs = glob(["nccl_include/*.h"]),
+    includes = ["nccl_include"],
+    srcs = ["lib/libnccl.so.2"],
+    deps = [":cuda"],
+)
+""")
+    ctx.file("defs.bzl", "CUDA_FOUND = True\nCUDA_MISSING_REASON = ''\n")
+
+cuda_configure = repository_rule(
+    implementation = _cuda_configure_impl,
+    environ = ["CUDA_HOME", "PATH", "BYTEPS_NCCL_HOME", "PYTHON_BIN_PATH"],
+    local = True,
+)
+
 def bps_tf_dependencies():
+    cuda_configure(name = "local_cuda")
     python_configure(name = "local_python")
     tf_configure(name = "local_tensorflow")
     ucx_configure(name = "local_ucx")

@@ -34,6 +34,7 @@ struct Config {
   size_t scheduling_credit = 0;  // bytes in flight per worker; 0 means unlimited
   int server_engine_threads = 2;
   double timeout_s = 300;        // every wait on a peer gives up after this
+  bool force_distributed = false;  // BYTEPS_FORCE_DISTRIBUTED: push/pull even with one worker machine
 
   int worker_processes() const { return num_worker * local_size; }
   int rank() const { return worker_id * local_size + local_rank; }

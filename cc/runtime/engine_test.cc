@@ -1,6 +1,7 @@
 // Multi-rank tests of the whole worker/server/scheduler protocol: every node is a thread in this
 // process, connected by the in-memory transport.
 #include "cc/runtime/engine.h"
+#include "cc/runtime/local_job_testing.h"
 
 #include <gtest/gtest.h>
 
@@ -13,92 +14,13 @@
 #include "cc/common/clock.h"
 #include "cc/ps/scheduler.h"
 #include "cc/ps/server.h"
-#include "cc/reducer/half.h"
+#include "cc/reducer/test_data.h"
 #include "cc/transport/inmemory_transport.h"
 
 namespace bps {
 namespace {
 
-Config NodeConfig(Role role, int num_workers, int num_servers, int worker_id, double timeout_s,
-                  size_t credit_bytes = 4 * 4096) {
-  Config c;
-  c.role = role;
-  c.root_uri = "scheduler";
-  c.root_port = 1;
-  c.node_host = role == Role::kScheduler ? "scheduler" : "node";
-  c.num_worker = num_workers;
-  c.num_server = num_servers;
-  c.worker_id = worker_id;
-  c.partition_bytes = 4096;
-  c.scheduling_credit = credit_bytes;
-  c.timeout_s = timeout_s;
-  return c;
-}
-
-// A job of `workers` engines and `servers` servers plus a scheduler, all threads of this process.
-class LocalJob {
- public:
-  LocalJob(int workers, int servers, double timeout_s = 20, size_t credit_bytes = 4 * 4096)
-      : network_(std::make_shared<InMemoryNetwork>()) {
-    scheduler_transport_ = CreateInMemoryTransport(network_);
-    scheduler_ = std::make_unique<Scheduler>(NodeConfig(Role::kScheduler, workers, servers, 0, timeout_s),
-                                             scheduler_transport_.get());
-    scheduler_thread_ = std::thread([this] { scheduler_result_ = scheduler_->Run(); });
-    for (int s = 0; s < servers; ++s) {
-      server_transports_.push_back(CreateInMemoryTransport(network_));
-      servers_.push_back(std::make_unique<Server>(NodeConfig(Role::kServer, workers, servers, 0, timeout_s),
-                                                  server_transports_.back().get()));
-    }
-    for (int s = 0; s < servers; ++s) {
-      server_threads_.emplace_back([this, s] { servers_[s]->Run(); });
-    }
-    std::vector<std::future<StatusOr<std::unique_ptr<Engine>>>> starting;
-    for (int w = 0; w < workers; ++w) {
-      starting.push_back(std::async(std::launch::async, [this, w, workers, servers, timeout_s, credit_bytes] {
-        return Engine::Start(NodeConfig(Role::kWorker, workers, servers, w, timeout_s, credit_bytes),
-                             CreateInMemoryTransport(network_));
-      }));
-    }
-    for (auto& f : starting) {
-      auto engine = f.get();
-      if (!engine.ok()) {
-        ADD_FAILURE() << engine.status().ToString();
-        std::abort();  // a job that did not start cannot be torn down in order
-      }
-      engines_.push_back(std::move(engine.value()));
-    }
-  }
-
-  ~LocalJob() {
-    std::vector<std::thread> stopping;
-    for (auto& e : engines_) {
-      if (e) stopping.emplace_back([&e] { e->Shutdown(); });
-    }
-    for (auto& t : stopping) t.join();
-    scheduler_thread_.join();
-    for (auto& t : server_threads_) t.join();
-    for (auto& t : server_transports_) t->Shutdown(1);
-    scheduler_transport_->Shutdown(1);
-  }
-
-  Engine& worker(int i) { return *engines_[i]; }
-  int workers() const { return static_cast<int>(engines_.size()); }
-  void KillServer(int s) {
-    server_transports_[s]->Shutdown(0);
-    servers_[s]->Stop(Aborted("killed by the test"));
-  }
-
- private:
-  std::shared_ptr<InMemoryNetwork> network_;
-  std::unique_ptr<Transport> scheduler_transport_;
-  std::unique_ptr<Scheduler> scheduler_;
-  Status scheduler_result_;
-  std::thread scheduler_thread_;
-  std::vector<std::unique_ptr<Transport>> server_transports_;
-  std::vector<std::unique_ptr<Server>> servers_;
-  std::vector<std::thread> server_threads_;
-  std::vector<std::unique_ptr<Engine>> engines_;
-};
+using testing::LocalJob;
 
 std::future<Status> PushPull(Engine& engine, const std::string& name, DataType dtype, std::vector<int64_t> shape,
                              const void* in, void* out, int priority = 0) {
@@ -123,36 +45,12 @@ Status Await(std::future<Status>& f, double seconds = 30) {
   return f.get();
 }
 
-// Worker w's value i, exactly representable in every dtype (small integers).
-double Value(int w, uint64_t i) { return static_cast<double>(((i * 7 + w * 3) % 17)) - 8; }
+using test_data::Value;
 
-void Fill(DataType dtype, int w, uint64_t n, std::vector<char>* bytes) {
-  bytes->resize(n * DataTypeSize(dtype));
-  for (uint64_t i = 0; i < n; ++i) {
-    double v = Value(w, i);
-    char* p = bytes->data() + i * DataTypeSize(dtype);
-    switch (dtype) {
-      case DataType::kFloat16: { uint16_t h = FloatToHalf(float(v)); std::memcpy(p, &h, 2); break; }
-      case DataType::kBFloat16: { uint16_t h = FloatToBFloat16(float(v)); std::memcpy(p, &h, 2); break; }
-      case DataType::kFloat32: { float f = float(v); std::memcpy(p, &f, 4); break; }
-      case DataType::kFloat64: std::memcpy(p, &v, 8); break;
-      case DataType::kInt32: { int32_t x = int32_t(v); std::memcpy(p, &x, 4); break; }
-      case DataType::kInt64: { int64_t x = int64_t(v); std::memcpy(p, &x, 8); break; }
-    }
-  }
-}
+void Fill(DataType dtype, int w, uint64_t n, std::vector<char>* bytes) { *bytes = test_data::Fill(dtype, w, n); }
 
 double Read(DataType dtype, const std::vector<char>& bytes, uint64_t i) {
-  const char* p = bytes.data() + i * DataTypeSize(dtype);
-  switch (dtype) {
-    case DataType::kFloat16: { uint16_t h; std::memcpy(&h, p, 2); return HalfToFloat(h); }
-    case DataType::kBFloat16: { uint16_t h; std::memcpy(&h, p, 2); return BFloat16ToFloat(h); }
-    case DataType::kFloat32: { float f; std::memcpy(&f, p, 4); return f; }
-    case DataType::kFloat64: { double d; std::memcpy(&d, p, 8); return d; }
-    case DataType::kInt32: { int32_t x; std::memcpy(&x, p, 4); return x; }
-    case DataType::kInt64: { int64_t x; std::memcpy(&x, p, 8); return double(x); }
-  }
-  return 0;
+  return test_data::Read(dtype, bytes.data() + i * DataTypeSize(dtype));
 }
 
 class SumTest : public ::testing::TestWithParam<std::tuple<int, int>> {};

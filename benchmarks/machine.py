@@ -1,0 +1,44 @@
+"""What the results were measured on, stored with every result file."""
+
+import os
+import platform
+import subprocess
+
+
+def _cpu_model():
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _memory_gib():
+    with open("/proc/meminfo") as info:
+        kib = int(info.readline().split()[1])
+    return round(kib / (1 << 20), 1)
+
+
+def _ucx_version():
+    try:
+        out = subprocess.run(["ucx_info", "-v"], capture_output=True, text=True, timeout=10).stdout
+        return out.splitlines()[0].strip("# ").strip() if out else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def describe():
+    import importlib.metadata as metadata
+
+    return {
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "memory_gib": _memory_gib(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "tensorflow": metadata.version("tensorflow"),
+        "ucx": _ucx_version(),
+    }

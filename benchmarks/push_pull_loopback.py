@@ -1,0 +1,70 @@
+"""push_pull against TensorFlow's RING all-reduce on loopback: one `bpslaunch --local` job on this host.
+
+python -m benchmarks.push_pull_loopback --workers 2 --servers 1 --output docs/performance/loopback_w2_s1.json
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from benchmarks import machine
+from benchmarks.ports import free_ports
+from benchmarks.report_table import push_pull_table
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_SIZES = [4 << 10 << 2 * i for i in range(10)]  # 4 KB, 16 KB, ... 1 GB; cut below
+DEFAULT_SIZES = [s for s in DEFAULT_SIZES if s <= 256 << 20]
+
+
+def bpslaunch():
+    return str(Path(sys.executable).parent / "bpslaunch")
+
+
+def benchmark_env(extra=()):
+    """This environment without job variables (a job's own DMLC_*/BYTEPS_* must not leak in), plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DMLC_", "BYTEPS_", "TF_CONFIG"))}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"  # TF's start-up chatter would bury the results
+    env.update(dict(extra))
+    return env
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--servers", type=int, default=1)
+    parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="bytes, comma-separated")
+    parser.add_argument("--budget-mb", type=float, default=512, help="bytes timed per size and method")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="extra environment for every process (e.g. BYTEPS_PARTITION_BYTES=1024000)")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds before the whole job is stopped")
+    parser.add_argument("--output", help="JSON result file (default: print only)")
+    return parser.parse_args()
+
+
+def main():
+    args = parse_args()
+    extra = dict(item.split("=", 1) for item in args.env)
+    cluster = ",".join(f"127.0.0.1:{p}" for p in free_ports(args.workers))
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = Path(tmp) / "result.json"
+        command = [bpslaunch(), "--local", "--workers", str(args.workers), "--servers", str(args.servers),
+                   "--timeout", str(args.timeout), "--", sys.executable, "-m", "benchmarks.push_pull_worker",
+                   "--sizes", args.sizes, "--tf-cluster", cluster, "--budget-mb", str(args.budget_mb),
+                   "--output", str(raw)]
+        subprocess.run(command, env=benchmark_env(extra), cwd=REPO_ROOT, check=True, timeout=args.timeout + 30)
+        result = json.loads(raw.read_text())
+    result.update(benchmark="push_pull", network="loopback", servers=args.servers, env=extra,
+                  machine=machine.describe())
+    print(push_pull_table(result))
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""One worker of the push_pull microbenchmark (started by push_pull_loopback.py or push_pull_cluster.py).
+
+For each size, the same float32 tensor is summed over all workers by bps_tf (the TensorFlow op, and the
+NumPy core underneath it) and by TensorFlow's RING all-reduce (MultiWorkerMirroredStrategy), in this same
+process, one after the other, so both see the same machine at the same moment. Rank 0 writes the JSON.
+"""
+
+import argparse
+import json
+import os
+
+import numpy as np
+
+from benchmarks import tf_ring
+from benchmarks.timing import repeats_for, summary, time_calls
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", required=True, help="comma-separated tensor sizes in bytes")
+    parser.add_argument("--tf-cluster", required=True, help="host:port of each worker's TF server, in rank order")
+    parser.add_argument("--output", required=True, help="JSON file written by rank 0")
+    parser.add_argument("--budget-mb", type=float, default=512, help="bytes timed per size and method (sets repeats)")
+    parser.add_argument("--threads", type=int, default=0, help="TF intra/inter-op threads (0: TF's default)")
+    return parser.parse_args()
+
+
+def check_sum(result, size, value_of_rank):
+    expected = sum(value_of_rank(r) for r in range(size))
+    got = np.asarray(result).reshape(-1)
+    if got[0] != expected or got[-1] != expected:
+        raise AssertionError(f"wrong sum: got {got[0]}, {got[-1]}, expected {expected}")
+
+
+def main():
+    args = parse_args()
+    rank = int(os.environ.get("DMLC_WORKER_ID", "0"))
+    cluster = args.tf_cluster.split(",")
+    # TF's collectives must be configured before TensorFlow runs anything; bps_tf's core is independent.
+    strategy = tf_ring.ring_strategy(cluster, rank)
+    import tensorflow as tf
+
+    if args.threads:
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    import bps_tf.core as bps_core
+    import bps_tf.tensorflow as bps
+
+    bps.init()
+    assert bps.rank() == rank and bps.size() == len(cluster), "TF cluster and bps_tf job disagree"
+    size = bps.size()
+    all_reduce = tf_ring.ring_all_reduce(strategy)
+    value_of_rank = lambda r: float(r + 1)  # small integers: every method's float32 sum is exact
+
+    rows = []
+    for nbytes in (int(s) for s in args.sizes.split(",")):
+        array = np.full(nbytes // 4, value_of_rank(rank), np.float32)
+        tensor = tf.constant(array)
+        repeats = repeats_for(nbytes, int(args.budget_mb * (1 << 20)))
+        check_sum(bps.push_pull(tensor, name=f"tf/{nbytes}", op=bps.Sum), size, value_of_rank)
+        check_sum(bps_core.push_pull(array, f"core/{nbytes}"), size, value_of_rank)
+        check_sum(all_reduce(tensor), size, value_of_rank)
+        row = {"bytes": nbytes, "repeats": repeats}
+        row["bps_tf"] = summary(time_calls(lambda: bps.push_pull(tensor, name=f"tf/{nbytes}", op=bps.Sum), repeats))
+        row["bps_core"] = summary(time_calls(lambda: bps_core.push_pull(array, f"core/{nbytes}"), repeats))
+        row["tf_ring"] = summary(time_calls(lambda: all_reduce(tensor), repeats))
+        rows.append(row)
+        if rank == 0:
+            print(f"{nbytes} B: bps_tf {row['bps_tf']['median_s'] * 1e3:.2f} ms, "
+                  f"core {row['bps_core']['median_s'] * 1e3:.2f} ms, "
+                  f"tf ring {row['tf_ring']['median_s'] * 1e3:.2f} ms", flush=True)
+    # Every worker leaves bps_tf only when all are done, so no TF server goes away under a running ring.
+    bps.shutdown()
+    if rank == 0:
+        with open(args.output, "w") as out:
+            json.dump({"workers": size, "results": rows}, out, indent=1)
+
+
+if __name__ == "__main__":
+    main()

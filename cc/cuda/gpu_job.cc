@@ -1,0 +1,188 @@
+// One process of a GPU job over real UCX connections, for scripts/gpu_check.sh: the scheduler or a server
+// (by DMLC_ROLE), or a worker that push_pulls GPU tensors and checks them exactly ("check"), or times the
+// GPU push_pull against the sum of its stages ("bench").
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <string>
+
+#include "cc/cuda/cuda_status.h"
+#include "cc/cuda/gpu_push_pull.h"
+#include "cc/cuda/test_kernels.h"
+#include "cc/runtime/process_engine.h"
+
+namespace bps {
+namespace cuda {
+namespace {
+
+double Seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int Fail(const std::string& what, const Status& s) {
+  std::fprintf(stderr, "gpu_job: %s: %s\n", what.c_str(), s.ToString().c_str());
+  return 1;
+}
+
+struct Worker {
+  Engine* engine;
+  int rank;
+  int size;
+  int device;
+  cudaStream_t stream;
+  std::unique_ptr<LocalNccl> nccl;
+  std::unique_ptr<GpuPushPull> push_pull;
+};
+
+Status RunOnce(Worker& w, const std::string& name, DataType dtype, uint64_t count, void* data) {
+  std::promise<Status> done;
+  w.push_pull->Run(name, dtype, count, 0, {{w.device, data, w.stream}}, [&](const Status& s) { done.set_value(s); });
+  auto future = done.get_future();
+  if (future.wait_for(std::chrono::seconds(120)) != std::future_status::ready) return DeadlineExceeded("no answer");
+  BPS_RETURN_IF_ERROR(future.get());
+  return CudaStatus(cudaStreamSynchronize(w.stream), "cudaStreamSynchronize");
+}
+
+int Check(Worker& w) {
+  const uint64_t partition = w.engine->config().partition_bytes;
+  int cases = 0;
+  unsigned long long* mismatches = nullptr;  // on the device
+  cudaMalloc(&mismatches, sizeof(*mismatches));
+  for (DataType dtype : {DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64,
+                         DataType::kInt32, DataType::kInt64}) {
+    const uint64_t per = partition / DataTypeSize(dtype);
+    for (uint64_t n : {uint64_t(0), uint64_t(1), uint64_t(7), per - 1, per, per + 1, 50000000 / DataTypeSize(dtype)}) {
+      void* data = nullptr;
+      cudaMalloc(&data, std::max<uint64_t>(1, n * DataTypeSize(dtype)));
+      LaunchFill(dtype, data, n, w.rank, w.stream);
+      std::string name = std::string(DataTypeName(dtype)) + "/" + std::to_string(n);
+      Status s = RunOnce(w, name, dtype, n, data);
+      if (!s.ok()) return Fail(name, s);
+      unsigned long long wrong = 0;
+      cudaMemsetAsync(mismatches, 0, sizeof(*mismatches), w.stream);
+      LaunchCountMismatches(dtype, data, n, w.size, mismatches, w.stream);
+      cudaMemcpyAsync(&wrong, mismatches, sizeof(wrong), cudaMemcpyDeviceToHost, w.stream);
+      s = CudaStatus(cudaStreamSynchronize(w.stream), "check");
+      if (!s.ok()) return Fail(name, s);
+      if (wrong != 0) {
+        std::fprintf(stderr, "gpu_job: %s: %llu wrong elements\n", name.c_str(), wrong);
+        return 1;
+      }
+      cudaFree(data);
+      ++cases;
+    }
+  }
+  std::printf("rank %d: GPU push_pull exact in %d dtype/size cases (mode %s)\n", w.rank, cases,
+              w.push_pull->options().mode == LocalReduceMode::kReduceScatter ? "reduce-scatter" : "reduce-to-root");
+  return 0;
+}
+
+// Median of `runs` timings of fn (seconds).
+template <typename Fn>
+double Median(int runs, Fn fn) {
+  std::vector<double> times;
+  for (int i = 0; i < runs; ++i) {
+    double start = Seconds();
+    fn();
+    times.push_back(Seconds() - start);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+int Bench(Worker& w) {
+  for (uint64_t bytes : {uint64_t(4) << 20, uint64_t(64) << 20, uint64_t(256) << 20}) {
+    const uint64_t count = bytes / 4;
+    void* data = nullptr;
+    void* pinned = nullptr;
+    cudaMalloc(&data, bytes);
+    cudaHostAlloc(&pinned, bytes, cudaHostAllocPortable);
+    LaunchFill(DataType::kFloat32, data, count, w.rank, w.stream);
+    std::string name = "bench/" + std::to_string(bytes);
+    Status failed;
+    auto e2e = [&] {
+      Status s = RunOnce(w, name, DataType::kFloat32, count, data);
+      if (!s.ok()) failed = s;
+    };
+    auto d2h = [&] {
+      cudaMemcpyAsync(pinned, data, bytes, cudaMemcpyDeviceToHost, w.stream);
+      cudaStreamSynchronize(w.stream);
+    };
+    auto h2d = [&] {
+      cudaMemcpyAsync(data, pinned, bytes, cudaMemcpyHostToDevice, w.stream);
+      cudaStreamSynchronize(w.stream);
+    };
+    auto host_push_pull = [&] {  // the same bytes through the servers, already on the host
+      std::promise<Status> done;
+      PushPullRequest r;
+      r.name = name + "/host";
+      r.dtype = DataType::kFloat32;
+      r.shape = {static_cast<int64_t>(count)};
+      r.input = r.output = pinned;
+      r.done = [&](const Status& s) { done.set_value(s); };
+      w.engine->Enqueue(std::move(r));
+      Status s = done.get_future().get();
+      if (!s.ok()) failed = s;
+    };
+    e2e();  // warm up: declarations, pinned staging, NCCL
+    host_push_pull();
+    double t_e2e = Median(7, e2e), t_d2h = Median(7, d2h), t_h2d = Median(7, h2d), t_pp = Median(7, host_push_pull);
+    if (!failed.ok()) return Fail(name, failed);
+    double sum = t_d2h + t_pp + t_h2d;
+    std::printf("{\"rank\": %d, \"bytes\": %llu, \"e2e_ms\": %.3f, \"d2h_ms\": %.3f, \"push_pull_host_ms\": %.3f, "
+                "\"h2d_ms\": %.3f, \"stage_sum_ms\": %.3f, \"e2e_over_stage_sum\": %.3f}\n",
+                w.rank, (unsigned long long)bytes, t_e2e * 1e3, t_d2h * 1e3, t_pp * 1e3, t_h2d * 1e3, sum * 1e3,
+                t_e2e / sum);
+    cudaFree(data);
+    cudaFreeHost(pinned);
+  }
+  return 0;
+}
+
+int RunWorker(const std::string& mode) {
+  Status s = InitProcessEngine();
+  if (!s.ok()) return Fail("init", s);
+  Worker w;
+  w.engine = ProcessEngine();
+  w.rank = w.engine->rank();
+  w.size = w.engine->size();
+  int gpus = 0;
+  cudaGetDeviceCount(&gpus);
+  if (gpus == 0) return Fail("devices", Internal("no GPU"));
+  w.device = w.engine->config().worker_id % gpus;
+  cudaSetDevice(w.device);
+  cudaStreamCreate(&w.stream);
+  auto nccl = LocalNccl::ForDevices({w.device});
+  if (!nccl.ok()) return Fail("nccl", nccl.status());
+  w.nccl = std::move(nccl.value());
+  GpuPushPullOptions options;
+  options.chunk_bytes = w.engine->config().partition_bytes;
+  options.distributed = w.size > 1 || w.engine->config().force_distributed;
+  const char* local_mode = std::getenv("BPS_GPU_MODE");
+  if (local_mode && std::strcmp(local_mode, "scatter") == 0) options.mode = LocalReduceMode::kReduceScatter;
+  w.push_pull = std::make_unique<GpuPushPull>(w.engine, w.nccl.get(), options);
+  s = w.push_pull->Init();
+  if (!s.ok()) return Fail("init GPU push_pull", s);
+  int rc = mode == "bench" ? Bench(w) : Check(w);
+  w.push_pull.reset();
+  s = ShutdownProcessEngine();
+  if (!s.ok() && rc == 0) return Fail("shutdown", s);
+  return rc;
+}
+
+}  // namespace
+}  // namespace cuda
+}  // namespace bps
+
+int main(int argc, char** argv) {
+  const char* role = std::getenv("DMLC_ROLE");
+  if (role == nullptr || std::strcmp(role, "worker") != 0) {
+    bps::Status s = bps::RunServiceRole();
+    if (!s.ok()) std::fprintf(stderr, "gpu_job: %s\n", s.ToString().c_str());
+    return s.ok() ? 0 : 1;
+  }
+  return bps::cuda::RunWorker(argc > 1 ? argv[1] : "check");
+}

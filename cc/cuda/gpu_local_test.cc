@@ -1,0 +1,185 @@
+// GPU tests, run on a machine with GPUs (scripts/gpu_check.sh): local NCCL collectives and the GPU
+// push_pull pipeline on 1 and 2 GPUs, every dtype, odd sizes, exact against a host reference. The
+// distributed cases run two workers as threads of this process with a server and scheduler (in-memory
+// transport), so the whole chunked D2H -> push -> pull -> H2D path runs.
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "cc/cuda/cuda_status.h"
+#include "cc/cuda/gpu_push_pull.h"
+#include "cc/cuda/local_nccl.h"
+#include "cc/reducer/test_data.h"
+#include "cc/runtime/local_job_testing.h"
+
+namespace bps {
+namespace cuda {
+namespace {
+
+#define ASSERT_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+int GpuCount() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+std::vector<int> FirstGpus(int n) {
+  std::vector<int> devices;
+  for (int i = 0; i < n; ++i) devices.push_back(i);
+  return devices;
+}
+
+// Device buffers holding, on member m, test_data for rank `rank_base + m`.
+class DeviceData {
+ public:
+  DeviceData(const std::vector<int>& devices, DataType dtype, uint64_t count, int rank_base)
+      : devices_(devices), dtype_(dtype), count_(count) {
+    for (size_t m = 0; m < devices.size(); ++m) {
+      cudaSetDevice(devices[m]);
+      void* data = nullptr;
+      cudaMalloc(&data, std::max<size_t>(1, count * DataTypeSize(dtype)));
+      auto host = test_data::Fill(dtype, rank_base + static_cast<int>(m), count);
+      cudaMemcpy(data, host.data(), host.size(), cudaMemcpyHostToDevice);
+      cudaStream_t stream;
+      cudaStreamCreate(&stream);
+      data_.push_back(data);
+      streams_.push_back(stream);
+    }
+  }
+  ~DeviceData() {
+    for (size_t m = 0; m < devices_.size(); ++m) {
+      cudaSetDevice(devices_[m]);
+      cudaFree(data_[m]);
+      cudaStreamDestroy(streams_[m]);
+    }
+  }
+  std::vector<GpuTensor> tensors() const {
+    std::vector<GpuTensor> t;
+    for (size_t m = 0; m < devices_.size(); ++m) t.push_back({devices_[m], data_[m], streams_[m]});
+    return t;
+  }
+  std::vector<DeviceSpan> spans() const {
+    std::vector<DeviceSpan> s;
+    for (size_t m = 0; m < devices_.size(); ++m) s.push_back({devices_[m], data_[m], streams_[m]});
+    return s;
+  }
+  // Waits on each member's stream, then checks it holds the sum over `ranks`.
+  void ExpectSum(int ranks, const std::string& what) const {
+    for (size_t m = 0; m < devices_.size(); ++m) {
+      cudaSetDevice(devices_[m]);
+      ASSERT_EQ(cudaStreamSynchronize(streams_[m]), cudaSuccess);
+      std::vector<char> host(count_ * DataTypeSize(dtype_));
+      ASSERT_EQ(cudaMemcpy(host.data(), data_[m], host.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      uint64_t bad = test_data::FirstMismatch(dtype_, host, ranks, count_);
+      ASSERT_EQ(bad, count_) << what << " member " << m << " first wrong element " << bad;
+    }
+  }
+
+ private:
+  std::vector<int> devices_;
+  DataType dtype_;
+  uint64_t count_;
+  std::vector<void*> data_;
+  std::vector<cudaStream_t> streams_;
+};
+
+const std::vector<uint64_t> kSizes = {1, 7, 1023, 1024, 1025, 1000003};
+
+class LocalNcclTest : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    if (GpuCount() < GetParam()) GTEST_SKIP() << "needs " << GetParam() << " GPUs";
+    auto nccl = LocalNccl::ForDevices(FirstGpus(GetParam()));
+    ASSERT_TRUE(nccl.ok()) << nccl.status().ToString();
+    nccl_ = std::move(nccl.value());
+  }
+  std::unique_ptr<LocalNccl> nccl_;
+};
+
+TEST_P(LocalNcclTest, ReduceThenBroadcastGivesEveryGpuTheSum) {
+  for (DataType dtype : test_data::kAllTypes) {
+    for (uint64_t n : kSizes) {
+      DeviceData data(nccl_->devices(), dtype, n, 0);
+      ASSERT_TRUE(nccl_->Reduce(data.spans(), dtype, n, 0).ok());
+      ASSERT_TRUE(nccl_->Broadcast(data.spans(), dtype, n, 0).ok());
+      data.ExpectSum(nccl_->size(), std::string(DataTypeName(dtype)) + "/" + std::to_string(n));
+    }
+  }
+}
+
+TEST_P(LocalNcclTest, ReduceScatterThenAllGatherGivesEveryGpuTheSum) {
+  for (DataType dtype : test_data::kAllTypes) {
+    for (uint64_t n : {uint64_t(2), uint64_t(1024), uint64_t(1000002)}) {
+      DeviceData data(nccl_->devices(), dtype, n, 0);
+      ASSERT_TRUE(nccl_->ReduceScatter(data.spans(), dtype, n).ok());
+      ASSERT_TRUE(nccl_->AllGather(data.spans(), dtype, n).ok());
+      data.ExpectSum(nccl_->size(), std::string(DataTypeName(dtype)) + "/" + std::to_string(n));
+    }
+  }
+}
+
+TEST_P(LocalNcclTest, LocalOnlyPushPullIsALocalAllReduce) {
+  GpuPushPullOptions options;
+  options.distributed = false;
+  GpuPushPull push_pull(nullptr, nccl_.get(), options);
+  ASSERT_TRUE(push_pull.Init().ok());
+  for (DataType dtype : test_data::kAllTypes) {
+    for (uint64_t n : {uint64_t(0), uint64_t(7), uint64_t(1000003)}) {
+      DeviceData data(nccl_->devices(), dtype, n, 0);
+      std::promise<Status> done;
+      push_pull.Run("t", dtype, n, 0, data.tensors(), [&](const Status& s) { done.set_value(s); });
+      ASSERT_TRUE(done.get_future().get().ok());
+      if (n > 0) data.ExpectSum(nccl_->size(), DataTypeName(dtype));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpus, LocalNcclTest, ::testing::Values(1, 2));
+
+// Two workers (threads with their own engines) each driving `gpus` GPUs, through a real server.
+class DistributedTest : public ::testing::TestWithParam<std::tuple<int, LocalReduceMode>> {};
+
+TEST_P(DistributedTest, EveryGpuOfEveryWorkerGetsTheGlobalSum) {
+  const int gpus = std::get<0>(GetParam());
+  if (GpuCount() < gpus) GTEST_SKIP() << "needs " << gpus << " GPUs";
+  testing::LocalJob job(2, 2, /*timeout_s=*/60);
+  std::vector<std::unique_ptr<LocalNccl>> nccls;
+  std::vector<std::unique_ptr<GpuPushPull>> workers;
+  for (int w = 0; w < 2; ++w) {
+    auto nccl = LocalNccl::ForDevices(FirstGpus(gpus));
+    ASSERT_TRUE(nccl.ok()) << nccl.status().ToString();
+    nccls.push_back(std::move(nccl.value()));
+    GpuPushPullOptions options;
+    options.chunk_bytes = 4096 * 3;  // several chunks, crossing GPU slice boundaries
+    options.mode = std::get<1>(GetParam());
+    workers.push_back(std::make_unique<GpuPushPull>(&job.worker(w), nccls.back().get(), options));
+    ASSERT_TRUE(workers.back()->Init().ok());
+  }
+  for (DataType dtype : test_data::kAllTypes) {
+    for (uint64_t n : {uint64_t(0), uint64_t(1), uint64_t(7), uint64_t(3071), uint64_t(3072), uint64_t(100003)}) {
+      std::string name = std::string(DataTypeName(dtype)) + "/" + std::to_string(n);
+      std::vector<std::unique_ptr<DeviceData>> data;
+      std::vector<std::promise<Status>> done(2);
+      for (int w = 0; w < 2; ++w) {
+        data.push_back(std::make_unique<DeviceData>(nccls[w]->devices(), dtype, n, w * gpus));
+        workers[w]->Run(name, dtype, n, 0, data[w]->tensors(), [&done, w](const Status& s) { done[w].set_value(s); });
+      }
+      for (int w = 0; w < 2; ++w) {
+        auto future = done[w].get_future();
+        ASSERT_EQ(future.wait_for(std::chrono::seconds(60)), std::future_status::ready) << name;
+        Status s = future.get();
+        ASSERT_TRUE(s.ok()) << name << ": " << s.ToString();
+        if (n > 0) data[w]->ExpectSum(2 * gpus, name);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(GpusAndModes, DistributedTest,
+                         ::testing::Combine(::testing::Values(1, 2),
+                                            ::testing::Values(LocalReduceMode::kReduceToRoot,
+                                                              LocalReduceMode::kReduceScatter)));
+
+}  // namespace
+}  // namespace cuda
+}  // namespace bps

@@ -1,0 +1,275 @@
+#include "cc/cuda/gpu_push_pull.h"
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+
+#include "cc/cuda/cuda_status.h"
+
+namespace bps {
+namespace cuda {
+
+// A piece of a member's data that belongs to a chunk.
+struct Piece {
+  int member;
+  uint64_t offset;  // elements from the tensor's start
+  uint64_t count;
+};
+
+struct GpuPushPull::Chunk {
+  uint64_t index;
+  uint64_t offset;
+  uint64_t count;
+  std::vector<Piece> pieces;
+  std::atomic<int> copies_pending{0};
+};
+
+struct GpuPushPull::Operation {
+  std::string name;
+  DataType dtype;
+  uint64_t count;
+  int priority;
+  std::vector<GpuTensor> members;
+  std::function<void(const Status&)> done;
+  char* pinned = nullptr;
+  uint64_t scatter_count = 0;  // elements covered by the reduce-scatter (a multiple of the member count)
+  std::vector<std::unique_ptr<Chunk>> chunks;
+  std::atomic<size_t> chunks_pending{0};
+  std::mutex mu;
+  Status status;
+  bool completed = false;
+
+  size_t element() const { return DataTypeSize(dtype); }
+  char* device_data(int member, uint64_t offset) const {
+    return static_cast<char*>(members[member].data) + offset * element();
+  }
+};
+
+namespace {
+
+void CUDART_CB RunHostCallback(void* data) {
+  auto* fn = static_cast<std::function<void()>*>(data);
+  (*fn)();
+  delete fn;
+}
+
+// Runs fn on CUDA's callback thread once `stream` reaches this point (fn must not call CUDA).
+Status WhenReached(cudaStream_t stream, std::function<void()> fn) {
+  auto* heap = new std::function<void()>(std::move(fn));
+  cudaError_t error = cudaLaunchHostFunc(stream, RunHostCallback, heap);
+  if (error != cudaSuccess) delete heap;
+  return CudaStatus(error, "cudaLaunchHostFunc");
+}
+
+// `waiter` waits (on the GPU) for all work queued on `producer` so far.
+Status StreamWaits(int device, cudaStream_t waiter, cudaStream_t producer) {
+  BPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  cudaEvent_t event;
+  BPS_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  Status s = CudaStatus(cudaEventRecord(event, producer), "cudaEventRecord");
+  if (s.ok()) s = CudaStatus(cudaStreamWaitEvent(waiter, event, 0), "cudaStreamWaitEvent");
+  cudaEventDestroy(event);  // safe: the wait keeps what it needs
+  return s;
+}
+
+}  // namespace
+
+GpuPushPull::GpuPushPull(Engine* engine, LocalNccl* nccl, GpuPushPullOptions options)
+    : engine_(engine), nccl_(nccl), options_(options) {}
+
+GpuPushPull::~GpuPushPull() {
+  for (size_t i = 0; i < main_streams_.size(); ++i) {
+    cudaSetDevice(nccl_->devices()[i]);
+    cudaStreamDestroy(main_streams_[i]);
+    cudaStreamDestroy(h2d_streams_[i]);
+  }
+}
+
+Status GpuPushPull::Init() {
+  if (options_.distributed && engine_ == nullptr) return InvalidArgument("a distributed GpuPushPull needs an engine");
+  for (int device : nccl_->devices()) {
+    BPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+    cudaStream_t main, h2d;
+    BPS_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&main, cudaStreamNonBlocking));
+    BPS_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&h2d, cudaStreamNonBlocking));
+    main_streams_.push_back(main);
+    h2d_streams_.push_back(h2d);
+  }
+  return Status::OK();
+}
+
+void GpuPushPull::Run(const std::string& name, DataType dtype, uint64_t count, int priority,
+                      std::vector<GpuTensor> members, std::function<void(const Status&)> done) {
+  auto op = std::make_shared<Operation>();
+  op->name = name;
+  op->dtype = dtype;
+  op->count = count;
+  op->priority = priority;
+  op->members = std::move(members);
+  op->done = std::move(done);
+  Status started = Start(op);
+  if (!started.ok()) Complete(op, started);
+}
+
+Status GpuPushPull::Start(const std::shared_ptr<Operation>& op) {
+  const int n = nccl_->size();
+  if (static_cast<int>(op->members.size()) != n) {
+    return InvalidArgument("push_pull of '" + op->name + "' got " + std::to_string(op->members.size()) +
+                           " GPU tensors for " + std::to_string(n) + " local GPUs");
+  }
+  for (int i = 0; i < n; ++i) {
+    // Our streams start once the framework has produced the tensor.
+    BPS_RETURN_IF_ERROR(StreamWaits(op->members[i].device, main_streams_[i], op->members[i].stream));
+  }
+  std::vector<DeviceSpan> spans;
+  for (int i = 0; i < n; ++i) spans.push_back({op->members[i].device, op->members[i].data, main_streams_[i]});
+  if (op->count == 0 || !options_.distributed) {
+    // Nothing to move, or one worker machine: the local all-reduce is the whole job.
+    if (op->count > 0 && n > 1) BPS_RETURN_IF_ERROR(nccl_->AllReduce(spans, op->dtype, op->count));
+    Complete(op, FinishOnDevices(op));
+    return Status::OK();
+  }
+  if (options_.mode == LocalReduceMode::kReduceScatter && n > 1) {
+    op->scatter_count = op->count - op->count % n;
+    if (op->scatter_count > 0) BPS_RETURN_IF_ERROR(nccl_->ReduceScatter(spans, op->dtype, op->scatter_count));
+    if (op->scatter_count < op->count) {
+      std::vector<DeviceSpan> tail = spans;
+      for (auto& span : tail) span.data = static_cast<char*>(span.data) + op->scatter_count * op->element();
+      BPS_RETURN_IF_ERROR(nccl_->Reduce(tail, op->dtype, op->count - op->scatter_count, 0));
+    }
+  } else if (n > 1) {
+    BPS_RETURN_IF_ERROR(nccl_->Reduce(spans, op->dtype, op->count, 0));
+  }
+  return StageToHost(op);
+}
+
+// Chunks follow a grid over the whole tensor, the same on every worker whatever its number of GPUs; a chunk
+// may gather pieces from several GPUs (reduce-scatter mode) and is pushed once all of them are on the host.
+Status GpuPushPull::StageToHost(const std::shared_ptr<Operation>& op) {
+  auto pinned = staging_.Get(op->name, op->count * op->element());
+  if (!pinned.ok()) return pinned.status();
+  op->pinned = static_cast<char*>(pinned.value());
+  const int n = nccl_->size();
+  const uint64_t per_chunk = std::max<uint64_t>(1, options_.chunk_bytes / op->element());
+  const uint64_t slice = op->scatter_count / n;
+  auto owner_end = [&](uint64_t offset, int* owner) {  // the member holding the sum at `offset`, and where its part ends
+    if (offset < op->scatter_count) {
+      *owner = static_cast<int>(offset / slice);
+      return (*owner + 1) * slice;
+    }
+    *owner = 0;
+    return op->count;
+  };
+  for (uint64_t offset = 0, index = 0; offset < op->count; offset += per_chunk, ++index) {
+    auto chunk = std::make_unique<Chunk>();
+    chunk->index = index;
+    chunk->offset = offset;
+    chunk->count = std::min(per_chunk, op->count - offset);
+    for (uint64_t at = offset; at < offset + chunk->count;) {
+      int owner;
+      uint64_t end = std::min(owner_end(at, &owner), offset + chunk->count);
+      chunk->pieces.push_back({owner, at, end - at});
+      at = end;
+    }
+    chunk->copies_pending = static_cast<int>(chunk->pieces.size());
+    op->chunks.push_back(std::move(chunk));
+  }
+  op->chunks_pending = op->chunks.size();
+  for (auto& chunk : op->chunks) {
+    for (const Piece& piece : chunk->pieces) {
+      const GpuTensor& member = op->members[piece.member];
+      BPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(member.device));
+      BPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(op->pinned + piece.offset * op->element(),
+                                               op->device_data(piece.member, piece.offset),
+                                               piece.count * op->element(), cudaMemcpyDeviceToHost,
+                                               main_streams_[piece.member]));
+      Chunk* raw = chunk.get();
+      BPS_RETURN_IF_ERROR(WhenReached(main_streams_[piece.member], [this, op, raw] {
+        if (--raw->copies_pending == 0) OnChunkOnHost(op, raw);
+      }));
+    }
+  }
+  return Status::OK();
+}
+
+void GpuPushPull::OnChunkOnHost(const std::shared_ptr<Operation>& op, Chunk* chunk) {
+  PushPullRequest request;
+  request.name = op->name + "#" + std::to_string(chunk->index);
+  request.dtype = op->dtype;
+  request.shape = {static_cast<int64_t>(chunk->count)};
+  request.input = op->pinned + chunk->offset * op->element();
+  request.output = const_cast<void*>(request.input);
+  request.priority = op->priority;
+  request.done = [this, op, chunk](const Status& status) { OnChunkSummed(op, chunk, status); };
+  engine_->Enqueue(std::move(request));
+}
+
+void GpuPushPull::OnChunkSummed(const std::shared_ptr<Operation>& op, Chunk* chunk, const Status& status) {
+  Status copied = status;
+  if (copied.ok()) {
+    for (const Piece& piece : chunk->pieces) {
+      const GpuTensor& member = op->members[piece.member];
+      copied = CudaStatus(cudaSetDevice(member.device), "cudaSetDevice");
+      if (!copied.ok()) break;
+      copied = CudaStatus(cudaMemcpyAsync(op->device_data(piece.member, piece.offset),
+                                          op->pinned + piece.offset * op->element(), piece.count * op->element(),
+                                          cudaMemcpyHostToDevice, h2d_streams_[piece.member]),
+                          "cudaMemcpyAsync (host to device)");
+      if (!copied.ok()) break;
+    }
+  }
+  if (!copied.ok()) {
+    std::lock_guard<std::mutex> lock(op->mu);
+    if (op->status.ok()) op->status = copied;
+  }
+  if (--op->chunks_pending > 0) return;
+  Status result;
+  {
+    std::lock_guard<std::mutex> lock(op->mu);
+    result = op->status;
+  }
+  if (result.ok()) result = FinishOnDevices(op);
+  Complete(op, result);
+}
+
+// After the sums are back on the GPUs: the local broadcast (or all-gather), then the framework's streams
+// wait for it.
+Status GpuPushPull::FinishOnDevices(const std::shared_ptr<Operation>& op) {
+  const int n = nccl_->size();
+  std::vector<DeviceSpan> spans;
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {  // every member's main stream waits for every host-to-device copy
+      BPS_RETURN_IF_ERROR(StreamWaits(op->members[i].device, main_streams_[i], h2d_streams_[j]));
+    }
+    spans.push_back({op->members[i].device, op->members[i].data, main_streams_[i]});
+  }
+  if (options_.distributed && n > 1 && op->count > 0) {
+    if (options_.mode == LocalReduceMode::kReduceScatter) {
+      if (op->scatter_count > 0) BPS_RETURN_IF_ERROR(nccl_->AllGather(spans, op->dtype, op->scatter_count));
+      if (op->scatter_count < op->count) {
+        for (auto& span : spans) span.data = static_cast<char*>(span.data) + op->scatter_count * op->element();
+        BPS_RETURN_IF_ERROR(nccl_->Broadcast(spans, op->dtype, op->count - op->scatter_count, 0));
+      }
+    } else {
+      BPS_RETURN_IF_ERROR(nccl_->Broadcast(spans, op->dtype, op->count, 0));
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    BPS_RETURN_IF_ERROR(StreamWaits(op->members[i].device, op->members[i].stream, main_streams_[i]));
+  }
+  return Status::OK();
+}
+
+void GpuPushPull::Complete(const std::shared_ptr<Operation>& op, const Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(op->mu);
+    if (op->completed) return;
+    op->completed = true;
+  }
+  Status result = status;
+  if (!result.ok()) result = Status(result.code(), "GPU push_pull of '" + op->name + "': " + result.message());
+  op->done(result);
+}
+
+}  // namespace cuda
+}  // namespace bps

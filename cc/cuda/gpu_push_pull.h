@@ -1,0 +1,78 @@
+// push_pull of GPU tensors: NCCL reduction among the machine's GPUs, copies to pinned host memory chunk by
+// chunk, each chunk pushed and pulled through the servers as soon as it is on the host (so copies overlap
+// the network), copies back, NCCL broadcast. The framework's streams wait on CUDA events; the host never
+// blocks on the GPU.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cc/common/dtype.h"
+#include "cc/common/status.h"
+#include "cc/cuda/local_nccl.h"
+#include "cc/cuda/pinned_staging.h"
+#include "cc/runtime/engine.h"
+
+namespace bps {
+namespace cuda {
+
+enum class LocalReduceMode {
+  kReduceToRoot,   // NCCL reduce to GPU 0, one copy stream to the host, NCCL broadcast back
+  kReduceScatter,  // NCCL reduce-scatter, every GPU copies its slice (all PCIe links busy), all-gather back
+};
+
+struct GpuPushPullOptions {
+  size_t chunk_bytes = 4096000;  // copy and network granularity (BYTEPS_PARTITION_BYTES)
+  LocalReduceMode mode = LocalReduceMode::kReduceToRoot;
+  bool distributed = true;       // through the servers; false on a single worker machine (local NCCL only)
+};
+
+// One local replica of the tensor: its GPU, its data, and the framework stream that produces it.
+struct GpuTensor {
+  int device;
+  void* data;
+  cudaStream_t stream;
+};
+
+class GpuPushPull {
+ public:
+  // `nccl` spans the local GPUs (one member per GPU); `engine` may be null when not distributed.
+  GpuPushPull(Engine* engine, LocalNccl* nccl, GpuPushPullOptions options);
+  ~GpuPushPull();
+  GpuPushPull(const GpuPushPull&) = delete;
+  GpuPushPull& operator=(const GpuPushPull&) = delete;
+
+  Status Init();
+
+  // Sums `count` elements across every member (members[i] on nccl->devices()[i]) and every worker; each
+  // member's buffer ends with the sum. `done` runs once each member's stream waits for the result.
+  void Run(const std::string& name, DataType dtype, uint64_t count, int priority, std::vector<GpuTensor> members,
+           std::function<void(const Status&)> done);
+
+  const GpuPushPullOptions& options() const { return options_; }
+
+ private:
+  struct Operation;
+  struct Chunk;
+
+  Status Start(const std::shared_ptr<Operation>& op);
+  Status StageToHost(const std::shared_ptr<Operation>& op);
+  void OnChunkOnHost(const std::shared_ptr<Operation>& op, Chunk* chunk);
+  void OnChunkSummed(const std::shared_ptr<Operation>& op, Chunk* chunk, const Status& status);
+  Status FinishOnDevices(const std::shared_ptr<Operation>& op);
+  void Complete(const std::shared_ptr<Operation>& op, const Status& status);
+
+  Engine* engine_;
+  LocalNccl* nccl_;
+  GpuPushPullOptions options_;
+  PinnedStaging staging_;
+  std::vector<cudaStream_t> main_streams_;  // per GPU: NCCL and device-to-host copies, in order
+  std::vector<cudaStream_t> h2d_streams_;   // per GPU: host-to-device copies, overlapping the next D2H
+};
+
+}  // namespace cuda
+}  // namespace bps

@@ -1,0 +1,86 @@
+#include "cc/cuda/local_nccl.h"
+
+#include "cc/cuda/cuda_status.h"
+
+namespace bps {
+namespace cuda {
+
+ncclDataType_t NcclType(DataType dtype) {
+  switch (dtype) {
+    case DataType::kFloat16: return ncclFloat16;
+    case DataType::kBFloat16: return ncclBfloat16;
+    case DataType::kFloat32: return ncclFloat32;
+    case DataType::kFloat64: return ncclFloat64;
+    case DataType::kInt32: return ncclInt32;
+    case DataType::kInt64: return ncclInt64;
+  }
+  return ncclFloat32;
+}
+
+StatusOr<std::unique_ptr<LocalNccl>> LocalNccl::ForDevices(const std::vector<int>& devices) {
+  if (devices.empty()) return InvalidArgument("LocalNccl needs at least one device");
+  std::vector<ncclComm_t> comms(devices.size());
+  BPS_NCCL_RETURN_IF_ERROR(ncclCommInitAll(comms.data(), static_cast<int>(devices.size()), devices.data()));
+  return std::unique_ptr<LocalNccl>(new LocalNccl(devices, std::move(comms)));
+}
+
+LocalNccl::~LocalNccl() {
+  for (ncclComm_t comm : comms_) ncclCommDestroy(comm);
+}
+
+template <typename Fn>
+Status LocalNccl::Group(const std::vector<DeviceSpan>& spans, Fn issue) {
+  if (spans.size() != comms_.size()) {
+    return InvalidArgument("a local collective needs one buffer per local GPU (" + std::to_string(comms_.size()) +
+                           "), got " + std::to_string(spans.size()));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  BPS_NCCL_RETURN_IF_ERROR(ncclGroupStart());
+  Status issued;
+  for (size_t i = 0; i < spans.size() && issued.ok(); ++i) {
+    issued = CudaStatus(cudaSetDevice(spans[i].device), "cudaSetDevice");
+    if (issued.ok()) issued = NcclStatus(issue(static_cast<int>(i), spans[i], comms_[i]), "NCCL collective");
+  }
+  Status ended = NcclStatus(ncclGroupEnd(), "ncclGroupEnd");
+  return issued.ok() ? ended : issued;
+}
+
+Status LocalNccl::Reduce(const std::vector<DeviceSpan>& spans, DataType dtype, size_t count, int root) {
+  return Group(spans, [&](int, const DeviceSpan& s, ncclComm_t comm) {
+    return ncclReduce(s.data, s.data, count, NcclType(dtype), ncclSum, root, comm, s.stream);
+  });
+}
+
+Status LocalNccl::Broadcast(const std::vector<DeviceSpan>& spans, DataType dtype, size_t count, int root) {
+  return Group(spans, [&](int, const DeviceSpan& s, ncclComm_t comm) {
+    return ncclBroadcast(s.data, s.data, count, NcclType(dtype), root, comm, s.stream);
+  });
+}
+
+Status LocalNccl::AllReduce(const std::vector<DeviceSpan>& spans, DataType dtype, size_t count) {
+  return Group(spans, [&](int, const DeviceSpan& s, ncclComm_t comm) {
+    return ncclAllReduce(s.data, s.data, count, NcclType(dtype), ncclSum, comm, s.stream);
+  });
+}
+
+Status LocalNccl::ReduceScatter(const std::vector<DeviceSpan>& spans, DataType dtype, size_t count) {
+  const size_t slice = count / comms_.size();
+  const size_t element = DataTypeSize(dtype);
+  return Group(spans, [&](int i, const DeviceSpan& s, ncclComm_t comm) {
+    // In place: member i's result lands in its own slice of the buffer.
+    char* base = static_cast<char*>(s.data);
+    return ncclReduceScatter(base, base + i * slice * element, slice, NcclType(dtype), ncclSum, comm, s.stream);
+  });
+}
+
+Status LocalNccl::AllGather(const std::vector<DeviceSpan>& spans, DataType dtype, size_t count) {
+  const size_t slice = count / comms_.size();
+  const size_t element = DataTypeSize(dtype);
+  return Group(spans, [&](int i, const DeviceSpan& s, ncclComm_t comm) {
+    char* base = static_cast<char*>(s.data);
+    return ncclAllGather(base + i * slice * element, base, slice, NcclType(dtype), comm, s.stream);
+  });
+}
+
+}  // namespace cuda
+}  // namespace bps

@@ -1,0 +1,100 @@
+// A whole job in one process for tests: scheduler, servers and worker engines as threads, connected by the
+// in-memory transport (gloo-style multi-rank tests without sockets).
+#pragma once
+
+#include <future>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "cc/ps/scheduler.h"
+#include "cc/ps/server.h"
+#include "cc/runtime/engine.h"
+#include "cc/transport/inmemory_transport.h"
+
+namespace bps {
+namespace testing {
+
+inline Config NodeConfig(Role role, int num_workers, int num_servers, int worker_id, double timeout_s,
+                  size_t credit_bytes = 4 * 4096) {
+  Config c;
+  c.role = role;
+  c.root_uri = "scheduler";
+  c.root_port = 1;
+  c.node_host = role == Role::kScheduler ? "scheduler" : "node";
+  c.num_worker = num_workers;
+  c.num_server = num_servers;
+  c.worker_id = worker_id;
+  c.partition_bytes = 4096;
+  c.scheduling_credit = credit_bytes;
+  c.timeout_s = timeout_s;
+  return c;
+}
+
+// A job of `workers` engines and `servers` servers plus a scheduler, all threads of this process.
+class LocalJob {
+ public:
+  LocalJob(int workers, int servers, double timeout_s = 20, size_t credit_bytes = 4 * 4096)
+      : network_(std::make_shared<InMemoryNetwork>()) {
+    scheduler_transport_ = CreateInMemoryTransport(network_);
+    scheduler_ = std::make_unique<Scheduler>(NodeConfig(Role::kScheduler, workers, servers, 0, timeout_s),
+                                             scheduler_transport_.get());
+    scheduler_thread_ = std::thread([this] { scheduler_result_ = scheduler_->Run(); });
+    for (int s = 0; s < servers; ++s) {
+      server_transports_.push_back(CreateInMemoryTransport(network_));
+      servers_.push_back(std::make_unique<Server>(NodeConfig(Role::kServer, workers, servers, 0, timeout_s),
+                                                  server_transports_.back().get()));
+    }
+    for (int s = 0; s < servers; ++s) {
+      server_threads_.emplace_back([this, s] { servers_[s]->Run(); });
+    }
+    std::vector<std::future<StatusOr<std::unique_ptr<Engine>>>> starting;
+    for (int w = 0; w < workers; ++w) {
+      starting.push_back(std::async(std::launch::async, [this, w, workers, servers, timeout_s, credit_bytes] {
+        return Engine::Start(NodeConfig(Role::kWorker, workers, servers, w, timeout_s, credit_bytes),
+                             CreateInMemoryTransport(network_));
+      }));
+    }
+    for (auto& f : starting) {
+      auto engine = f.get();
+      if (!engine.ok()) {
+        fprintf(stderr, "job did not start: %s\n", engine.status().ToString().c_str());
+        std::abort();  // a job that did not start cannot be torn down in order
+      }
+      engines_.push_back(std::move(engine.value()));
+    }
+  }
+
+  ~LocalJob() {
+    std::vector<std::thread> stopping;
+    for (auto& e : engines_) {
+      if (e) stopping.emplace_back([&e] { e->Shutdown(); });
+    }
+    for (auto& t : stopping) t.join();
+    scheduler_thread_.join();
+    for (auto& t : server_threads_) t.join();
+    for (auto& t : server_transports_) t->Shutdown(1);
+    scheduler_transport_->Shutdown(1);
+  }
+
+  Engine& worker(int i) { return *engines_[i]; }
+  int workers() const { return static_cast<int>(engines_.size()); }
+  void KillServer(int s) {
+    server_transports_[s]->Shutdown(0);
+    servers_[s]->Stop(Aborted("killed by the test"));
+  }
+
+ private:
+  std::shared_ptr<InMemoryNetwork> network_;
+  std::unique_ptr<Transport> scheduler_transport_;
+  std::unique_ptr<Scheduler> scheduler_;
+  Status scheduler_result_;
+  std::thread scheduler_thread_;
+  std::vector<std::unique_ptr<Transport>> server_transports_;
+  std::vector<std::unique_ptr<Server>> servers_;
+  std::vector<std::thread> server_threads_;
+  std::vector<std::unique_ptr<Engine>> engines_;
+};
+
+}  // namespace testing
+}  // namespace bps

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The whole GPU check, for anyone with a GPU (NVIDIA driver, NCCL from `pip install nvidia-nccl-cu13` or
+# BYTEPS_NCCL_HOME). Run it from a bundle made by scripts/gpu_bundle.sh (no Bazel needed there), or from the
+# repository, where it makes the bundle first.
+#   1. gpu_local_test: local NCCL reduce/broadcast, reduce-scatter/all-gather and the GPU push_pull pipeline
+#      (two workers as threads with a server) on 1 and 2 GPUs, every dtype, odd sizes, exact;
+#   2. a real job on loopback: scheduler, CPU server and two worker processes with one GPU each, over UCX,
+#      in both local-reduction modes, exact;
+#   3. the GPU push_pull benchmark of that job (end-to-end against the sum of its stages) and gpu_bench
+#      (pinned copies against cudaMemcpy's peak; local reductions against NCCL all-reduce).
+# Usage: gpu_check.sh [OUT_DIR]   (logs and JSON results go to OUT_DIR, default ./gpu_check_out)
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+if [ ! -x "$here/bin/gpu_job" ]; then
+  "$here/gpu_bundle.sh" "$here/../.gpu_bundle" && exec "$here/../.gpu_bundle/gpu_check.sh" "$@"
+  exit 1
+fi
+out=${1:-gpu_check_out}
+mkdir -p "$out"
+nccl_lib=${BYTEPS_NCCL_HOME:+$BYTEPS_NCCL_HOME/lib}
+nccl_lib=${nccl_lib:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))')}
+export LD_LIBRARY_PATH="$here/lib:$nccl_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export UCX_MODULE_DIR="$here/lib/ucx"
+export NCCL_NVLS_ENABLE=0  # never NVLink multicast on shared machines
+failures=0
+
+step() { echo "== $*"; }
+
+step "GPUs"
+nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
+
+step "gpu_local_test"
+timeout 600 "$here/bin/gpu_local_test" > "$out/gpu_local_test.log" 2>&1 || failures=$((failures + 1))
+grep -E "^\[  (PASSED|FAILED|  SKIPPED) |tests? ran|FAILED" "$out/gpu_local_test.log" | tail -12
+
+# A job of 2 worker processes (one GPU each when there are 2) with 1 CPU server, on loopback.
+run_job() {  # run_job LABEL WORKER_ARGS...
+  local label=$1; shift
+  local port=$((20000 + RANDOM % 20000))
+  local common="DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$port DMLC_NUM_WORKER=2 DMLC_NUM_SERVER=1 DMLC_NODE_HOST=127.0.0.1 BYTEPS_TIMEOUT=60"
+  env $common DMLC_ROLE=scheduler timeout 300 "$here/bin/gpu_job" > "$out/$label.scheduler.log" 2>&1 &
+  env $common DMLC_ROLE=server timeout 300 "$here/bin/gpu_job" > "$out/$label.server.log" 2>&1 &
+  local pids=()
+  for w in 0 1; do
+    env $common DMLC_ROLE=worker DMLC_WORKER_ID=$w timeout 300 "$here/bin/gpu_job" "$@" > "$out/$label.worker$w.log" 2>&1 &
+    pids+=($!)
+  done
+  local rc=0
+  for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+  wait
+  cat "$out/$label.worker0.log" "$out/$label.worker1.log"
+  [ $rc -eq 0 ] || { echo "job $label failed (logs in $out)"; failures=$((failures + 1)); }
+}
+
+step "2 worker processes, reduce-to-root"
+run_job check_root check
+step "2 worker processes, reduce-scatter"
+BPS_GPU_MODE=scatter run_job check_scatter check
+step "GPU push_pull benchmark (2 worker processes)"
+run_job bench bench | tee "$out/gpu_push_pull_bench.jsonl"
+step "gpu_bench"
+timeout 600 "$here/bin/gpu_bench" | tee "$out/gpu_bench.jsonl" || failures=$((failures + 1))
+
+step "done: $failures failure(s)"
+exit $((failures > 0))
