@@ -31,7 +31,7 @@ nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,nohea
 
 step "gpu_local_test"
 timeout 600 "$here/bin/gpu_local_test" > "$out/gpu_local_test.log" 2>&1 || failures=$((failures + 1))
-grep -E "^\[  (PASSED|FAILED|  SKIPPED) |tests? ran|FAILED" "$out/gpu_local_test.log" | tail -12
+grep -E "^\[ +(OK|PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|first wrong|: " "$out/gpu_local_test.log" | tail -40
 
 # A job of 2 worker processes (one GPU each when there are 2) with 1 CPU server, on loopback.
 run_job() {  # run_job LABEL WORKER_ARGS...
@@ -52,10 +52,10 @@ run_job() {  # run_job LABEL WORKER_ARGS...
   [ $rc -eq 0 ] || { echo "job $label failed (logs in $out)"; failures=$((failures + 1)); }
 }
 
-step "2 worker processes, reduce-to-root"
-run_job check_root check
 step "2 worker processes, reduce-scatter"
-BPS_GPU_MODE=scatter run_job check_scatter check
+run_job check_scatter check
+step "2 worker processes, reduce-to-root"
+BPS_GPU_MODE=root run_job check_root check
 step "GPU push_pull benchmark (2 worker processes)"
 run_job bench bench | tee "$out/gpu_push_pull_bench.jsonl"
 step "gpu_bench"

@@ -162,7 +162,7 @@ int RunWorker(const std::string& mode) {
   options.chunk_bytes = w.engine->config().partition_bytes;
   options.distributed = w.size > 1 || w.engine->config().force_distributed;
   const char* local_mode = std::getenv("BPS_GPU_MODE");
-  if (local_mode && std::strcmp(local_mode, "scatter") == 0) options.mode = LocalReduceMode::kReduceScatter;
+  if (local_mode && std::strcmp(local_mode, "root") == 0) options.mode = LocalReduceMode::kReduceToRoot;
   w.push_pull = std::make_unique<GpuPushPull>(w.engine, w.nccl.get(), options);
   s = w.push_pull->Init();
   if (!s.ok()) return Fail("init GPU push_pull", s);

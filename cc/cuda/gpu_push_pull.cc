@@ -61,9 +61,10 @@ Status WhenReached(cudaStream_t stream, std::function<void()> fn) {
   return CudaStatus(error, "cudaLaunchHostFunc");
 }
 
-// `waiter` waits (on the GPU) for all work queued on `producer` so far.
-Status StreamWaits(int device, cudaStream_t waiter, cudaStream_t producer) {
-  BPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+// `waiter` waits (on the GPU) for all work queued on `producer` (a stream of `producer_device`) so far.
+Status StreamWaits(cudaStream_t waiter, int producer_device, cudaStream_t producer) {
+  // The event belongs to the producer's device; a stream of any device may wait on it.
+  BPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(producer_device));
   cudaEvent_t event;
   BPS_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
   Status s = CudaStatus(cudaEventRecord(event, producer), "cudaEventRecord");
@@ -82,6 +83,7 @@ GpuPushPull::~GpuPushPull() {
     cudaSetDevice(nccl_->devices()[i]);
     cudaStreamDestroy(main_streams_[i]);
     cudaStreamDestroy(h2d_streams_[i]);
+    cudaStreamDestroy(notify_streams_[i]);
   }
 }
 
@@ -89,11 +91,13 @@ Status GpuPushPull::Init() {
   if (options_.distributed && engine_ == nullptr) return InvalidArgument("a distributed GpuPushPull needs an engine");
   for (int device : nccl_->devices()) {
     BPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
-    cudaStream_t main, h2d;
+    cudaStream_t main, h2d, notify;
     BPS_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&main, cudaStreamNonBlocking));
     BPS_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&h2d, cudaStreamNonBlocking));
+    BPS_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&notify, cudaStreamNonBlocking));
     main_streams_.push_back(main);
     h2d_streams_.push_back(h2d);
+    notify_streams_.push_back(notify);
   }
   return Status::OK();
 }
@@ -119,7 +123,7 @@ Status GpuPushPull::Start(const std::shared_ptr<Operation>& op) {
   }
   for (int i = 0; i < n; ++i) {
     // Our streams start once the framework has produced the tensor.
-    BPS_RETURN_IF_ERROR(StreamWaits(op->members[i].device, main_streams_[i], op->members[i].stream));
+    BPS_RETURN_IF_ERROR(StreamWaits(main_streams_[i], op->members[i].device, op->members[i].stream));
   }
   std::vector<DeviceSpan> spans;
   for (int i = 0; i < n; ++i) spans.push_back({op->members[i].device, op->members[i].data, main_streams_[i]});
@@ -184,7 +188,8 @@ Status GpuPushPull::StageToHost(const std::shared_ptr<Operation>& op) {
                                                piece.count * op->element(), cudaMemcpyDeviceToHost,
                                                main_streams_[piece.member]));
       Chunk* raw = chunk.get();
-      BPS_RETURN_IF_ERROR(WhenReached(main_streams_[piece.member], [this, op, raw] {
+      BPS_RETURN_IF_ERROR(StreamWaits(notify_streams_[piece.member], member.device, main_streams_[piece.member]));
+      BPS_RETURN_IF_ERROR(WhenReached(notify_streams_[piece.member], [this, op, raw] {
         if (--raw->copies_pending == 0) OnChunkOnHost(op, raw);
       }));
     }
@@ -239,7 +244,7 @@ Status GpuPushPull::FinishOnDevices(const std::shared_ptr<Operation>& op) {
   std::vector<DeviceSpan> spans;
   for (int i = 0; i < n; ++i) {
     for (int j = 0; j < n; ++j) {  // every member's main stream waits for every host-to-device copy
-      BPS_RETURN_IF_ERROR(StreamWaits(op->members[i].device, main_streams_[i], h2d_streams_[j]));
+      BPS_RETURN_IF_ERROR(StreamWaits(main_streams_[i], op->members[j].device, h2d_streams_[j]));
     }
     spans.push_back({op->members[i].device, op->members[i].data, main_streams_[i]});
   }
@@ -255,7 +260,7 @@ Status GpuPushPull::FinishOnDevices(const std::shared_ptr<Operation>& op) {
     }
   }
   for (int i = 0; i < n; ++i) {
-    BPS_RETURN_IF_ERROR(StreamWaits(op->members[i].device, op->members[i].stream, main_streams_[i]));
+    BPS_RETURN_IF_ERROR(StreamWaits(op->members[i].stream, op->members[i].device, main_streams_[i]));
   }
   return Status::OK();
 }
