@@ -6,6 +6,7 @@ PY := $(abspath $(VENV))/bin/python
 BAZEL_CACHE ?= $(HOME)/.cache/bps_tf/bazel-disk
 BAZEL_FLAGS := --repo_env=PYTHON_BIN_PATH=$(PY) --disk_cache=$(BAZEL_CACHE)
 CORE_TARGETS := //cc:libbps_core.so //cc/python:_core.so //cc/tf:_bps_ops.so
+CUDA_TARGETS := //cc/cuda:cuda //cc/cuda:gpu_local_test //cc/cuda:gpu_job //cc/cuda:gpu_bench //cc/tf:_bps_ops.so
 
 .PHONY: demo test setup build test-cc test-py
 
@@ -22,8 +23,12 @@ build: setup
 	bazel build $(BAZEL_FLAGS) $(CORE_TARGETS)
 	@install -C -m 644 bazel-bin/cc/libbps_core.so bazel-bin/cc/python/_core.so bazel-bin/cc/tf/_bps_ops.so bps_tf/
 
+# Where nvcc is present, the CUDA build is compiled too, so it cannot rot unnoticed (its tests need a GPU:
+# scripts/gpu_check.sh).
 test-cc: setup
 	bazel test $(BAZEL_FLAGS) //cc/...
+	@if scripts/has_cuda.sh; then bazel build $(BAZEL_FLAGS) --config=cuda $(CUDA_TARGETS); \
+	else echo "no nvcc: CUDA build skipped"; fi
 
 test-py: build
 	$(PY) -m pytest -q tests

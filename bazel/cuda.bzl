@@ -41,11 +41,16 @@ cuda_objects = rule(
     },
 )
 
-def bps_cuda_library(name, cu_srcs = [], srcs = [], hdrs = [], deps = [], **kwargs):
-    """A cc_library whose .cu files are compiled by nvcc and whose .cc files by the C++ compiler."""
+def bps_cuda_library(name, cu_srcs = [], srcs = [], hdrs = [], deps = [], tags = [], **kwargs):
+    """A cc_library whose .cu files are compiled by nvcc and whose .cc files by the C++ compiler.
+
+    Tagged manual: CUDA targets are built only when named (Makefile's CUDA_TARGETS), never by //cc/...
+    on a machine without CUDA."""
     objects = []
+    tags = tags + ["manual"]
     if cu_srcs:
-        cuda_objects(name = name + "_nvcc", srcs = cu_srcs, hdrs = hdrs, deps = deps + ["@local_cuda//:cuda"])
+        cuda_objects(name = name + "_nvcc", srcs = cu_srcs, hdrs = hdrs, deps = deps + ["@local_cuda//:cuda"],
+                     tags = tags, testonly = kwargs.get("testonly", False))
         objects = [":" + name + "_nvcc"]
     native.cc_library(
         name = name,
@@ -53,5 +58,6 @@ def bps_cuda_library(name, cu_srcs = [], srcs = [], hdrs = [], deps = [], **kwar
         hdrs = hdrs,
         deps = deps + ["@local_cuda//:cuda"],
         linkstatic = True,
+        tags = tags,
         **kwargs
     )

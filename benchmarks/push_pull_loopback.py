@@ -5,32 +5,17 @@ python -m benchmarks.push_pull_loopback --workers 2 --servers 1 --output docs/pe
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from benchmarks import machine
+from benchmarks.job_env import REPO_ROOT, benchmark_env, bpslaunch, parse_env_items
 from benchmarks.ports import free_ports
 from benchmarks.report_table import push_pull_table
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_SIZES = [4 << 10 << 2 * i for i in range(10)]  # 4 KB, 16 KB, ... 1 GB; cut below
-DEFAULT_SIZES = [s for s in DEFAULT_SIZES if s <= 256 << 20]
-
-
-def bpslaunch():
-    return str(Path(sys.executable).parent / "bpslaunch")
-
-
-def benchmark_env(extra=()):
-    """This environment without job variables (a job's own DMLC_*/BYTEPS_* must not leak in), plus `extra`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DMLC_", "BYTEPS_", "TF_CONFIG"))}
-    env["PYTHONPATH"] = str(REPO_ROOT)
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"  # TF's start-up chatter would bury the results
-    env.update(dict(extra))
-    return env
+DEFAULT_SIZES = [(4 << 10) << (2 * i) for i in range(9)]  # 4 KB, 16 KB, ... 256 MB
 
 
 def parse_args():
@@ -48,7 +33,7 @@ def parse_args():
 
 def main():
     args = parse_args()
-    extra = dict(item.split("=", 1) for item in args.env)
+    extra = parse_env_items(args.env)
     cluster = ",".join(f"127.0.0.1:{p}" for p in free_ports(args.workers))
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "result.json"

@@ -24,13 +24,18 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 
+# The CUDA build needs NCCL: installed only where nvcc is (scripts/has_cuda.sh).
+cuda_requirements=/dev/null
+if scripts/has_cuda.sh; then cuda_requirements=requirements-cuda.txt; fi
+
 # Reinstall only when the pinned lists or the package metadata change.
 stamp=.venv/.bps_tf_requirements
-wanted=$(cat requirements.txt requirements-nodeps.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+wanted=$(cat requirements.txt requirements-nodeps.txt "$cuda_requirements" pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   echo "setup: installing Python packages into .venv"
   .venv/bin/python -m pip install -q -r requirements.txt
   .venv/bin/python -m pip install -q --no-deps -r requirements-nodeps.txt
+  [ "$cuda_requirements" = /dev/null ] || .venv/bin/python -m pip install -q -r "$cuda_requirements"
   .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e .
   echo "$wanted" > "$stamp"
 fi

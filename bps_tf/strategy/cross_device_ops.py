@@ -41,6 +41,22 @@ def _label(value):
     return "eager"
 
 
+def _on_gpu(tensor):
+    return "GPU" in (tensor.device or "").upper()
+
+
+def _to_destinations(reduced, destinations):
+    """A Mirrored value on `destinations`, from one reduced tensor or from one per local GPU."""
+    if isinstance(reduced, list):
+        devices = cross_device_ops_lib.get_devices_from(destinations)
+        by_device = {tf.DeviceSpec.from_string(r.device).to_string(): r for r in reduced}
+        picked = [by_device.get(tf.DeviceSpec.from_string(d).to_string()) for d in devices]
+        if all(p is not None for p in picked):
+            return value_lib.Mirrored(picked) if len(picked) > 1 else picked[0]
+        reduced = reduced[0]
+    return cross_device_ops_lib.simple_broadcast(reduced, destinations, always_mirrored=True)
+
+
 def _signature(tensor):
     return f"{tensor.dtype.name}{tensor.shape.as_list() if tensor.shape.rank is not None else '?'}"
 
@@ -63,16 +79,28 @@ class BytePSCrossDeviceOps(cross_device_ops_lib.CrossDeviceOps):
         return size()
 
     def _reduce_one(self, reduce_op, local_tensors, priority, name):
+        """The reduced value: one tensor, or one per local GPU (already on each GPU)."""
+        if reduce_op not in (reduce_util.ReduceOp.SUM, reduce_util.ReduceOp.MEAN):
+            raise ValueError(f"BytePSStrategy reduces with SUM or MEAN, not {reduce_op}")
+        if len(local_tensors) > 1 and all(_on_gpu(t) for t in local_tensors):
+            # One op per GPU under one name: the core reduces them with NCCL before the servers.
+            name = name or naming.tensor_name(local_tensors[0], None, "strategy")
+            results = []
+            for tensor in local_tensors:
+                with tf.device(tensor.device):
+                    summed = push_pull(tensor, name=name, op=Sum, priority=priority, local_devices=len(local_tensors))
+                    results.append(self._finish_mean(reduce_op, summed))
+            return results
         with tf.device(local_tensors[0].device):
             local = local_tensors[0] if len(local_tensors) == 1 else tf.add_n(local_tensors)
-        summed = push_pull(local, name=name, op=Sum, priority=priority)
-        if reduce_op == reduce_util.ReduceOp.MEAN:
-            count = tf.cast(self._num_replicas_in_sync, summed.dtype)
-            # Integers keep their dtype (floor division), as a mean of counters is used.
-            summed = summed / count if summed.dtype.is_floating else summed // count
-        elif reduce_op != reduce_util.ReduceOp.SUM:
-            raise ValueError(f"BytePSStrategy reduces with SUM or MEAN, not {reduce_op}")
-        return summed
+        return self._finish_mean(reduce_op, push_pull(local, name=name, op=Sum, priority=priority))
+
+    def _finish_mean(self, reduce_op, summed):
+        if reduce_op != reduce_util.ReduceOp.MEAN:
+            return summed
+        count = tf.cast(self._num_replicas_in_sync, summed.dtype)
+        # Integers keep their dtype (floor division), as a mean of counters is used.
+        return summed / count if summed.dtype.is_floating else summed // count
 
     def _reduce_groups(self, reduce_op, groups, names):
         count = len(groups)
@@ -99,14 +127,11 @@ class BytePSCrossDeviceOps(cross_device_ops_lib.CrossDeviceOps):
 
     def reduce_implementation(self, reduce_op, per_replica_value, destinations, options):
         reduced = self._reduce_batch(reduce_op, [per_replica_value])[0]
-        return cross_device_ops_lib.simple_broadcast(reduced, destinations, always_mirrored=True)
+        return _to_destinations(reduced, destinations)
 
     def batch_reduce_implementation(self, reduce_op, value_destination_pairs, options):
         reduced = self._reduce_batch(reduce_op, [v for v, _ in value_destination_pairs])
-        return [
-            cross_device_ops_lib.simple_broadcast(r, d, always_mirrored=True)
-            for r, (_, d) in zip(reduced, value_destination_pairs)
-        ]
+        return [_to_destinations(r, d) for r, (_, d) in zip(reduced, value_destination_pairs)]
 
     def _gather_implementation(self, per_replica_value, destinations, axis, options):
         _refuse_xla()

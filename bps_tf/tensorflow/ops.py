@@ -31,12 +31,15 @@ def _dense(tensor):
     return tf.convert_to_tensor(tensor)
 
 
-def push_pull(tensor, name=None, op=Average, compression=Compression.none, priority=0, shape_in_name=False):
+def push_pull(tensor, name=None, op=Average, compression=Compression.none, priority=0, shape_in_name=False,
+              local_devices=1):
     """Sum (op=Sum) or mean (op=Average) of `tensor` across all workers.
 
     `name` identifies the tensor on every worker; without one, a deterministic name is derived (the graph
     tensor's name inside tf.function, the calling code's location in eager mode). `shape_in_name=True`
     suits a tensor whose shape changes from step to step (all workers agree on it at each step).
+    `local_devices` > 1: this is one of that many replicas in this process, each on its own GPU and each
+    issued under the same name; they are reduced together (NCCL) before the servers.
     """
     if op not in (Sum, Average):
         raise ValueError(f"push_pull: op must be bps_tf.Sum or bps_tf.Average, got {op!r}")
@@ -49,7 +52,7 @@ def push_pull(tensor, name=None, op=Average, compression=Compression.none, prior
     full_name = naming.tensor_name(tensor, name, "push_pull")
     compressed, context = compression.compress(tensor)
     summed = _ops.byteps_push_pull(compressed, tensor_name=full_name, priority=int(priority),
-                                   shape_in_name=bool(shape_in_name))
+                                   shape_in_name=bool(shape_in_name), local_devices=int(local_devices))
     result = compression.decompress(summed, context)
     if op == Average:
         result = result / tf.cast(size(), result.dtype)
@@ -68,7 +71,8 @@ def broadcast(tensor, root_rank, name=None):
 def _push_pull_grad(op, grad):
     """The gradient of a sum across workers is the sum of the gradients."""
     return _ops.byteps_push_pull(grad, tensor_name=op.get_attr("tensor_name").decode() + "/grad",
-                                 priority=op.get_attr("priority"), shape_in_name=op.get_attr("shape_in_name"))
+                                 priority=op.get_attr("priority"), shape_in_name=op.get_attr("shape_in_name"),
+                                 local_devices=op.get_attr("local_devices"))
 
 
 @tf.RegisterGradient("BytepsBroadcast")

@@ -8,9 +8,11 @@
 #include <cstring>
 #include <future>
 #include <string>
+#include <thread>
 
 #include "cc/cuda/cuda_status.h"
 #include "cc/cuda/gpu_push_pull.h"
+#include "cc/cuda/process_gpu.h"
 #include "cc/cuda/test_kernels.h"
 #include "cc/runtime/process_engine.h"
 
@@ -77,6 +79,54 @@ int Check(Worker& w) {
   }
   std::printf("rank %d: GPU push_pull exact in %d dtype/size cases (mode %s)\n", w.rank, cases,
               w.push_pull->options().mode == LocalReduceMode::kReduceScatter ? "reduce-scatter" : "reduce-to-root");
+  return 0;
+}
+
+// One process driving every local GPU, as BytePSStrategy does: each GPU's replica arrives from its own
+// thread (as TF runs one op per device) and meets the others in the core's rendezvous.
+int CheckRendezvous(Worker& w, int gpus) {
+  const uint64_t n = 3000017;
+  for (DataType dtype : {DataType::kFloat32, DataType::kBFloat16, DataType::kInt64}) {
+    std::vector<void*> data(gpus);
+    std::vector<cudaStream_t> streams(gpus);
+    std::vector<std::promise<Status>> done(gpus);
+    std::vector<std::thread> threads;
+    for (int d = 0; d < gpus; ++d) {
+      cudaSetDevice(d);
+      cudaMalloc(&data[d], n * DataTypeSize(dtype));
+      cudaStreamCreate(&streams[d]);
+      LaunchFill(dtype, data[d], n, w.rank * gpus + d, streams[d]);
+    }
+    std::string name = std::string("rendezvous/") + DataTypeName(dtype);
+    for (int d = gpus - 1; d >= 0; --d) {  // arrival order differs from device order
+      threads.emplace_back([&, d] {
+        ProcessGpuPushPull(name, dtype, n, 0, gpus, {d, data[d], streams[d]},
+                           [&done, d](const Status& s) { done[d].set_value(s); });
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int d = 0; d < gpus; ++d) {
+      Status s = done[d].get_future().get();
+      if (!s.ok()) return Fail(name, s);
+      cudaSetDevice(d);
+      unsigned long long* mismatches = nullptr;
+      unsigned long long wrong = 0;
+      cudaMalloc(&mismatches, sizeof(*mismatches));
+      cudaMemsetAsync(mismatches, 0, sizeof(*mismatches), streams[d]);
+      LaunchCountMismatches(dtype, data[d], n, w.size * gpus, mismatches, streams[d]);
+      cudaMemcpyAsync(&wrong, mismatches, sizeof(wrong), cudaMemcpyDeviceToHost, streams[d]);
+      cudaStreamSynchronize(streams[d]);
+      cudaFree(mismatches);
+      if (wrong != 0) {
+        std::fprintf(stderr, "gpu_job: %s on GPU %d: %llu wrong elements\n", name.c_str(), d, wrong);
+        return 1;
+      }
+      cudaFree(data[d]);
+      cudaStreamDestroy(streams[d]);
+    }
+  }
+  std::printf("rank %d: GPU push_pull of %d local replicas (one per GPU) through the rendezvous exact\n", w.rank,
+              gpus);
   return 0;
 }
 
@@ -167,6 +217,7 @@ int RunWorker(const std::string& mode) {
   s = w.push_pull->Init();
   if (!s.ok()) return Fail("init GPU push_pull", s);
   int rc = mode == "bench" ? Bench(w) : Check(w);
+  if (rc == 0 && mode == "check" && gpus > 1) rc = CheckRendezvous(w, gpus);
   w.push_pull.reset();
   s = ShutdownProcessEngine();
   if (!s.ok() && rc == 0) return Fail("shutdown", s);

@@ -9,12 +9,14 @@ REGISTER_OP("BytepsPushPull")
     .Attr("tensor_name: string")
     .Attr("priority: int = 0")
     .Attr("shape_in_name: bool = false")
+    .Attr("local_devices: int = 1")
     .Input("tensor: T")
     .Output("sum: T")
     .SetShapeFn(tensorflow::shape_inference::UnchangedShape)
     .Doc("Sum of `tensor` across all workers, through the parameter servers. `tensor_name` identifies the "
          "tensor on every worker; with `shape_in_name` the runtime shape is part of the name, for tensors "
-         "whose shape changes between steps (every worker must still agree on it at each step).");
+         "whose shape changes between steps (every worker must still agree on it at each step). On GPUs, "
+         "`local_devices` replicas of the tensor in this process (one per GPU) are reduced together.");
 
 REGISTER_OP("BytepsBroadcast")
     .Attr("T: {half, bfloat16, float, double, int32, int64}")

@@ -1,0 +1,80 @@
+"""A bps_tf job on an emulated cluster (netns.EmulatedCluster): the scheduler on a host of its own, each
+server on a host of its own (or, with colocate, server i on worker i's host, as many BytePS deployments
+do), each worker on its own host; every process started through `bpslaunch` with the DMLC_* variables of
+cluster mode, UCX forced onto TCP (between namespaces it would otherwise use shared memory)."""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.job_env import benchmark_env, bpslaunch
+from benchmarks.netns import EmulatedCluster
+
+SCHEDULER_PORT = 9100
+TF_PORT = 9200  # each worker host's TensorFlow gRPC server (namespaces have their own ports)
+
+
+def hosts_for(workers, servers, colocate=False):
+    return ["sched"] + [f"w{i}" for i in range(workers)] + ([] if colocate else [f"s{i}" for i in range(servers)])
+
+
+def server_host(i, workers, colocate):
+    return f"w{i % workers}" if colocate else f"s{i}"
+
+
+def tf_cluster(cluster, workers):
+    """host:port of each worker's TF server, for MultiWorkerMirroredStrategy's TF_CONFIG."""
+    return ",".join(f"{cluster.address(f'w{i}')}:{TF_PORT}" for i in range(workers))
+
+
+def measure_link(cluster, sender, receiver, nbytes=64 << 20):
+    """Raw TCP goodput from `sender` to `receiver`, bytes/s."""
+    env = benchmark_env()
+    argv = [sys.executable, "-m", "benchmarks.link_check"]
+    serve = subprocess.Popen(["ip", "netns", "exec", cluster.namespace(receiver), *argv, "serve", "9300",
+                              str(nbytes)], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        subprocess.run(["ip", "netns", "exec", cluster.namespace(sender), *argv, "send", cluster.address(receiver),
+                        "9300", str(nbytes)], env=env, check=True, timeout=120)
+        out, _ = serve.communicate(timeout=60)
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+    return float(out.strip())
+
+
+def _tail(path, lines=30):
+    text = Path(path).read_text(errors="replace").splitlines()
+    return "\n".join(text[-lines:])
+
+
+def run_job(cluster, workers, servers, worker_argv, log_dir, extra_env=(), timeout=600, colocate=False):
+    """Runs the job; worker_argv(i) is worker i's command. Raises with the logs' tails when a process fails."""
+    common = benchmark_env(extra_env)
+    common.update(DMLC_PS_ROOT_URI=cluster.address("sched"), DMLC_PS_ROOT_PORT=str(SCHEDULER_PORT),
+                  DMLC_NUM_WORKER=str(workers), DMLC_NUM_SERVER=str(servers), BYTEPS_UCX_TLS="tcp,self")
+    log_dir = Path(log_dir)
+
+    def start(name, host, role, argv, **more):
+        env = dict(common, DMLC_ROLE=role, DMLC_NODE_HOST=cluster.address(host), **more)
+        return cluster.popen(host, [bpslaunch(), *argv], env, log_dir / f"{name}.log")
+
+    others = [start("scheduler", "sched", "scheduler", [])]
+    others += [start(f"server{i}", server_host(i, workers, colocate), "server", []) for i in range(servers)]
+    workers_running = [start(f"worker{i}", f"w{i}", "worker", worker_argv(i), DMLC_WORKER_ID=str(i))
+                       for i in range(workers)]
+    deadline = time.monotonic() + timeout
+    while any(p.poll() is None for p in workers_running):
+        failed = [i for i, p in enumerate(workers_running) if p.poll() not in (None, 0)]
+        if failed or time.monotonic() > deadline:
+            which = failed[0] if failed else 0
+            why = f"exited with {workers_running[which].returncode}" if failed else f"still running after {timeout} s"
+            raise RuntimeError(f"worker {which} {why}:\n{_tail(log_dir / f'worker{which}.log')}")
+        time.sleep(0.2)
+    for p in others:  # they stop once every worker finished
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass

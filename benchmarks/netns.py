@@ -1,0 +1,139 @@
+"""An emulated cluster on this machine: each host is a network namespace with one link to a switch (a bridge
+in a namespace of its own), and each link is limited in both directions with `tc` (tbf for the rate, netem
+for the delay). Everything lives in namespaces this module creates and always deletes, also on failure.
+
+Needs root (ip netns, tc). Traffic never leaves the namespaces: there is no route out of them.
+"""
+
+import os
+import signal
+import subprocess
+
+PREFIX = "bpsbench-"
+SUBNET = "10.213.0"  # host i gets 10.213.0.(i+1)/24; private to these namespaces
+
+
+def _run(*argv):
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed: {done.stderr.strip()}")
+
+
+def _ns_exists_for_dead_pid(name):
+    try:
+        pid = int(name[len(PREFIX):].split("-")[0])
+    except ValueError:
+        return False
+    return not os.path.exists(f"/proc/{pid}")
+
+
+def delete_stale_namespaces():
+    """Namespaces of earlier runs whose process is gone (killed before its cleanup could run)."""
+    listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout
+    for line in listing.splitlines():
+        name = line.split()[0] if line.split() else ""
+        if name.startswith(PREFIX) and _ns_exists_for_dead_pid(name):
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
+
+
+def netem_available():
+    """Whether this kernel has netem (some container kernels have only tbf, htb and pfifo)."""
+    probe = PREFIX + f"{os.getpid()}-probe"
+    _run("ip", "netns", "add", probe)
+    try:
+        _run("ip", "-n", probe, "link", "add", "probe0", "type", "veth", "peer", "name", "probe1")
+        added = subprocess.run(["ip", "netns", "exec", probe, "tc", "qdisc", "add", "dev", "probe0", "root", "netem",
+                                "delay", "1ms"], capture_output=True, timeout=30)
+        return added.returncode == 0
+    finally:
+        subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=30)
+
+
+def _limit(ns, dev, rate, delay):
+    """Egress of `dev` in `ns`: at most `rate`, after `delay` (one-way) when given."""
+    tbf = ["tbf", "rate", rate, "burst", "256kb", "latency", "50ms"]
+    if delay and delay not in ("0", "0ms"):
+        if not netem_available():
+            raise RuntimeError("--delay needs tc's netem qdisc, which this kernel lacks (sch_netem); "
+                               "leave the delay out to limit the rate only")
+        _run("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "netem",
+             "delay", delay, "limit", "100000")
+        _run("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", *tbf)
+    else:
+        _run("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", *tbf)
+
+
+class EmulatedCluster:
+    """with EmulatedCluster(["sched", "w0", "s0"], rate="1gbit", delay="0.1ms") as cluster: ...
+
+    rate: each host's link speed, in each direction (tc syntax; None: unlimited). delay: one-way latency added
+    to what each host sends, so host-to-host round trips take 2 * delay."""
+
+    def __init__(self, hosts, rate="1gbit", delay=None):
+        self.hosts = list(hosts)
+        self.rate, self.delay = rate, delay
+        self._tag = f"{PREFIX}{os.getpid()}-"
+        self._created = []
+        self._processes = []
+
+    def namespace(self, host):
+        return self._tag + host
+
+    def address(self, host):
+        return f"{SUBNET}.{self.hosts.index(host) + 1}"
+
+    def __enter__(self):
+        delete_stale_namespaces()
+        try:
+            self._create()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _add_namespace(self, name):
+        _run("ip", "netns", "add", name)
+        self._created.append(name)
+        _run("ip", "-n", name, "link", "set", "lo", "up")
+
+    def _create(self):
+        switch = self._tag + "switch"
+        self._add_namespace(switch)
+        _run("ip", "-n", switch, "link", "add", "br0", "type", "bridge")
+        _run("ip", "-n", switch, "link", "set", "br0", "up")
+        for i, host in enumerate(self.hosts):
+            ns = self.namespace(host)
+            self._add_namespace(ns)
+            port = f"p{i}"
+            _run("ip", "-n", switch, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            _run("ip", "-n", switch, "link", "set", port, "master", "br0", "up")
+            _run("ip", "-n", ns, "addr", "add", f"{self.address(host)}/24", "dev", "eth0")
+            _run("ip", "-n", ns, "link", "set", "eth0", "up")
+            if self.rate:
+                _limit(ns, "eth0", self.rate, self.delay)  # what the host sends
+                _limit(switch, port, self.rate, None)  # what the host receives
+
+    def popen(self, host, argv, env, log_path):
+        """Starts `argv` inside `host`'s namespace, output to `log_path`; killed (whole group) by close()."""
+        log = open(log_path, "w")
+        process = subprocess.Popen(["ip", "netns", "exec", self.namespace(host), *argv], env=env, stdout=log,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        self._processes.append(process)
+        return process
+
+    def close(self):
+        for process in self._processes:
+            if process.poll() is None:
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            process.wait()
+        self._processes.clear()
+        for name in reversed(self._created):
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
+        self._created.clear()

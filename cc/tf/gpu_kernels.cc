@@ -1,0 +1,122 @@
+// GPU kernels of BytepsPushPull and BytepsBroadcast. Ready event: our streams wait on TF's compute stream
+// (an event recorded there); completion: TF's stream waits on ours. The host never blocks on the GPU.
+#include <cuda_runtime.h>
+
+#include "cc/cuda/process_gpu.h"
+#include "cc/runtime/process_engine.h"
+#include "cc/tf/adapters.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "xla/stream_executor/stream.h"
+#include "xla/stream_executor/stream_executor.h"
+
+namespace bps {
+
+using tensorflow::AsyncOpKernel;
+using tensorflow::OpKernelConstruction;
+using tensorflow::OpKernelContext;
+
+namespace {
+
+// TF's CUDA stream for this op, and its GPU.
+bool TfStream(OpKernelContext* context, cudaStream_t* stream, int* device) {
+  auto* device_context = context->op_device_context();
+  if (device_context == nullptr || device_context->stream() == nullptr) return false;
+  stream_executor::Stream* tf_stream = device_context->stream();
+  *stream = static_cast<cudaStream_t>(tf_stream->platform_specific_handle().stream);
+  *device = tf_stream->parent()->device_ordinal();
+  return *stream != nullptr;
+}
+
+absl::Status FromCuda(cudaError_t error, const char* what) {
+  return error == cudaSuccess ? absl::OkStatus() : absl::InternalError(std::string(what) + ": " + cudaGetErrorString(error));
+}
+
+// Fills the output on TF's stream (fill(output, input, stream)), then hands it to the GPU push_pull.
+template <typename Fill>
+void RunOnGpu(OpKernelContext* context, const std::string& name, int priority, int local_devices, Fill fill,
+              AsyncOpKernel::DoneCallback done) {
+  if (ProcessEngine() == nullptr) {
+    context->SetStatus(absl::FailedPreconditionError(
+        "'" + name + "' ran before bps_tf.init(): call bps_tf.init() first, in a process started by bpslaunch"));
+    return done();
+  }
+  DataType dtype;
+  const tensorflow::Tensor& input = context->input(0);
+  OP_REQUIRES_ASYNC(context, tf_adapter::ToCoreDtype(input.dtype(), &dtype),
+                    absl::InvalidArgumentError("unsupported dtype for '" + name + "'"), done);
+  cudaStream_t stream;
+  int device;
+  OP_REQUIRES_ASYNC(context, TfStream(context, &stream, &device),
+                    absl::InternalError("no CUDA stream for '" + name + "'"), done);
+  tensorflow::Tensor* output = nullptr;
+  OP_REQUIRES_OK_ASYNC(context, context->allocate_output(0, input.shape(), &output), done);
+  OP_REQUIRES_OK_ASYNC(context, FromCuda(cudaSetDevice(device), "cudaSetDevice"), done);
+  OP_REQUIRES_OK_ASYNC(context, FromCuda(fill(output, input, stream), "preparing the output"), done);
+  cuda::GpuTensor member{device, output->data(), stream};
+  cuda::ProcessGpuPushPull(name, dtype, static_cast<uint64_t>(input.NumElements()), priority, local_devices, member,
+                           [context, done](const Status& status) {
+                             context->SetStatus(tf_adapter::ToTfStatus(status));
+                             done();
+                           });
+}
+
+cudaError_t CopyInput(tensorflow::Tensor* output, const tensorflow::Tensor& input, cudaStream_t stream) {
+  if (input.TotalBytes() == 0) return cudaSuccess;
+  return cudaMemcpyAsync(output->data(), input.data(), input.TotalBytes(), cudaMemcpyDeviceToDevice, stream);
+}
+
+}  // namespace
+
+class PushPullGpuOp : public AsyncOpKernel {
+ public:
+  explicit PushPullGpuOp(OpKernelConstruction* context) : AsyncOpKernel(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("tensor_name", &tensor_name_));
+    OP_REQUIRES_OK(context, context->GetAttr("priority", &priority_));
+    OP_REQUIRES_OK(context, context->GetAttr("shape_in_name", &shape_in_name_));
+    OP_REQUIRES_OK(context, context->GetAttr("local_devices", &local_devices_));
+  }
+
+  void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
+    const tensorflow::Tensor& input = context->input(0);
+    std::string name = shape_in_name_ ? tensor_name_ + "/" + input.shape().DebugString() : tensor_name_;
+    RunOnGpu(context, name, priority_, local_devices_, CopyInput, std::move(done));
+  }
+
+ private:
+  std::string tensor_name_;
+  int priority_ = 0;
+  bool shape_in_name_ = false;
+  int local_devices_ = 1;
+};
+
+// The root keeps its value, the others contribute zeros: the sum is the root's value on every worker.
+class BroadcastGpuOp : public AsyncOpKernel {
+ public:
+  explicit BroadcastGpuOp(OpKernelConstruction* context) : AsyncOpKernel(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("tensor_name", &tensor_name_));
+    OP_REQUIRES_OK(context, context->GetAttr("root_rank", &root_rank_));
+  }
+
+  void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
+    Engine* engine = ProcessEngine();
+    bool root = engine != nullptr && engine->rank() == root_rank_;
+    OP_REQUIRES_ASYNC(context, engine == nullptr || (root_rank_ >= 0 && root_rank_ < engine->size()),
+                      absl::InvalidArgumentError("broadcast of '" + tensor_name_ + "': root_rank " +
+                                                 std::to_string(root_rank_) + " is out of range"),
+                      done);
+    auto fill = [root](tensorflow::Tensor* output, const tensorflow::Tensor& input, cudaStream_t stream) {
+      if (root) return CopyInput(output, input, stream);
+      return output->TotalBytes() ? cudaMemsetAsync(output->data(), 0, output->TotalBytes(), stream) : cudaSuccess;
+    };
+    RunOnGpu(context, "broadcast/" + tensor_name_, 0, 1, fill, std::move(done));
+  }
+
+ private:
+  std::string tensor_name_;
+  int root_rank_ = 0;
+};
+
+REGISTER_KERNEL_BUILDER(Name("BytepsPushPull").Device(tensorflow::DEVICE_GPU), PushPullGpuOp);
+REGISTER_KERNEL_BUILDER(Name("BytepsBroadcast").Device(tensorflow::DEVICE_GPU), BroadcastGpuOp);
+
+}  // namespace bps
