@@ -7,16 +7,20 @@ def _value(variable_or_value):
     return float(np.asarray(variable_or_value.numpy() if hasattr(variable_or_value, "numpy") else variable_or_value))
 
 
+def _set(optimizer, attribute, value):
+    current = getattr(optimizer, attribute)
+    if hasattr(current, "assign"):  # a variable (Keras 3, tf-keras)
+        current.assign(value)
+    else:
+        setattr(optimizer, attribute, value)
+
+
 def get_learning_rate(optimizer):
     return _value(optimizer.learning_rate)
 
 
 def set_learning_rate(optimizer, value):
-    learning_rate = optimizer.learning_rate
-    if hasattr(learning_rate, "assign"):
-        learning_rate.assign(value)
-    else:
-        optimizer.learning_rate = value
+    _set(optimizer, "learning_rate", value)
 
 
 def get_momentum(optimizer):
@@ -25,8 +29,4 @@ def get_momentum(optimizer):
 
 
 def set_momentum(optimizer, value):
-    momentum = optimizer.momentum
-    if hasattr(momentum, "assign"):
-        momentum.assign(value)
-    else:
-        optimizer.momentum = value
+    _set(optimizer, "momentum", value)
