@@ -27,7 +27,8 @@ build: setup
 # scripts/gpu_check.sh).
 test-cc: setup
 	bazel test $(BAZEL_FLAGS) //cc/...
-	@if scripts/has_cuda.sh; then bazel build $(BAZEL_FLAGS) --config=cuda $(CUDA_TARGETS); \
+	@if scripts/has_cuda.sh; then bazel build $(BAZEL_FLAGS) --config=cuda $(CUDA_TARGETS) && \
+	  bazel test $(BAZEL_FLAGS) --config=cuda //cc/cuda:local_rendezvous_test; \
 	else echo "no nvcc: CUDA build skipped"; fi
 
 test-py: build

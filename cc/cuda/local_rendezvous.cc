@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "cc/common/clock.h"
+
 namespace bps {
 namespace cuda {
 
@@ -18,6 +20,10 @@ void LocalRendezvous::Arrive(const std::string& name, int expected, GpuTensor me
                              "; each local replica must be on its own GPU"));
         return;
       }
+    }
+    if (waiting.members.empty()) {
+      waiting.first_arrival = NowSeconds();
+      waiting.expected = expected;
     }
     waiting.members.push_back(member);
     waiting.dones.push_back(std::move(done));
@@ -36,6 +42,28 @@ void LocalRendezvous::Arrive(const std::string& name, int expected, GpuTensor me
     dones.push_back(std::move(ready.dones[i]));
   }
   start(std::move(members), std::move(dones));
+}
+
+void LocalRendezvous::FailOlderThan(double timeout_s) {
+  std::vector<std::pair<std::string, Waiting>> expired;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const double now = NowSeconds();
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if (now - it->second.first_arrival < timeout_s) {
+        ++it;
+        continue;
+      }
+      expired.emplace_back(it->first, std::move(it->second));
+      it = waiting_.erase(it);
+    }
+  }
+  for (auto& entry : expired) {
+    Status error = DeadlineExceeded(
+        "push_pull of '" + entry.first + "': only " + std::to_string(entry.second.members.size()) + " of " +
+        std::to_string(entry.second.expected) + " local GPU replicas arrived within BYTEPS_TIMEOUT");
+    for (auto& done : entry.second.dones) done(error);
+  }
 }
 
 }  // namespace cuda

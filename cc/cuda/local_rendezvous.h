@@ -22,10 +22,16 @@ class LocalRendezvous {
   void Arrive(const std::string& name, int expected, GpuTensor member, std::function<void(const Status&)> done,
               const Start& start);
 
+  // Fails the members of every tensor whose first replica arrived more than `timeout_s` ago and whose
+  // others never came, so a missing replica is an error, not a hang.
+  void FailOlderThan(double timeout_s);
+
  private:
   struct Waiting {
     std::vector<GpuTensor> members;
     std::vector<std::function<void(const Status&)>> dones;
+    int expected = 0;
+    double first_arrival = 0;
   };
   std::mutex mu_;
   std::map<std::string, Waiting> waiting_;

@@ -4,6 +4,7 @@
 #include <memory>
 #include <mutex>
 
+#include "cc/common/work_thread.h"
 #include "cc/cuda/local_rendezvous.h"
 #include "cc/runtime/process_engine.h"
 
@@ -19,6 +20,12 @@ struct GpuSet {
 std::mutex g_mu;
 std::map<std::vector<int>, GpuSet> g_sets;  // process-wide: NCCL communicators live as long as the process
 LocalRendezvous g_rendezvous;
+
+// Started with the first GPU push_pull: fails rendezvous that waited longer than BYTEPS_TIMEOUT.
+void StartRendezvousWatchdog(double timeout_s) {
+  static WorkThread* watchdog = new WorkThread([timeout_s] { g_rendezvous.FailOlderThan(timeout_s); });
+  (void)watchdog;
+}
 
 StatusOr<GpuPushPull*> ForDevices(const std::vector<int>& devices) {
   Engine* engine = ProcessEngine();
@@ -42,6 +49,7 @@ StatusOr<GpuPushPull*> ForDevices(const std::vector<int>& devices) {
 
 void ProcessGpuPushPull(const std::string& name, DataType dtype, uint64_t count, int priority, int local_devices,
                         GpuTensor member, std::function<void(const Status&)> done) {
+  if (Engine* engine = ProcessEngine()) StartRendezvousWatchdog(engine->config().timeout_s);
   g_rendezvous.Arrive(
       name, local_devices, member, std::move(done),
       [name, dtype, count, priority](std::vector<GpuTensor> members,
