@@ -138,7 +138,20 @@ def check_datasets_from_function(strategy):
     assert all(int(v) % bps_tf.size() == bps_tf.rank() for t in local for v in t.numpy())
 
 
+def check_initial_values_come_from_worker_0(strategy):
+    with strategy.scope():
+        scalar = tf.Variable(float(bps_tf.rank()) + 1.5)
+        keras.utils.set_random_seed(100 + bps_tf.rank())  # a different random start on every worker
+        layer = keras.layers.Dense(4)
+        layer.build((None, 3))
+    assert float(scalar.numpy()) == 1.5, scalar.numpy()
+    for replica_value in strategy.experimental_local_results(scalar):
+        assert float(replica_value.numpy()) == 1.5
+    assert_identical_everywhere([w for w in layer.get_weights()], "initial-values")
+
+
 CHECKS = {
+    "initial_values": check_initial_values_come_from_worker_0,
     "datasets_from_function": check_datasets_from_function,
     "evaluate_predict_metrics": check_evaluate_predict_and_metrics,
     "int32": check_int32,
