@@ -31,7 +31,11 @@ struct Config {
   bool enable_rdma = false;
   std::string ucx_tls;    // BYTEPS_UCX_TLS: explicit UCX transports, wins over enable_rdma
   size_t partition_bytes = 4096000;
-  size_t scheduling_credit = 0;  // bytes in flight per worker; 0 means unlimited
+  // Bytes being pushed at once per worker; 0 means unlimited. Unset (auto): unlimited when every server
+  // is on this host (memory-bound), one partition otherwise (network-bound: partitions then cross the
+  // link one after another, so pulls of early ones overlap pushes of later ones).
+  size_t scheduling_credit = 0;
+  bool scheduling_credit_auto = true;
   int server_engine_threads = 2;
   double timeout_s = 300;        // every wait on a peer gives up after this
   bool force_distributed = false;  // BYTEPS_FORCE_DISTRIBUTED: push/pull even with one worker machine

@@ -17,7 +17,7 @@ TEST(ConfigTest, ParsesAWorker) {
   EXPECT_EQ(config.value().root_port, 9000);
   EXPECT_EQ(config.value().rank(), 1);
   EXPECT_EQ(config.value().partition_bytes, 4096000u);
-  EXPECT_GT(config.value().scheduling_credit, 0u);
+  EXPECT_TRUE(config.value().scheduling_credit_auto);
 }
 
 TEST(ConfigTest, EachMissingVariableIsNamed) {

@@ -18,6 +18,11 @@ UcxOptions UcxOptionsFor(const Config& config, const Environment& env) {
   } else if (!config.enable_rdma && !env.count("UCX_TLS")) {
     options.tls = "tcp,sm,self";
   }
+  // Between hosts over TCP, eager beats rendezvous (see EagerPayloads); RDMA keeps its zero-copy rendezvous.
+  const std::string& tls = options.tls.empty() ? (env.count("UCX_TLS") ? env.at("UCX_TLS") : "") : options.tls;
+  bool rdma = config.enable_rdma || tls.find("rc") != std::string::npos || tls.find("ud") != std::string::npos ||
+              tls.find("dc") != std::string::npos || tls.find("ib") != std::string::npos;
+  options.eager = rdma ? EagerPayloads::kNever : EagerPayloads::kBetweenHosts;
   return options;
 }
 

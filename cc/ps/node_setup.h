@@ -15,7 +15,7 @@ namespace bps {
 StatusOr<std::string> AdvertisedHost(const Config& config);
 
 // BYTEPS_UCX_TLS wins; DMLC_ENABLE_RDMA=1 leaves UCX free to pick RDMA; otherwise TCP and shared memory
-// (unless the user set UCX_TLS themselves).
+// (unless the user set UCX_TLS themselves). Without RDMA, payloads between hosts go eager.
 UcxOptions UcxOptionsFor(const Config& config, const Environment& env);
 
 // Listens on the advertised host, connects to the scheduler and sends REGISTER. The role's handler

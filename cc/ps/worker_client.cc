@@ -5,6 +5,7 @@
 #include "cc/common/clock.h"
 #include "cc/common/logging.h"
 #include "cc/ps/node_setup.h"
+#include "cc/transport/address.h"
 
 namespace bps {
 
@@ -30,6 +31,16 @@ Status WorkerClient::Start() {
     servers_.push_back(peer.value());
   }
   return Status::OK();
+}
+
+bool WorkerClient::AllServersOnThisHost() const {
+  auto mine = AdvertisedHost(config_);
+  if (!mine.ok()) return false;
+  for (const std::string& address : server_addresses_) {
+    auto server = ParseHostPort(address);
+    if (!server.ok() || server.value().host != mine.value()) return false;
+  }
+  return true;
 }
 
 std::string WorkerClient::ServerName(int server) const {

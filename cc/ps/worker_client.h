@@ -29,6 +29,8 @@ class WorkerClient : public MessageHandler {
   int rank() const { return rank_; }
   int num_workers() const { return num_workers_; }
   int num_servers() const { return static_cast<int>(servers_.size()); }
+  // Whether every server listens on this worker's own host (a local job).
+  bool AllServersOnThisHost() const;
 
   // Callbacks run on the transport thread (or inline, on failure).
   void Declare(const TensorSpec& spec, DeclareDone done);

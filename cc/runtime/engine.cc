@@ -17,6 +17,9 @@ StatusOr<std::unique_ptr<Engine>> Engine::Start(const Config& config, std::uniqu
     return started;
   }
   Engine* raw = engine.get();
+  if (config.scheduling_credit_auto) {
+    raw->ready_.set_credit_bytes(raw->client_->AllServersOnThisHost() ? 0 : config.partition_bytes);
+  }
   raw->watchdog_ = std::make_unique<WorkThread>([raw] { raw->client_->FailExpiredRequests(); });
   return engine;
 }

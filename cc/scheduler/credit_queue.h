@@ -31,6 +31,7 @@ class CreditQueue {
   // A started partition finished: its bytes leave the window.
   void Release(size_t bytes) { in_flight_ -= bytes; }
 
+  void set_credit_bytes(size_t credit_bytes) { credit_bytes_ = credit_bytes; }
   size_t in_flight() const { return in_flight_; }
   size_t waiting() const { return ready_.size(); }
 

@@ -69,7 +69,9 @@ class TransportTest : public ::testing::TestWithParam<std::string> {
       if (!network_) network_ = std::make_shared<InMemoryNetwork>();
       return CreateInMemoryTransport(network_);
     }
-    auto transport = CreateUcxTransport(UcxOptions{});
+    UcxOptions options;
+    if (GetParam() == "ucx_eager") options.eager = EagerPayloads::kAlways;  // large messages in fragments
+    auto transport = CreateUcxTransport(options);
     EXPECT_TRUE(transport.ok()) << transport.status().ToString();
     return std::move(transport.value());
   }
@@ -180,7 +182,7 @@ TEST_P(TransportTest, ConnectToNobodyTimesOut) {
   other->Shutdown(1);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTransports, TransportTest, ::testing::Values("inmemory", "ucx"),
+INSTANTIATE_TEST_SUITE_P(AllTransports, TransportTest, ::testing::Values("inmemory", "ucx", "ucx_eager"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace

@@ -63,6 +63,7 @@ class UcxTransport : public Transport {
   struct Peer {
     ucp_ep_h ep = nullptr;
     std::string name;
+    bool other_host = false;  // the peer's address is not ours
     bool lost = false;
     std::promise<Status>* hello = nullptr;  // set while Connect waits for the handshake
   };
@@ -94,11 +95,14 @@ class UcxTransport : public Transport {
   void Deliver(PeerId from, const std::string& header, void* payload, size_t length);
   void DeliverReceived(PendingReceive& receive, bool ok);
   PeerId AddPeer(ucp_ep_h ep, std::string name);
+  bool UseEager(const Peer& peer) const {
+    return options_.eager == EagerPayloads::kAlways || (options_.eager == EagerPayloads::kBetweenHosts && peer.other_host);
+  }
   PeerId PeerOf(const ucp_am_recv_param_t* param);
   void MarkLost(PeerId id, const Status& why);
   void CloseAll(double timeout_s);
   ucs_status_t SendAm(ucp_ep_h ep, unsigned id, std::string header, const void* data, size_t length,
-                      SendCallback on_sent);
+                      SendCallback on_sent, bool eager = false);
 
   static void OnConnectionRequest(ucp_conn_request_h request, void* arg);
   static void OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
@@ -114,6 +118,8 @@ class UcxTransport : public Transport {
   static void OnReceived(void* request, ucs_status_t status, size_t length, void* user_data);
 
   MessageHandler* handler_ = nullptr;
+  UcxOptions options_;
+  std::string local_host_;  // where we listen: peers elsewhere are on other hosts
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   ucp_listener_h listener_ = nullptr;
@@ -136,6 +142,7 @@ class UcxTransport : public Transport {
 };
 
 Status UcxTransport::Init(const UcxOptions& options) {
+  options_ = options;
   ucp_config_t* config = nullptr;
   BPS_RETURN_IF_ERROR(FromUcs(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read"));
   if (!options.tls.empty()) {
@@ -174,7 +181,9 @@ Status UcxTransport::Init(const UcxOptions& options) {
                     Handler{kAmHello, &OnHelloAm}, Handler{kAmHelloAck, &OnHelloAckAm}}) {
     ucp_am_handler_param_t hp;
     std::memset(&hp, 0, sizeof(hp));
-    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
+                    UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+    hp.flags = UCP_AM_FLAG_WHOLE_MSG;  // one callback per message, however many fragments it took
     hp.id = h.id;
     hp.cb = h.cb;
     hp.arg = this;
@@ -264,6 +273,8 @@ void UcxTransport::ProgressLoop() {
 PeerId UcxTransport::AddPeer(ucp_ep_h ep, std::string name) {
   PeerId id = next_peer_++;
   std::lock_guard<std::mutex> lock(mu_);
+  auto host = ParseHostPort(name);
+  peers_[id].other_host = !host.ok() || host.value().host != local_host_;
   peers_[id].ep = ep;
   peers_[id].name = std::move(name);
   peer_of_ep_[ep] = id;
@@ -365,6 +376,7 @@ StatusOr<std::string> UcxTransport::Listen(const std::string& host, int port) {
     attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
     BPS_RETURN_IF_ERROR(FromUcs(ucp_listener_query(listener_, &attr), "ucp_listener_query"));
     bound = host + ":" + std::to_string(ntohs(reinterpret_cast<sockaddr_in*>(&attr.sockaddr)->sin_port));
+    local_host_ = host;
     return Status::OK();
   });
   if (!status.ok()) return status;
@@ -460,12 +472,12 @@ ucs_status_t UcxTransport::OnHelloAckAm(void* arg, const void*, size_t, void*, s
 }
 
 ucs_status_t UcxTransport::SendAm(ucp_ep_h ep, unsigned id, std::string header, const void* data,
-                                  size_t length, SendCallback on_sent) {
+                                  size_t length, SendCallback on_sent, bool eager) {
   auto* context = new SendContext{this, std::move(header), std::move(on_sent)};
   ucp_request_param_t param;
   std::memset(&param, 0, sizeof(param));
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
-  param.flags = UCP_AM_SEND_FLAG_REPLY;
+  param.flags = UCP_AM_SEND_FLAG_REPLY | (eager ? UCP_AM_SEND_FLAG_EAGER : 0);
   param.cb.send = &OnSent;
   param.user_data = context;
   ucs_status_ptr_t request = ucp_am_send_nbx(ep, id, context->header.data(), context->header.size(), data,
@@ -506,7 +518,7 @@ void UcxTransport::Send(PeerId to, std::string header, const void* payload, size
              });
       return;
     }
-    SendAm(it->second.ep, kAmMessage, std::move(header), payload, length, std::move(on_sent));
+    SendAm(it->second.ep, kAmMessage, std::move(header), payload, length, std::move(on_sent), UseEager(it->second));
   });
 }
 

@@ -9,10 +9,17 @@
 
 namespace bps {
 
+// When large payloads use UCX's eager protocol instead of letting UCX pick rendezvous. Over TCP between
+// hosts eager is faster: a rendezvous needs control messages that queue behind data in the link's buffers
+// (measured on an emulated 1 Gbit/s link: docs/performance.md). Within a host and over RDMA, rendezvous
+// (one copy, or zero) is better.
+enum class EagerPayloads { kNever, kBetweenHosts, kAlways };
+
 struct UcxOptions {
   // UCX transport list (UCX_TLS syntax). Empty keeps UCX's own choice (UCX_TLS from the environment,
   // else every transport UCX finds).
   std::string tls;
+  EagerPayloads eager = EagerPayloads::kNever;
 };
 
 StatusOr<std::unique_ptr<Transport>> CreateUcxTransport(const UcxOptions& options);
