@@ -18,8 +18,6 @@ const char* MessageTypeName(MessageType type) {
     case MessageType::kDeclare: return "DECLARE";
     case MessageType::kDeclareReply: return "DECLARE_REPLY";
     case MessageType::kPush: return "PUSH";
-    case MessageType::kPushAck: return "PUSH_ACK";
-    case MessageType::kPull: return "PULL";
     case MessageType::kPullReply: return "PULL_REPLY";
     case MessageType::kFinish: return "FINISH";
     case MessageType::kShutdown: return "SHUTDOWN";

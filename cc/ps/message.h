@@ -15,10 +15,8 @@ enum class MessageType : uint8_t {
   kAddressBook,      // scheduler -> node: the job's layout (or an error)
   kDeclare,          // worker -> scheduler: tensor name, dtype, shape
   kDeclareReply,     // scheduler -> worker: key and partition plan (or an error)
-  kPush,             // worker -> server: a partition's data for a round
-  kPushAck,          // server -> worker: data received, the buffer may be reused
-  kPull,             // worker -> server: send me the round's sum when complete
-  kPullReply,        // server -> worker: the sum (or an error)
+  kPush,             // worker -> server: a partition's data for a round; answered by PULL_REPLY
+  kPullReply,        // server -> worker: the round's sum once every worker pushed (or an error)
   kFinish,           // worker -> scheduler: this worker is done
   kShutdown,         // scheduler -> all: the job is over
   kAbort,            // scheduler -> all: a node failed; stop with the error in `text`

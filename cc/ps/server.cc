@@ -87,7 +87,6 @@ void Server::OnMessage(PeerId from, const std::string& header, void* payload, si
       break;
     }
     case MessageType::kPush: HandlePush(from, m, payload); break;
-    case MessageType::kPull: HandlePull(from, m); break;
     case MessageType::kShutdown: Finish(Status::OK()); break;
     case MessageType::kAbort:
       address_book_.Set(m);
@@ -108,68 +107,40 @@ void Server::ReplyError(PeerId to, MessageType type, const Message& request, con
   transport_->Send(to, reply.Encode(), nullptr, 0, nullptr);
 }
 
+// A push is also the request for the round's sum: the reply goes out when every worker has pushed. No
+// separate acknowledgement or pull request crosses the network, so nothing small waits behind data.
 void Server::HandlePush(PeerId from, const Message& m, void* payload) {
   Status error;
   KeyEntry* entry = FindOrCreateKey(m, &error);
   if (entry != nullptr && payload == nullptr && m.num_elements > 0) {
     error = InvalidArgument("push payload of worker " + std::to_string(m.sender) + " could not be received");
   }
-  if (!error.ok() || entry == nullptr) return ReplyError(from, MessageType::kPushAck, m, error);
-  // The data is in place: the worker may reuse its buffer while we sum.
-  Message ack;
-  ack.type = MessageType::kPushAck;
-  ack.request_id = m.request_id;
-  ack.key = m.key;
-  ack.round = m.round;
-  transport_->Send(from, ack.Encode(), nullptr, 0, nullptr);
+  if (!error.ok() || entry == nullptr) return ReplyError(from, MessageType::kPullReply, m, error);
   uint64_t key = m.key;
   int rank = m.sender;
-  uint32_t round = m.round;
-  uint64_t request_id = m.request_id;
-  EngineFor(key).Post([this, key, entry, rank, round, from, request_id] {
-    SumPush(key, entry, rank, round, from, request_id);
-  });
+  ParkedPull pull{from, m.request_id, m.round};
+  EngineFor(key).Post([this, key, entry, rank, pull] { SumPush(key, entry, rank, pull); });
 }
 
-void Server::SumPush(uint64_t key, KeyEntry* entry, int rank, uint32_t round, PeerId from, uint64_t request_id) {
-  auto completed = entry->round->Add(rank, round);
+void Server::SumPush(uint64_t key, KeyEntry* entry, int rank, const ParkedPull& pull) {
+  auto completed = entry->round->Add(rank, pull.round);
   if (!completed.ok()) {
     BPS_LOG(Error) << "key " << key << ": " << completed.status().message();
     Message request;
-    request.request_id = request_id;
+    request.request_id = pull.request_id;
     request.key = key;
-    request.round = round;
-    return ReplyError(from, MessageType::kPullReply, request, completed.status());
+    request.round = pull.round;
+    return ReplyError(pull.peer, MessageType::kPullReply, request, completed.status());
   }
+  entry->parked.push_back(pull);
   if (!completed.value()) return;
   std::vector<ParkedPull> ready;
   std::vector<ParkedPull> still_waiting;
-  for (const ParkedPull& pull : entry->parked) {
-    (pull.round <= entry->round->completed_round() ? ready : still_waiting).push_back(pull);
+  for (const ParkedPull& parked : entry->parked) {
+    (parked.round <= entry->round->completed_round() ? ready : still_waiting).push_back(parked);
   }
   entry->parked.swap(still_waiting);
-  for (const ParkedPull& pull : ready) AnswerPull(key, entry, pull);
-}
-
-void Server::HandlePull(PeerId from, const Message& m) {
-  KeyEntry* entry = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(keys_mu_);
-    auto it = keys_.find(m.key);
-    if (it != keys_.end()) entry = &it->second;
-  }
-  if (entry == nullptr) {
-    return ReplyError(from, MessageType::kPullReply, m, FailedPrecondition("pull of a key that was never pushed"));
-  }
-  ParkedPull pull{from, m.request_id, m.round};
-  uint64_t key = m.key;
-  EngineFor(key).Post([this, key, entry, pull] {
-    if (pull.round <= entry->round->completed_round()) {
-      AnswerPull(key, entry, pull);
-    } else {
-      entry->parked.push_back(pull);  // early pull: answered when the round completes
-    }
-  });
+  for (const ParkedPull& parked : ready) AnswerPull(key, entry, parked);
 }
 
 void Server::AnswerPull(uint64_t key, KeyEntry* entry, const ParkedPull& pull) {

@@ -1,5 +1,5 @@
 // The server role: sums each key's partitions across all workers, round by round, on engine threads
-// (BYTEPS_SERVER_ENGINE_THREAD), and answers pulls once a round is complete.
+// (BYTEPS_SERVER_ENGINE_THREAD), and sends each pusher the round's sum once it is complete.
 #pragma once
 
 #include <map>
@@ -40,15 +40,14 @@ class Server : public MessageHandler {
   };
   struct KeyEntry {
     std::unique_ptr<KeyRound> round;
-    std::vector<ParkedPull> parked;  // engine thread only
+    std::vector<ParkedPull> parked;  // pushers waiting for their round's sum; engine thread only
   };
 
   Status Register();
   KeyEntry* FindOrCreateKey(const Message& m, Status* error);
   WorkThread& EngineFor(uint64_t key) { return *engines_[key % engines_.size()]; }
   void HandlePush(PeerId from, const Message& m, void* payload);
-  void HandlePull(PeerId from, const Message& m);
-  void SumPush(uint64_t key, KeyEntry* entry, int rank, uint32_t round, PeerId from, uint64_t request_id);
+  void SumPush(uint64_t key, KeyEntry* entry, int rank, const ParkedPull& pull);
   void AnswerPull(uint64_t key, KeyEntry* entry, const ParkedPull& pull);
   void CheckStaleRounds(size_t engine_index);
   void ReplyError(PeerId to, MessageType type, const Message& request, const Status& error);

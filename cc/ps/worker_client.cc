@@ -60,8 +60,10 @@ uint64_t WorkerClient::Track(Pending pending) {
   return id;
 }
 
-void WorkerClient::SendOrFail(PeerId to, const Message& m, const void* payload, size_t bytes, uint64_t request_id) {
-  transport_->Send(to, m.Encode(), payload, bytes, [this, request_id](const Status& sent) {
+void WorkerClient::SendOrFail(PeerId to, const Message& m, const void* payload, size_t bytes, uint64_t request_id,
+                              std::function<void()> on_sent) {
+  transport_->Send(to, m.Encode(), payload, bytes, [this, request_id, on_sent](const Status& sent) {
+    if (on_sent) on_sent();
     if (sent.ok()) return;
     Message failed;
     failed.set_status(sent);
@@ -97,29 +99,22 @@ Message WorkerClient::PartitionRequest(MessageType type, const Partition& part, 
   return m;
 }
 
-void WorkerClient::Push(const Partition& part, uint32_t round, DataType dtype, const void* data, Done done) {
+void WorkerClient::PushPull(const Partition& part, uint32_t round, DataType dtype, const void* input,
+                            void* output, std::function<void()> on_sent, Done done) {
   Status failed = failure();
-  if (!failed.ok()) return done(failed);
-  Pending p;
-  p.expected = MessageType::kPushAck;
-  p.done = std::move(done);
-  p.what = "the push of round " + std::to_string(round) + " to " + ServerName(part.server);
-  Message m = PartitionRequest(MessageType::kPush, part, round, dtype, std::move(p));
-  SendOrFail(servers_[part.server], m, data, part.count * DataTypeSize(dtype), m.request_id);
-}
-
-void WorkerClient::Pull(const Partition& part, uint32_t round, DataType dtype, void* destination, Done done) {
-  Status failed = failure();
-  if (!failed.ok()) return done(failed);
+  if (!failed.ok()) {
+    on_sent();
+    return done(failed);
+  }
   Pending p;
   p.expected = MessageType::kPullReply;
   p.done = std::move(done);
-  p.destination = destination;
+  p.destination = output;
   p.bytes = part.count * DataTypeSize(dtype);
   p.what = "the sum of round " + std::to_string(round) + " from " + ServerName(part.server) +
-           " (it waits until every worker has pushed)";
-  Message m = PartitionRequest(MessageType::kPull, part, round, dtype, std::move(p));
-  SendOrFail(servers_[part.server], m, nullptr, 0, m.request_id);
+           " (it answers once every worker has pushed)";
+  Message m = PartitionRequest(MessageType::kPush, part, round, dtype, std::move(p));
+  SendOrFail(servers_[part.server], m, input, part.count * DataTypeSize(dtype), m.request_id, std::move(on_sent));
 }
 
 void* WorkerClient::PayloadDestination(PeerId, const std::string& header, size_t length) {
@@ -152,7 +147,6 @@ void WorkerClient::OnMessage(PeerId from, const std::string& header, void* paylo
       }
       Complete(m.request_id, m, payload);
       break;
-    case MessageType::kPushAck:
     case MessageType::kDeclareReply: Complete(m.request_id, m, payload); break;
     default:
       BPS_LOG(Warning) << "worker ignored " << MessageTypeName(m.type) << " from " << transport_->PeerName(from);

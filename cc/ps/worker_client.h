@@ -34,10 +34,11 @@ class WorkerClient : public MessageHandler {
 
   // Callbacks run on the transport thread (or inline, on failure).
   void Declare(const TensorSpec& spec, DeclareDone done);
-  // `done` runs once the server holds the data (the buffer may be reused).
-  void Push(const Partition& part, uint32_t round, DataType dtype, const void* data, Done done);
-  // `done` runs once the round's sum is in `destination`.
-  void Pull(const Partition& part, uint32_t round, DataType dtype, void* destination, Done done);
+  // Pushes `input` and receives the round's sum into `output` (which may be `input`). `on_sent` runs
+  // once `input` has left (its bytes no longer count against the credit window), `done` once the sum is in
+  // `output`.
+  void PushPull(const Partition& part, uint32_t round, DataType dtype, const void* input, void* output,
+                std::function<void()> on_sent, Done done);
 
   // Tells the scheduler this worker is done and waits (up to the timeout) for the job to end.
   Status Finish();
@@ -69,7 +70,8 @@ class WorkerClient : public MessageHandler {
   Message PartitionRequest(MessageType type, const Partition& part, uint32_t round, DataType dtype, Pending pending);
   void Fail(const Status& why);
   void Complete(uint64_t request_id, const Message& reply, void* payload);
-  void SendOrFail(PeerId to, const Message& m, const void* payload, size_t bytes, uint64_t request_id);
+  void SendOrFail(PeerId to, const Message& m, const void* payload, size_t bytes, uint64_t request_id,
+                  std::function<void()> on_sent = nullptr);
   std::string ServerName(int server) const;
 
   const Config config_;

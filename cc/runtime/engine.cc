@@ -134,13 +134,10 @@ void Engine::StartPartition(Operation* op, const Partition& part) {
   const uint32_t round = op->tensor->round;
   const char* input = static_cast<const char*>(op->request.input) + part.offset * element;
   char* output = static_cast<char*>(op->request.output) + part.offset * element;
-  client_->Push(part, round, dtype, input, [this, op, part, round, dtype, output, bytes](const Status& pushed) {
-    // The credit covers the push only: a pull waits on the other workers, and holding credit across
-    // that wait would let two workers that started different tensors first wait on each other forever.
-    ReleaseCredit(bytes);
-    if (!pushed.ok()) return FinishPartition(op, pushed);
-    client_->Pull(part, round, dtype, output, [this, op](const Status& pulled) { FinishPartition(op, pulled); });
-  });
+  // The credit covers the push only: the sum waits on the other workers, and holding credit across that
+  // wait would let two workers that started different tensors first wait on each other forever.
+  client_->PushPull(part, round, dtype, input, output, [this, bytes] { ReleaseCredit(bytes); },
+                    [this, op](const Status& status) { FinishPartition(op, status); });
 }
 
 void Engine::ReleaseCredit(size_t bytes) {
