@@ -41,7 +41,8 @@ Status Scheduler::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   start_time_ = NowSeconds();
   while (!done_) {
-    cv_.wait_for(lock, std::chrono::milliseconds(500));
+    cv_.wait_for(lock, std::chrono::milliseconds(100));
+    if (!done_ && !pending_abort_.ok() && NowSeconds() >= pending_abort_at_) Abort(pending_abort_);
     if (!done_) CheckTimeouts();
   }
   return result_;
@@ -254,7 +255,16 @@ void Scheduler::OnPeerLost(PeerId peer, const Status& why) {
   auto it = nodes_.find(peer);
   if (it == nodes_.end()) return;  // never registered: nothing depends on it
   if (it->second.role == Role::kWorker && finished_.count(it->second.rank)) return;  // done, may leave
-  Abort(Unavailable(NodeName(peer) + " exited or lost its connection (" + why.message() + ")."));
+  Status lost = Unavailable(NodeName(peer) + " exited or lost its connection (" + why.message() + ").");
+  if (it->second.role == Role::kWorker) {
+    // A worker often exits because a server died; wait a moment so the abort names the server instead.
+    if (pending_abort_.ok()) {
+      pending_abort_ = lost;
+      pending_abort_at_ = NowSeconds() + kRootCauseWaitSeconds;
+    }
+    return;
+  }
+  Abort(lost);
 }
 
 void Scheduler::Abort(const Status& why) {

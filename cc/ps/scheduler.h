@@ -77,6 +77,9 @@ class Scheduler : public MessageHandler {
   std::set<int> finished_;
   bool done_ = false;
   Status result_;
+  static constexpr double kRootCauseWaitSeconds = 1.0;
+  Status pending_abort_;  // a lost worker, reported unless a lost server explains it first
+  double pending_abort_at_ = 0;
 };
 
 }  // namespace bps
