@@ -11,7 +11,7 @@ from pathlib import Path
 from benchmarks.job_env import benchmark_env, bpslaunch
 from benchmarks.netns import EmulatedCluster
 
-SCHEDULER_PORT = 9100
+_scheduler_ports = iter(range(9100, 9200))  # a fresh port for each job: an earlier job's socket may linger
 TF_PORT = 9200  # each worker host's TensorFlow gRPC server (namespaces have their own ports)
 
 
@@ -50,10 +50,39 @@ def _tail(path, lines=30):
     return "\n".join(text[-lines:])
 
 
+def _roles_tail(log_dir):
+    """The end of the scheduler's and servers' logs, when there are any: a failed worker may be their fault."""
+    logs = sorted(Path(log_dir).glob("s*.log"))
+    return "".join(f"\n--- {log.stem}:\n{_tail(log, 10)}" for log in logs)
+
+
+def wait_all(running, log_dir, timeout):
+    """Waits for every process of {name: Popen}; raises with the first failure's log tail (or on timeout)."""
+    deadline = time.monotonic() + timeout
+    while any(p.poll() is None for p in running.values()):
+        failed = [name for name, p in running.items() if p.poll() not in (None, 0)]
+        if failed or time.monotonic() > deadline:
+            name = failed[0] if failed else next(n for n, p in running.items() if p.poll() is None)
+            why = f"exited with {running[name].returncode}" if failed else f"still running after {timeout} s"
+            raise RuntimeError(f"{name} {why}:\n{_tail(Path(log_dir) / f'{name}.log')}{_roles_tail(log_dir)}")
+        time.sleep(0.2)
+    failed = [name for name, p in running.items() if p.returncode != 0]
+    if failed:
+        raise RuntimeError(f"{failed[0]} failed:\n{_tail(Path(log_dir) / f'{failed[0]}.log')}")
+
+
+def run_plain(cluster, workers, argv, log_dir, extra_env=(), timeout=600):
+    """Runs argv(i) on each worker host without a bps_tf job (TF's own strategy, or no communication)."""
+    env = benchmark_env(extra_env)
+    running = {f"worker{i}": cluster.popen(f"w{i}", argv(i), dict(env, DMLC_WORKER_ID=str(i)),
+                                           Path(log_dir) / f"worker{i}.log") for i in range(workers)}
+    wait_all(running, log_dir, timeout)
+
+
 def run_job(cluster, workers, servers, worker_argv, log_dir, extra_env=(), timeout=600, colocate=False):
     """Runs the job; worker_argv(i) is worker i's command. Raises with the logs' tails when a process fails."""
     common = benchmark_env(extra_env)
-    common.update(DMLC_PS_ROOT_URI=cluster.address("sched"), DMLC_PS_ROOT_PORT=str(SCHEDULER_PORT),
+    common.update(DMLC_PS_ROOT_URI=cluster.address("sched"), DMLC_PS_ROOT_PORT=str(next(_scheduler_ports)),
                   DMLC_NUM_WORKER=str(workers), DMLC_NUM_SERVER=str(servers), BYTEPS_UCX_TLS="tcp,self")
     log_dir = Path(log_dir)
 
@@ -63,16 +92,9 @@ def run_job(cluster, workers, servers, worker_argv, log_dir, extra_env=(), timeo
 
     others = [start("scheduler", "sched", "scheduler", [])]
     others += [start(f"server{i}", server_host(i, workers, colocate), "server", []) for i in range(servers)]
-    workers_running = [start(f"worker{i}", f"w{i}", "worker", worker_argv(i), DMLC_WORKER_ID=str(i))
-                       for i in range(workers)]
-    deadline = time.monotonic() + timeout
-    while any(p.poll() is None for p in workers_running):
-        failed = [i for i, p in enumerate(workers_running) if p.poll() not in (None, 0)]
-        if failed or time.monotonic() > deadline:
-            which = failed[0] if failed else 0
-            why = f"exited with {workers_running[which].returncode}" if failed else f"still running after {timeout} s"
-            raise RuntimeError(f"worker {which} {why}:\n{_tail(log_dir / f'worker{which}.log')}")
-        time.sleep(0.2)
+    running = {f"worker{i}": start(f"worker{i}", f"w{i}", "worker", worker_argv(i), DMLC_WORKER_ID=str(i))
+               for i in range(workers)}
+    wait_all(running, log_dir, timeout)
     for p in others:  # they stop once every worker finished
         try:
             p.wait(timeout=30)

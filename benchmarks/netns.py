@@ -63,6 +63,22 @@ def _limit(ns, dev, rate, delay):
         _run("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", *tbf)
 
 
+def _descendants(pid):
+    """Every process below `pid` (children first found through /proc), deepest last."""
+    found, queue = [], [pid]
+    while queue:
+        parent = queue.pop()
+        try:
+            for task in os.listdir(f"/proc/{parent}/task"):
+                with open(f"/proc/{parent}/task/{task}/children") as children:
+                    kids = [int(k) for k in children.read().split()]
+                found += kids
+                queue += kids
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return found
+
+
 class EmulatedCluster:
     """with EmulatedCluster(["sched", "w0", "s0"], rate="1gbit", delay="0.1ms") as cluster: ...
 
@@ -128,10 +144,12 @@ class EmulatedCluster:
     def close(self):
         for process in self._processes:
             if process.poll() is None:
-                try:
-                    os.killpg(process.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                # bpslaunch runs its command in a process group of its own: kill every descendant by pid.
+                for pid in [*_descendants(process.pid), process.pid]:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
             process.wait()
         self._processes.clear()
         for name in reversed(self._created):

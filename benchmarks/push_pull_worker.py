@@ -36,13 +36,14 @@ def main():
     args = parse_args()
     rank = int(os.environ.get("DMLC_WORKER_ID", "0"))
     cluster = args.tf_cluster.split(",")
-    # TF's collectives must be configured before TensorFlow runs anything; bps_tf's core is independent.
-    strategy = tf_ring.ring_strategy(cluster, rank)
     import tensorflow as tf
 
+    # Threads and TF's collectives must be configured before TensorFlow runs anything (bps_tf's core is
+    # independent of TensorFlow's runtime).
     if args.threads:
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
         tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    strategy = tf_ring.ring_strategy(cluster, rank)
     import bps_tf.core as bps_core
     import bps_tf.tensorflow as bps
 

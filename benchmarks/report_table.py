@@ -38,3 +38,42 @@ def push_pull_table(result):
                      f"{ring / (bounds['ring_factor'] * n / bounds['link_bytes_s']):.2f}"]
         rows.append(line)
     return markdown(header, rows)
+
+
+def train_table(result):
+    """Per model and strategy: step time, samples/s, step time over the no-communication step time, and
+    the speed-up of BytePSStrategy over MultiWorkerMirroredStrategy."""
+    runs = result["runs"]
+    by = {(r["model"], r["strategy"]): r for r in runs if not r.get("tuned")}
+    rows = []
+    for r in runs:
+        local = by.get((r["model"], "local"))
+        mwms = by.get((r["model"], "mwms"))
+        exposed = f"{r['median_step_s'] / local['median_step_s']:.2f}" if local else "-"
+        versus = f"{mwms['median_step_s'] / r['median_step_s']:.2f}x" if mwms and r["strategy"] == "bps" else ""
+        rows.append([r["model"], strategy_label(r), f"{r['gradient_bytes'] / 1e6:.1f}",
+                     r["global_batch"], f"{r['median_step_s'] * 1e3:.0f}", f"{r['samples_per_s']:.1f}",
+                     exposed, versus])
+    return markdown(["model", "strategy", "gradients MB", "global batch", "step ms", "samples/s",
+                     "step / step without communication", "speed-up over MWMS"], rows)
+
+
+def strategy_label(run):
+    label = STRATEGY_NAMES[run["strategy"]]
+    if run.get("tuned"):
+        label += " with " + " ".join(f"{k}={v}" for k, v in run["env"].items())
+    return label
+
+
+STRATEGY_NAMES = {"bps": "BytePSStrategy", "mwms": "MultiWorkerMirroredStrategy (RING)",
+                  "local": "no communication (same per-worker batch)"}
+
+
+def tuning_table(result):
+    """Per model and variant: step time and its ratio to the first variant of the model (the defaults)."""
+    rows, first = [], {}
+    for r in result["runs"]:
+        base = first.setdefault(r["model"], r["median_step_s"])
+        rows.append([r["model"], r["variant"], f"{r['median_step_s'] * 1e3:.0f}", f"{r['samples_per_s']:.1f}",
+                     f"{r['median_step_s'] / base:.2f}"])
+    return markdown(["model", "variant", "step ms", "samples/s", "step / defaults' step"], rows)

@@ -1,0 +1,21 @@
+"""A worker that only push_pulls one float32 tensor a few times through bps_tf's NumPy core (no TensorFlow):
+the load for link_trace.py. Usage: python -m benchmarks.core_push_pull_worker BYTES ROUNDS"""
+
+import sys
+
+import numpy as np
+
+import bps_tf.core as bps
+
+
+def main():
+    nbytes, rounds = int(sys.argv[1]), int(sys.argv[2])
+    bps.init()
+    array = np.ones(nbytes // 4, np.float32)
+    for _ in range(rounds):
+        bps.push_pull(array, "trace")
+    bps.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,16 @@
+"""For the priority benchmark only: makes BytePSStrategy send every gradient with priority 0.
+
+bps_tf has no switch for this (BytePSCrossDeviceOps always gives layers nearer the input a higher priority),
+so the benchmark replaces the push_pull that module calls with one that drops the priority. The core then
+orders partitions by key alone, i.e. by the hash of their names: an arbitrary but fixed order.
+"""
+
+
+def install():
+    from bps_tf.strategy import cross_device_ops
+    from bps_tf.tensorflow import ops
+
+    def push_pull_without_priority(*args, priority=0, **kwargs):
+        return ops.push_pull(*args, priority=0, **kwargs)
+
+    cross_device_ops.push_pull = push_pull_without_priority

@@ -1,0 +1,112 @@
+"""PNG plots of every result file in a folder, each written next to its JSON (same name, .png).
+
+python -m benchmarks.plots docs/performance
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
+
+from benchmarks.report_table import human_bytes, strategy_label  # noqa: E402
+
+LABELS = {"bps_tf": "bps_tf push_pull (TF op)", "bps_core": "bps_tf push_pull (NumPy core)",
+          "tf_ring": "TF MultiWorkerMirroredStrategy RING all-reduce"}
+
+
+def _title(result):
+    where = result.get("network", "")
+    if where == "emulated":
+        where = f"emulated cluster, {result['bounds']['rate']} links"
+        if result.get("colocate"):
+            where += ", servers on worker hosts"
+    return f"{result['workers']} workers, {result['servers']} servers, {where}"
+
+
+def plot_push_pull(result, axes):
+    sizes = [row["bytes"] for row in result["results"]]
+    for key, label in LABELS.items():
+        axes.plot(sizes, [row["bytes"] / row[key]["median_s"] / 1e6 for row in result["results"]], "o-",
+                  label=label)
+    bounds = result.get("bounds")
+    if bounds:
+        link = bounds["link_bytes_s"] / 1e6
+        axes.axhline(link / bounds["push_pull_factor"], color="C0", ls=":", label="push_pull bound B (or B / (2(N-1)/N) co-located)")
+        axes.axhline(link / bounds["ring_factor"], color="C2", ls=":", label="ring bound B / (2(N-1)/N)")
+    axes.set_xscale("log", base=2)
+    axes.set_yscale("log")
+    axes.set_xticks(sizes, [human_bytes(s) for s in sizes], rotation=45)
+    axes.set_xlabel("tensor size")
+    axes.set_ylabel("bandwidth, MB/s (size / time)")
+    axes.set_title(_title(result), fontsize=10)
+    axes.legend(fontsize=7)
+
+
+def _bars(axes, labels, values, ylabel, title):
+    positions = range(len(values))
+    axes.bar(positions, values, color=[f"C{i % 10}" for i in positions])
+    axes.set_xticks(list(positions), labels, rotation=30, ha="right", fontsize=7)
+    axes.set_ylabel(ylabel)
+    axes.set_title(title, fontsize=10)
+
+
+def plot_runs(result, axes_row, label_of, value_of, ylabel):
+    models = sorted({r["model"] for r in result["runs"]})
+    for axes, model in zip(axes_row, models):
+        runs = [r for r in result["runs"] if r["model"] == model]
+        _bars(axes, [label_of(r) for r in runs], [value_of(r) for r in runs], ylabel,
+              f"{model}: {result['workers']} workers, {result['servers']} servers, {result['rate']} links")
+
+
+def plot_link_trace(result, axes):
+    samples = result["samples"]
+    times = [r["t_s"] for r in samples]
+    axes.plot(times, [r["sent_mb_s"] for r in samples], label="worker sends (push)")
+    axes.plot(times, [r["received_mb_s"] for r in samples], label="worker receives (pull)")
+    axes.set_xlabel("time, s")
+    axes.set_ylabel("MB/s over 10 ms")
+    axes.set_title(f"1 worker, 1 server, {result['rate']} link: push_pull of {human_bytes(result['bytes'])}",
+                   fontsize=10)
+    axes.legend(fontsize=8)
+
+
+def plot_file(path):
+    result = json.loads(path.read_text())
+    kind = result.get("benchmark")
+    if kind == "push_pull":
+        figure, axes = plt.subplots(figsize=(8, 5))
+        plot_push_pull(result, axes)
+    elif kind == "link_trace":
+        figure, axes = plt.subplots(figsize=(10, 4))
+        plot_link_trace(result, axes)
+    elif kind in ("train", "tuning"):
+        models = sorted({r["model"] for r in result["runs"]})
+        figure, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 5), squeeze=False)
+        if kind == "train":
+            plot_runs(result, axes[0], strategy_label, lambda r: r["samples_per_s"],
+                      "samples/s (higher is better)")
+        else:
+            plot_runs(result, axes[0], lambda r: r["variant"], lambda r: r["median_step_s"] * 1e3,
+                      "step time, ms (lower is better)")
+    else:
+        return None
+    figure.tight_layout()
+    out = path.with_suffix(".png")
+    figure.savefig(out, dpi=100)
+    plt.close(figure)
+    return out
+
+
+def main(folder):
+    for path in sorted(Path(folder).glob("*.json")):
+        out = plot_file(path)
+        if out:
+            print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "docs/performance")

@@ -1,0 +1,61 @@
+"""End-to-end training throughput on an emulated cluster: Keras fit (tf-keras) of a BERT-like encoder and a
+wide MLP under BytePSStrategy and MultiWorkerMirroredStrategy (RING), plus the same processes with no
+communication, to show how much of each step communication leaves exposed.
+
+python -m benchmarks.train_cluster --workers 4 --servers 4 --rate 1gbit \\
+    --output docs/performance/train_w4_s4_1gbit.json
+"""
+
+import argparse
+import json
+from pathlib import Path
+
+from benchmarks import cluster_job, machine
+from benchmarks.job_env import parse_env_items
+from benchmarks.netns import EmulatedCluster
+from benchmarks.report_table import train_table
+from benchmarks.train_runs import run_training
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--servers", type=int, default=4)
+    parser.add_argument("--rate", default="1gbit", help="each host's link, each direction (tc syntax)")
+    parser.add_argument("--models", default="bert,mlp")
+    parser.add_argument("--strategies", default="local,mwms,bps",
+                        help="local, mwms, bps (bps_tf's defaults), bps-tuned (bps with the --env settings)")
+    parser.add_argument("--batch-bert", type=int, default=8, help="per-worker batch of the BERT-like model")
+    parser.add_argument("--batch-mlp", type=int, default=32, help="per-worker batch of the MLP")
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="for the bps-tuned runs")
+    parser.add_argument("--output", help="JSON result file (default: print only)")
+    return parser.parse_args()
+
+
+def main():
+    args = parse_args()
+    bps_env = parse_env_items(args.env)
+    runs = []
+    with EmulatedCluster(cluster_job.hosts_for(args.workers, args.servers), args.rate) as cluster:
+        for model in args.models.split(","):
+            batch = args.batch_bert if model == "bert" else args.batch_mlp
+            for name in args.strategies.split(","):
+                tuned = name == "bps-tuned"
+                run = run_training(cluster, "bps" if tuned else name, model, args.workers, args.servers, batch,
+                                   args.steps, args.warmup, bps_env if tuned else {})
+                run["tuned"] = tuned
+                print(f"{model} {name}: {run['median_step_s'] * 1e3:.0f} ms/step, "
+                      f"{run['samples_per_s']:.1f} samples/s", flush=True)
+                runs.append(run)
+    result = {"benchmark": "train", "rate": args.rate, "workers": args.workers, "servers": args.servers,
+              "runs": runs, "machine": machine.describe()}
+    print(train_table(result))
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""One worker of the end-to-end benchmark: Keras (tf-keras) `fit` of a model on synthetic data under
+  bps:   BytePSStrategy (gradients through bps_tf's parameter servers),
+  mwms:  MultiWorkerMirroredStrategy with RING collectives (TF_CONFIG from --tf-cluster),
+  local: no strategy and no communication at all (the same per-worker batch): the step time that
+         communication adds to.
+TensorFlow gets one intra-op and one inter-op thread, so that workers sharing the machine's cores each get a
+fair, fixed share. Rank 0 (or each local process) writes its timings as JSON.
+"""
+
+import argparse
+import json
+import os
+import time
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--strategy", choices=["bps", "mwms", "local"], required=True)
+    parser.add_argument("--model", choices=["bert", "mlp"], required=True)
+    parser.add_argument("--batch-per-worker", type=int, required=True)
+    parser.add_argument("--steps", type=int, default=10, help="timed steps")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (tracing, first exchange)")
+    parser.add_argument("--workers", type=int, default=1, help="workers of the job (local: only for the JSON)")
+    parser.add_argument("--tf-cluster", help="mwms: host:port of each worker's TF server")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--no-priority", action="store_true",
+                        help="bps: every gradient with priority 0 (bps_tf otherwise sends layers nearer the input first)")
+    parser.add_argument("--output", required=True)
+    return parser.parse_args()
+
+
+def make_strategy(args):
+    import tensorflow as tf
+
+    if args.strategy == "mwms":
+        from benchmarks import tf_ring
+
+        return tf_ring.ring_strategy(args.tf_cluster.split(","), int(os.environ["DMLC_WORKER_ID"]))
+    if args.strategy == "bps":
+        if args.no_priority:
+            from benchmarks import no_priority
+
+            no_priority.install()
+        from bps_tf.strategy import BytePSStrategy
+
+        return BytePSStrategy()
+    return tf.distribute.get_strategy()  # the default: no distribution
+
+
+class StepTimes:
+    """Wall-clock time at the end of each training batch (Keras callback)."""
+
+    def __init__(self):
+        import tensorflow as tf
+
+        times = self.times = []
+
+        class Callback(tf.keras.callbacks.Callback):
+            def on_train_batch_end(self, batch, logs=None):
+                times.append(time.perf_counter())
+
+        self.callback = Callback()
+
+
+def main():
+    args = parse_args()
+    import tensorflow as tf
+
+    # Both settings, and MWMS's collectives, must be configured before TensorFlow runs anything.
+    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    strategy = make_strategy(args)
+    from benchmarks import models
+
+    workers = args.workers if args.strategy != "local" else 1
+    global_batch = args.batch_per_worker * workers
+    x, y = models.synthetic_data(args.model, global_batch * 4)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    data = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(global_batch, drop_remainder=True)
+    data = data.with_options(options)
+    with strategy.scope():
+        model = models.build(args.model)
+        model.compile(optimizer=tf.keras.optimizers.Adam(1e-4),
+                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    timer = StepTimes()
+    model.fit(data, epochs=1, steps_per_epoch=args.warmup + args.steps, callbacks=[timer.callback], verbose=0)
+    steps = timer.times[args.warmup - 1:]
+    step_s = [b - a for a, b in zip(steps, steps[1:])]
+    rank = int(os.environ.get("DMLC_WORKER_ID", "0"))
+    if rank == 0 or args.strategy == "local":
+        gradient_bytes = sum(int(tf.size(v)) * v.dtype.size for v in model.trainable_variables)
+        result = {"strategy": args.strategy, "model": args.model, "workers": args.workers,
+                  "batch_per_worker": args.batch_per_worker, "global_batch": args.batch_per_worker * args.workers,
+                  "gradient_bytes": gradient_bytes, "step_s": step_s, "no_priority": args.no_priority}
+        with open(args.output, "w") as out:
+            json.dump(result, out)
+
+
+if __name__ == "__main__":
+    main()

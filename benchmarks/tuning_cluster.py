@@ -1,0 +1,68 @@
+"""Effect of bps_tf's scheduling (priority order and credit window) and of the partition size on the step
+time of BytePSStrategy training, on an emulated cluster. Every variant runs in the same emulated cluster,
+one after the other; the first (the defaults) is repeated at the end to show the drift between runs.
+
+python -m benchmarks.tuning_cluster --workers 4 --servers 4 --rate 1gbit \\
+    --output docs/performance/tuning_w4_s4_1gbit.json
+"""
+
+import argparse
+import json
+from pathlib import Path
+
+from benchmarks import cluster_job, machine
+from benchmarks.netns import EmulatedCluster
+from benchmarks.report_table import tuning_table
+from benchmarks.train_runs import run_training
+
+MB = 1024000  # BytePS counts partition sizes in these units (default 4096000)
+
+# name -> (environment, priority on)
+VARIANTS = {
+    "defaults (priority, credit auto, 4 MB partitions)": ({}, True),
+    "no credit window (BYTEPS_SCHEDULING_CREDIT=0)": ({"BYTEPS_SCHEDULING_CREDIT": "0"}, True),
+    "no priority": ({}, False),
+    "no scheduling (no priority, no credit window)": ({"BYTEPS_SCHEDULING_CREDIT": "0"}, False),
+    "partitions 1 MB": ({"BYTEPS_PARTITION_BYTES": str(1 * MB)}, True),
+    "partitions 16 MB": ({"BYTEPS_PARTITION_BYTES": str(16 * MB)}, True),
+}
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--servers", type=int, default=4)
+    parser.add_argument("--rate", default="1gbit")
+    parser.add_argument("--models", default="bert,mlp")
+    parser.add_argument("--batch-bert", type=int, default=8)
+    parser.add_argument("--batch-mlp", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--output")
+    return parser.parse_args()
+
+
+def main():
+    args = parse_args()
+    runs = []
+    names = list(VARIANTS) + [next(iter(VARIANTS))]  # defaults again last: the run-to-run drift
+    with EmulatedCluster(cluster_job.hosts_for(args.workers, args.servers), args.rate) as cluster:
+        for model in args.models.split(","):
+            batch = args.batch_bert if model == "bert" else args.batch_mlp
+            for name in names:
+                env, priority = VARIANTS[name]
+                run = run_training(cluster, "bps", model, args.workers, args.servers, batch, args.steps,
+                                   args.warmup, env, no_priority=not priority)
+                run["variant"] = name
+                print(f"{model} {name}: {run['median_step_s'] * 1e3:.0f} ms/step", flush=True)
+                runs.append(run)
+    result = {"benchmark": "tuning", "rate": args.rate, "workers": args.workers, "servers": args.servers,
+              "runs": runs, "machine": machine.describe()}
+    print(tuning_table(result))
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""Smoke runs of the benchmarks (benchmarks/, docs/performance.md): tiny sizes, so they check that the
+benchmarks still run and produce their files, never how fast anything is."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from jobs import REPO_ROOT, clean_env
+
+sys.path.insert(0, str(REPO_ROOT))
+from benchmarks import netns  # noqa: E402
+from benchmarks.rates import bounds, rate_bytes_per_s  # noqa: E402
+
+can_make_namespaces = os.geteuid() == 0 and shutil.which("ip") and shutil.which("tc")
+
+
+def run_module(module, *args, timeout=120):
+    return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=REPO_ROOT, env=clean_env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_rates_and_bounds():
+    assert rate_bytes_per_s("1gbit") == 125e6 and rate_bytes_per_s("100mbps") == 100e6
+    with pytest.raises(ValueError):
+        rate_bytes_per_s("fast")
+    assert bounds("1gbit", 4, 4, colocate=False)["push_pull_factor"] == 1.0
+    assert bounds("1gbit", 4, 4, colocate=True)["push_pull_factor"] == bounds("1gbit", 4, 4, False)["ring_factor"] == 1.5
+
+
+@pytest.mark.timeout(120)
+def test_loopback_push_pull_benchmark_and_plot(tmp_path):
+    out = tmp_path / "loopback.json"
+    done = run_module("benchmarks.push_pull_loopback", "--workers", 2, "--servers", 1, "--sizes", "4096,65536",
+                      "--budget-mb", 0.1, "--timeout", 90, "--output", out)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert [row["bytes"] for row in result["results"]] == [4096, 65536]
+    assert all(row[k]["median_s"] > 0 for row in result["results"] for k in ("bps_tf", "bps_core", "tf_ring"))
+    assert "| 64 KB |" in done.stdout
+    plotted = run_module("benchmarks.plots", tmp_path, timeout=60)
+    assert plotted.returncode == 0, plotted.stderr[-3000:]
+    assert (tmp_path / "loopback.png").stat().st_size > 0
+
+
+@pytest.mark.skipif(not can_make_namespaces, reason="needs root, ip and tc")
+def test_emulated_cluster_is_deleted_even_on_failure():
+    def ours():
+        listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        return [line for line in listing.splitlines() if line.startswith(f"{netns.PREFIX}{os.getpid()}-")]
+
+    with pytest.raises(ZeroDivisionError):
+        with netns.EmulatedCluster(["a", "b"], rate="100mbit") as cluster:
+            assert len(ours()) == 3  # two hosts and the switch
+            ping = subprocess.run(["ip", "netns", "exec", cluster.namespace("a"), sys.executable, "-c",
+                                   f"import socket; socket.create_connection(('{cluster.address('b')}', 9), 1)"],
+                                  capture_output=True, text=True)
+            assert "refused" in ping.stderr.lower()  # b is reachable (nothing listens), so the RST comes back
+            1 / 0
+    assert ours() == []
+
+
+@pytest.mark.skipif(not can_make_namespaces, reason="needs root, ip and tc")
+@pytest.mark.timeout(120)
+def test_emulated_cluster_push_pull_benchmark(tmp_path):
+    out = tmp_path / "cluster.json"
+    done = run_module("benchmarks.push_pull_cluster", "--workers", 2, "--servers", 1, "--rate", "1gbit",
+                      "--sizes", "65536", "--budget-mb", 0.1, "--timeout", 90, "--output", out, timeout=110)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["bounds"]["tcp_goodput_bytes_s"] > 0 and result["results"][0]["bytes"] == 65536
