@@ -15,8 +15,12 @@ uint64_t HashName(const std::string& name) {
 
 StatusOr<PartitionPlan> PartitionPlanner::Plan(const TensorSpec& spec) {
   const size_t element = DataTypeSize(spec.dtype);
-  const uint64_t per_partition = std::max<uint64_t>(1, partition_bytes_ / element);
   const uint64_t total = spec.num_elements();
+  // A tensor of one partition or less would sit on one server, whose link then carries every worker's
+  // copy while the others idle: spread it over all servers, in pieces of at least kMinSpreadBytes.
+  const uint64_t servers = server_bytes_.size();
+  const uint64_t spread = std::max<uint64_t>(kMinSpreadBytes, (total * element + servers - 1) / servers);
+  const uint64_t per_partition = std::max<uint64_t>(1, std::min<uint64_t>(partition_bytes_, spread) / element);
   const uint64_t count = (total + per_partition - 1) / per_partition;
   if (count >= (1ull << kPartitionIndexBits)) {
     return InvalidArgument("tensor '" + spec.name + "' would need " + std::to_string(count) +

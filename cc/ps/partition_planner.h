@@ -18,10 +18,13 @@ inline uint64_t TensorKeyBase(const std::string& name) { return HashName(name) &
 
 class PartitionPlanner {
  public:
+  static constexpr uint64_t kMinSpreadBytes = 65536;
+
   PartitionPlanner(int num_servers, size_t partition_bytes)
       : partition_bytes_(partition_bytes), server_bytes_(num_servers, 0) {}
 
-  // Partitions of at most partition_bytes (whole elements), each on the server with the fewest bytes so far.
+  // Partitions of at most partition_bytes (whole elements; smaller so that a tensor spans every server,
+  // down to kMinSpreadBytes), each on the server with the fewest bytes so far.
   StatusOr<PartitionPlan> Plan(const TensorSpec& spec);
 
   const std::vector<uint64_t>& server_bytes() const { return server_bytes_; }

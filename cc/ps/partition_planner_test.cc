@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 namespace bps {
 namespace {
 
@@ -29,6 +31,20 @@ TEST(PartitionPlannerTest, BalancesBytesAcrossServers) {
   uint64_t lo = *std::min_element(bytes.begin(), bytes.end());
   uint64_t hi = *std::max_element(bytes.begin(), bytes.end());
   EXPECT_LE(hi - lo, 4096u);
+}
+
+TEST(PartitionPlannerTest, ATensorOfOnePartitionSpreadsOverEveryServer) {
+  PartitionPlanner planner(4, 4096000);
+  auto plan = planner.Plan(TensorSpec{"one-mb", DataType::kFloat32, {262144}});
+  ASSERT_EQ(plan.value().partitions.size(), 4u);
+  std::set<int> servers;
+  for (const auto& p : plan.value().partitions) {
+    EXPECT_EQ(p.count, 65536u);
+    servers.insert(p.server);
+  }
+  EXPECT_EQ(servers.size(), 4u);
+  // Small tensors stay whole: pieces below kMinSpreadBytes cost more in messages than they save.
+  EXPECT_EQ(planner.Plan(TensorSpec{"small", DataType::kFloat32, {1000}}).value().partitions.size(), 1u);
 }
 
 TEST(PartitionPlannerTest, KeysComeFromTheNameNotTheOrder) {
