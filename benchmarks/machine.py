@@ -30,15 +30,26 @@ def _ucx_version():
         return "unknown"
 
 
-def describe():
+def _tensorflow_version():
+    """The installed TensorFlow's version, read from package metadata (without importing TensorFlow): the
+    distribution is tensorflow-cpu in the project's environment, tensorflow elsewhere."""
     import importlib.metadata as metadata
 
+    for distribution in ("tensorflow-cpu", "tensorflow"):
+        try:
+            return metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            continue
+    return "unknown"
+
+
+def describe():
     return {
         "cpu": _cpu_model(),
         "cores": os.cpu_count(),
         "memory_gib": _memory_gib(),
         "kernel": platform.release(),
         "python": platform.python_version(),
-        "tensorflow": metadata.version("tensorflow"),
+        "tensorflow": _tensorflow_version(),
         "ucx": _ucx_version(),
     }
