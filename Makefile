@@ -10,8 +10,9 @@ CUDA_TARGETS := //cc/cuda:cuda //cc/cuda:gpu_local_test //cc/cuda:gpu_job //cc/c
 
 .PHONY: demo test setup build test-cc test-py
 
+# TF_CPP_MIN_LOG_LEVEL=2 keeps TensorFlow's start-up notices out of the demo's output.
 demo: build
-	$(VENV)/bin/bpslaunch --local --workers 2 --servers 1 -- $(PY) examples/keras_strategy.py
+	TF_CPP_MIN_LOG_LEVEL=2 $(VENV)/bin/bpslaunch --local --workers 2 --servers 1 -- $(PY) examples/keras_strategy.py
 
 test: test-cc test-py
 
