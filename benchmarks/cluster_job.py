@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 from benchmarks.job_env import benchmark_env, bpslaunch
-from benchmarks.netns import EmulatedCluster
 
 _scheduler_ports = iter(range(9100, 9200))  # a fresh port for each job: an earlier job's socket may linger
 TF_PORT = 9200  # each worker host's TensorFlow gRPC server (namespaces have their own ports)

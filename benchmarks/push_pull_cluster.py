@@ -16,6 +16,7 @@ from benchmarks.job_env import parse_env_items
 from benchmarks.netns import EmulatedCluster
 from benchmarks.rates import bounds
 from benchmarks.report_table import push_pull_table
+from benchmarks.results import save_result
 
 DEFAULT_SIZES = [(4 << 10) << (2 * i) for i in range(9)]  # 4 KB ... 256 MB
 
@@ -55,9 +56,7 @@ def main():
     print(f"link {args.rate}: raw TCP goodput {limits['tcp_goodput_bytes_s'] / 1e6:.0f} MB/s "
           f"(nominal {limits['link_bytes_s'] / 1e6:.0f} MB/s)")
     print(push_pull_table(result))
-    if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(json.dumps(result, indent=1) + "\n")
+    save_result(args.output, result)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from benchmarks import machine
 from benchmarks.job_env import REPO_ROOT, benchmark_env, bpslaunch, parse_env_items
 from benchmarks.ports import free_ports
 from benchmarks.report_table import push_pull_table
+from benchmarks.results import save_result
 
 DEFAULT_SIZES = [(4 << 10) << (2 * i) for i in range(9)]  # 4 KB, 16 KB, ... 256 MB
 
@@ -46,9 +47,7 @@ def main():
     result.update(benchmark="push_pull", network="loopback", servers=args.servers, env=extra,
                   machine=machine.describe())
     print(push_pull_table(result))
-    if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(json.dumps(result, indent=1) + "\n")
+    save_result(args.output, result)
 
 
 if __name__ == "__main__":

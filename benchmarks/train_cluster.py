@@ -7,14 +7,13 @@ python -m benchmarks.train_cluster --workers 4 --servers 4 --rate 1gbit \\
 """
 
 import argparse
-import json
-from pathlib import Path
 
 from benchmarks import cluster_job, machine
 from benchmarks.job_env import parse_env_items
 from benchmarks.netns import EmulatedCluster
 from benchmarks.report_table import train_table
 from benchmarks.train_runs import run_training
+from benchmarks.results import save_result
 
 
 def parse_args():
@@ -52,9 +51,7 @@ def main():
     result = {"benchmark": "train", "rate": args.rate, "workers": args.workers, "servers": args.servers,
               "runs": runs, "machine": machine.describe()}
     print(train_table(result))
-    if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(json.dumps(result, indent=1) + "\n")
+    save_result(args.output, result)
 
 
 if __name__ == "__main__":

@@ -7,13 +7,12 @@ python -m benchmarks.tuning_cluster --workers 4 --servers 4 --rate 1gbit \\
 """
 
 import argparse
-import json
-from pathlib import Path
 
 from benchmarks import cluster_job, machine
 from benchmarks.netns import EmulatedCluster
 from benchmarks.report_table import tuning_table
 from benchmarks.train_runs import run_training
+from benchmarks.results import save_result
 
 MB = 1024000  # BytePS counts partition sizes in these units (default 4096000)
 
@@ -59,9 +58,7 @@ def main():
     result = {"benchmark": "tuning", "rate": args.rate, "workers": args.workers, "servers": args.servers,
               "runs": runs, "machine": machine.describe()}
     print(tuning_table(result))
-    if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(json.dumps(result, indent=1) + "\n")
+    save_result(args.output, result)
 
 
 if __name__ == "__main__":

@@ -18,10 +18,6 @@ class Deadline {
     double left = end_ - NowSeconds();
     return left > 0 ? left : 0;
   }
-  std::chrono::steady_clock::time_point time_point() const {
-    return std::chrono::steady_clock::time_point(
-        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(end_)));
-  }
 
  private:
   double end_;

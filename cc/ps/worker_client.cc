@@ -75,7 +75,6 @@ void WorkerClient::Declare(const TensorSpec& spec, DeclareDone done) {
   Status failed = failure();
   if (!failed.ok()) return done(failed);
   Pending p;
-  p.expected = MessageType::kDeclareReply;
   p.declare_done = std::move(done);
   p.what = "the declaration of tensor '" + spec.name + "' to the scheduler";
   Message m;
@@ -107,7 +106,6 @@ void WorkerClient::PushPull(const Partition& part, uint32_t round, DataType dtyp
     return done(failed);
   }
   Pending p;
-  p.expected = MessageType::kPullReply;
   p.done = std::move(done);
   p.destination = output;
   p.bytes = part.count * DataTypeSize(dtype);

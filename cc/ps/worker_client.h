@@ -57,7 +57,6 @@ class WorkerClient : public MessageHandler {
 
  private:
   struct Pending {
-    MessageType expected;  // the reply type
     Done done;
     DeclareDone declare_done;
     void* destination = nullptr;

@@ -96,13 +96,11 @@ TEST(EngineTest, HundredsInFlightAndInPlace) {
   for (int w = 0; w < 2; ++w) {
     for (int t = 0; t < kTensors; ++t) data[w].push_back(std::vector<float>(1 + t * 13, float(w + t)));
     for (int t = 0; t < kTensors; ++t) {
-      auto& v = data[w][t];
       // Each worker enqueues in a different order: keys come from names, not order.
       int idx = w == 0 ? t : kTensors - 1 - t;
       auto& u = data[w][idx];
       done[w].push_back(PushPull(job.worker(w), "t" + std::to_string(idx), DataType::kFloat32,
                                  {int64_t(u.size())}, u.data(), u.data(), idx % 5));
-      (void)v;
     }
   }
   for (int w = 0; w < 2; ++w) {
