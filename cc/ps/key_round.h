@@ -23,6 +23,7 @@ class KeyRound {
 
   DataType dtype() const { return dtype_; }
   uint64_t num_elements() const { return num_elements_; }
+  int num_workers() const { return num_workers_; }  // contributions per round
   size_t bytes() const { return num_elements_ * DataTypeSize(dtype_); }
 
   // Where worker `rank`'s pushed data should land.

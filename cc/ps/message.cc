@@ -37,6 +37,7 @@ std::string Message::Encode() const {
   w.Put<uint32_t>(round);
   w.Put<uint8_t>(static_cast<uint8_t>(dtype));
   w.Put<uint64_t>(num_elements);
+  w.Put<int32_t>(participants);
   w.Put<uint8_t>(static_cast<uint8_t>(code));
   w.PutString(text);
   return w.Take();
@@ -53,6 +54,7 @@ StatusOr<Message> Message::Decode(const std::string& bytes) {
   m.round = r.Get<uint32_t>();
   uint8_t dtype = r.Get<uint8_t>();
   m.num_elements = r.Get<uint64_t>();
+  m.participants = r.Get<int32_t>();
   uint8_t code = r.Get<uint8_t>();
   m.text = r.GetString();
   if (r.failed() || type < 1 || type > static_cast<uint8_t>(MessageType::kServerReady) || !IsValidDataType(dtype) ||
@@ -122,7 +124,8 @@ uint64_t TensorSpec::num_elements() const {
 std::string TensorSpec::ToString() const {
   std::string s = std::string(DataTypeName(dtype)) + "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + "]";
+  s += "]";
+  return scope == TensorScope::kMachine ? s + " per machine" : s;
 }
 
 std::string TensorSpec::Encode() const {
@@ -131,6 +134,7 @@ std::string TensorSpec::Encode() const {
   w.Put<uint8_t>(static_cast<uint8_t>(dtype));
   w.Put<uint32_t>(static_cast<uint32_t>(shape.size()));
   for (int64_t d : shape) w.Put(d);
+  w.Put<uint8_t>(static_cast<uint8_t>(scope));
   return w.Take();
 }
 
@@ -141,8 +145,12 @@ StatusOr<TensorSpec> TensorSpec::Decode(const std::string& bytes) {
   uint8_t dtype = r.Get<uint8_t>();
   uint32_t rank = r.Get<uint32_t>();
   for (uint32_t i = 0; i < rank && !r.failed(); ++i) t.shape.push_back(r.Get<int64_t>());
-  if (r.failed() || !IsValidDataType(dtype)) return Truncated("DECLARE");
+  uint8_t scope = r.Get<uint8_t>();
+  if (r.failed() || !IsValidDataType(dtype) || scope > static_cast<uint8_t>(TensorScope::kMachine)) {
+    return Truncated("DECLARE");
+  }
   t.dtype = static_cast<DataType>(dtype);
+  t.scope = static_cast<TensorScope>(scope);
   return t;
 }
 

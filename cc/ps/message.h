@@ -33,6 +33,7 @@ struct Message {
   uint32_t round = 0;        // per-key round counter (push/pull)
   DataType dtype = DataType::kFloat32;
   uint64_t num_elements = 0;
+  int32_t participants = 0;  // PUSH: how many pushes complete a round of this key (sender < participants)
   Code code = Code::kOk;     // replies: the outcome
   std::string text;          // error message, or a type-specific body
 
@@ -69,13 +70,20 @@ struct AddressBook {
   static StatusOr<AddressBook> Decode(const std::string& bytes);
 };
 
+// Who pushes a tensor: every worker process, or one process per worker machine (the one holding that
+// part of the machine's locally reduced sum, e.g. one GPU's reduce-scatter slice).
+enum class TensorScope : uint8_t { kProcess = 0, kMachine = 1 };
+
 struct TensorSpec {
   std::string name;
   DataType dtype = DataType::kFloat32;
   std::vector<int64_t> shape;
+  TensorScope scope = TensorScope::kProcess;
   uint64_t num_elements() const;
-  std::string ToString() const;  // float32[3,4]
-  bool operator==(const TensorSpec& o) const { return name == o.name && dtype == o.dtype && shape == o.shape; }
+  std::string ToString() const;  // float32[3,4], "float32[3,4] per machine"
+  bool operator==(const TensorSpec& o) const {
+    return name == o.name && dtype == o.dtype && shape == o.shape && scope == o.scope;
+  }
   std::string Encode() const;
   static StatusOr<TensorSpec> Decode(const std::string& bytes);
 };

@@ -14,6 +14,7 @@ TEST(MessageTest, RoundTrips) {
   m.round = 77;
   m.dtype = DataType::kBFloat16;
   m.num_elements = 12345;
+  m.participants = 2;
   m.set_status(DeadlineExceeded("slow"));
   auto back = Message::Decode(m.Encode());
   ASSERT_TRUE(back.ok());
@@ -24,6 +25,7 @@ TEST(MessageTest, RoundTrips) {
   EXPECT_EQ(back.value().round, 77u);
   EXPECT_EQ(back.value().dtype, DataType::kBFloat16);
   EXPECT_EQ(back.value().num_elements, 12345u);
+  EXPECT_EQ(back.value().participants, 2);
   EXPECT_EQ(back.value().status().code(), Code::kDeadlineExceeded);
   EXPECT_EQ(back.value().text, "slow");
 }
@@ -44,6 +46,12 @@ TEST(MessageTest, BodiesRoundTrip) {
   EXPECT_EQ(spec_back.value(), spec);
   EXPECT_EQ(spec.ToString(), "int64[3,0,5]");
   EXPECT_EQ(spec.num_elements(), 0u);
+  TensorSpec per_machine{"grad#s1.0", DataType::kFloat16, {7}, TensorScope::kMachine};
+  auto per_machine_back = TensorSpec::Decode(per_machine.Encode());
+  ASSERT_TRUE(per_machine_back.ok());
+  EXPECT_EQ(per_machine_back.value(), per_machine);
+  EXPECT_FALSE(per_machine == (TensorSpec{"grad#s1.0", DataType::kFloat16, {7}}));
+  EXPECT_EQ(per_machine.ToString(), "float16[7] per machine");
 
   PartitionPlan plan;
   plan.partitions.push_back({1, 0, 10, 0});

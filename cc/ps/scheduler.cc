@@ -168,14 +168,21 @@ void Scheduler::HandleDeclare(PeerId from, const Message& m) {
     d.first_seen = NowSeconds();
   }
   d.waiting[rank] = {from, m.request_id};
-  d.declared.insert(rank);
   if (d.error.ok() && !(spec.value() == d.spec)) {
     d.error = InvalidArgument("tensor '" + d.spec.name + "': worker " + std::to_string(d.first_rank) +
                               " declared it as " + d.spec.ToString() + " but worker " + std::to_string(rank) +
                               " as " + spec.value().ToString() +
                               "; every worker must push_pull the same tensors with the same shapes and dtypes.");
   }
-  if (d.error.ok() && !d.planned && static_cast<int>(d.declared.size()) == expected_workers()) {
+  const int participant = participant_of(d.spec, rank);
+  auto twice = d.declared.find(participant);
+  if (d.error.ok() && twice != d.declared.end() && twice->second != rank) {
+    d.error = InvalidArgument("tensor '" + d.spec.name + "' is pushed once per worker machine, but workers " +
+                              std::to_string(twice->second) + " and " + std::to_string(rank) +
+                              " of machine " + std::to_string(participant) + " both pushed it.");
+  }
+  d.declared[participant] = rank;
+  if (d.error.ok() && !d.planned && static_cast<int>(d.declared.size()) == expected_participants(d.spec)) {
     uint64_t base = TensorKeyBase(d.spec.name);
     auto owner = key_owner_.find(base);
     if (owner != key_owner_.end() && owner->second != d.spec.name) {
@@ -238,12 +245,11 @@ void Scheduler::CheckTimeouts() {
   for (auto& entry : declarations_) {
     Declaration& d = entry.second;
     if (d.planned || !d.error.ok() || now - d.first_seen < config_.timeout_s) continue;
-    std::set<int> missing;
-    for (int r = 0; r < expected_workers(); ++r) {
-      if (!d.declared.count(r)) missing.insert(r);
-    }
-    d.error = DeadlineExceeded("tensor '" + d.spec.name + "' was pushed by worker(s) " + RankList(d.declared) +
-                               " but not by worker(s) " + RankList(missing) + " within " + limit +
+    std::set<int> missing, present;
+    for (int p = 0; p < expected_participants(d.spec); ++p) (d.declared.count(p) ? present : missing).insert(p);
+    const std::string who = d.spec.scope == TensorScope::kMachine ? "worker machine(s) " : "worker(s) ";
+    d.error = DeadlineExceeded("tensor '" + d.spec.name + "' was pushed by " + who + RankList(present) +
+                               " but not by " + who + RankList(missing) + " within " + limit +
                                "; every worker must push_pull the same tensors.");
     AnswerDeclaration(d);
   }

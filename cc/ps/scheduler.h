@@ -39,7 +39,7 @@ class Scheduler : public MessageHandler {
     int first_rank = -1;
     double first_seen = 0;
     std::map<int, std::pair<PeerId, uint64_t>> waiting;  // worker rank -> (peer, request id)
-    std::set<int> declared;
+    std::map<int, int> declared;  // participant (worker rank, or machine id per machine) -> worker rank
     bool planned = false;
     PartitionPlan plan;
     Status error;
@@ -57,6 +57,13 @@ class Scheduler : public MessageHandler {
   void Send(PeerId to, const Message& m);
   std::string NodeName(PeerId peer);
   int expected_workers() const { return config_.num_worker * local_size_; }
+  // How many declarations complete a tensor's, and which one worker `rank`'s is.
+  int expected_participants(const TensorSpec& spec) const {
+    return spec.scope == TensorScope::kMachine ? config_.num_worker : expected_workers();
+  }
+  int participant_of(const TensorSpec& spec, int rank) const {
+    return spec.scope == TensorScope::kMachine ? rank / local_size_ : rank;
+  }
 
   const Config config_;
   Transport* transport_;

@@ -38,14 +38,26 @@ Status Server::Run() {
 void Server::Finish(const Status& result) { finished_.Set(result); }
 
 Server::KeyEntry* Server::FindOrCreateKey(const Message& m, Status* error) {
+  // Every worker process pushes a key, or one process per worker machine (TensorScope::kMachine).
+  if (m.participants < 1 || m.participants > num_workers_ || m.sender < 0 || m.sender >= m.participants) {
+    *error = InvalidArgument("a push claims to be contribution " + std::to_string(m.sender) + " of " +
+                             std::to_string(m.participants) + " in a job of " + std::to_string(num_workers_) +
+                             " worker processes");
+    return nullptr;
+  }
   std::lock_guard<std::mutex> lock(keys_mu_);
   auto it = keys_.find(m.key);
   if (it == keys_.end()) {
     KeyEntry& entry = keys_[m.key];
-    entry.round = std::make_unique<KeyRound>(m.dtype, m.num_elements, num_workers_);
+    entry.round = std::make_unique<KeyRound>(m.dtype, m.num_elements, m.participants);
     return &entry;
   }
   const KeyRound& round = *it->second.round;
+  if (round.num_workers() != m.participants) {
+    *error = InvalidArgument("a key summed over " + std::to_string(round.num_workers()) +
+                             " contributions got a push counting " + std::to_string(m.participants));
+    return nullptr;
+  }
   if (round.dtype() != m.dtype || round.num_elements() != m.num_elements) {
     *error = InvalidArgument("worker " + std::to_string(m.sender) + " pushed " + DataTypeName(m.dtype) + "[" +
                              std::to_string(m.num_elements) + "] to a key holding " + DataTypeName(round.dtype()) +
@@ -59,7 +71,6 @@ void* Server::PayloadDestination(PeerId, const std::string& header, size_t lengt
   auto m = Message::Decode(header);
   if (!m.ok() || m.value().type != MessageType::kPush) return nullptr;
   const Message& push = m.value();
-  if (push.sender < 0 || push.sender >= num_workers_) return nullptr;
   Status error;
   KeyEntry* entry = FindOrCreateKey(push, &error);
   if (entry == nullptr || entry->round->bytes() != length) return nullptr;
@@ -187,7 +198,8 @@ void Server::CheckStaleRounds(size_t engine_index) {
       missing << (first ? "" : ", ") << r;
       first = false;
     }
-    Status error = DeadlineExceeded("worker(s) " + missing.str() + " did not push round " +
+    const char* who = round.num_workers() == num_workers_ ? "worker(s) " : "worker machine(s) ";
+    Status error = DeadlineExceeded(who + missing.str() + " did not push round " +
                                     std::to_string(round.accumulating_round()) + " within BYTEPS_TIMEOUT");
     for (const ParkedPull& pull : entry->parked) {
       Message request;

@@ -85,20 +85,7 @@ void WorkerClient::Declare(const TensorSpec& spec, DeclareDone done) {
   SendOrFail(scheduler_, m, nullptr, 0, m.request_id);
 }
 
-Message WorkerClient::PartitionRequest(MessageType type, const Partition& part, uint32_t round, DataType dtype,
-                                       Pending pending) {
-  Message m;
-  m.type = type;
-  m.sender = rank_;
-  m.key = part.key;
-  m.round = round;
-  m.dtype = dtype;
-  m.num_elements = part.count;
-  m.request_id = Track(std::move(pending));
-  return m;
-}
-
-void WorkerClient::PushPull(const Partition& part, uint32_t round, DataType dtype, const void* input,
+void WorkerClient::PushPull(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input,
                             void* output, std::function<void()> on_sent, Done done) {
   Status failed = failure();
   if (!failed.ok()) {
@@ -111,7 +98,15 @@ void WorkerClient::PushPull(const Partition& part, uint32_t round, DataType dtyp
   p.bytes = part.count * DataTypeSize(dtype);
   p.what = "the sum of round " + std::to_string(round) + " from " + ServerName(part.server) +
            " (it answers once every worker has pushed)";
-  Message m = PartitionRequest(MessageType::kPush, part, round, dtype, std::move(p));
+  Message m;
+  m.type = MessageType::kPush;
+  m.sender = me.index;
+  m.participants = me.count;
+  m.key = part.key;
+  m.round = round;
+  m.dtype = dtype;
+  m.num_elements = part.count;
+  m.request_id = Track(std::move(p));
   SendOrFail(servers_[part.server], m, input, part.count * DataTypeSize(dtype), m.request_id, std::move(on_sent));
 }
 

@@ -16,6 +16,13 @@
 
 namespace bps {
 
+// Which contribution to a key's round a push is: `index` of `count` (worker rank of the worker processes,
+// or worker machine id of the machines, for TensorScope::kMachine).
+struct Participant {
+  int index;
+  int count;
+};
+
 class WorkerClient : public MessageHandler {
  public:
   using Done = std::function<void(const Status&)>;
@@ -37,7 +44,7 @@ class WorkerClient : public MessageHandler {
   // Pushes `input` and receives the round's sum into `output` (which may be `input`). `on_sent` runs
   // once `input` has left (its bytes no longer count against the credit window), `done` once the sum is in
   // `output`.
-  void PushPull(const Partition& part, uint32_t round, DataType dtype, const void* input, void* output,
+  void PushPull(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input, void* output,
                 std::function<void()> on_sent, Done done);
 
   // Tells the scheduler this worker is done and waits (up to the timeout) for the job to end.
@@ -66,7 +73,6 @@ class WorkerClient : public MessageHandler {
   };
 
   uint64_t Track(Pending pending);
-  Message PartitionRequest(MessageType type, const Partition& part, uint32_t round, DataType dtype, Pending pending);
   void Fail(const Status& why);
   void Complete(uint64_t request_id, const Message& reply, void* payload);
   void SendOrFail(PeerId to, const Message& m, const void* payload, size_t bytes, uint64_t request_id,

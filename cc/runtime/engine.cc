@@ -39,7 +39,7 @@ void Engine::Enqueue(PushPullRequest request) {
       auto done = request.done;
       later.push_back([done] { done(FailedPrecondition("bps_tf has been shut down; call init() first")); });
     } else {
-      TensorSpec spec{request.name, request.dtype, request.shape};
+      TensorSpec spec{request.name, request.dtype, request.shape, request.scope};
       auto found = tensors_.find(request.name);
       if (found == tensors_.end()) {
         found = tensors_.emplace(request.name, Tensor()).first;
@@ -136,7 +136,9 @@ void Engine::StartPartition(Operation* op, const Partition& part) {
   char* output = static_cast<char*>(op->request.output) + part.offset * element;
   // The credit covers the push only: the sum waits on the other workers, and holding credit across that
   // wait would let two workers that started different tensors first wait on each other forever.
-  client_->PushPull(part, round, dtype, input, output, [this, bytes] { ReleaseCredit(bytes); },
+  const bool per_machine = op->tensor->spec.scope == TensorScope::kMachine;
+  Participant me = per_machine ? Participant{config_.worker_id, config_.num_worker} : Participant{rank(), size()};
+  client_->PushPull(part, round, me, dtype, input, output, [this, bytes] { ReleaseCredit(bytes); },
                     [this, op](const Status& status) { FinishPartition(op, status); });
 }
 

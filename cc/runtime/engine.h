@@ -28,6 +28,9 @@ struct PushPullRequest {
   const void* input = nullptr;  // may equal output (in place)
   void* output = nullptr;
   int priority = 0;             // higher first
+  // kMachine: exactly one process of each worker machine pushes this name (its part of the machine's
+  // locally reduced sum); the servers then sum one contribution per machine.
+  TensorScope scope = TensorScope::kProcess;
   std::function<void(const Status&)> done;
 };
 

@@ -23,7 +23,8 @@ namespace {
 using testing::LocalJob;
 
 std::future<Status> PushPull(Engine& engine, const std::string& name, DataType dtype, std::vector<int64_t> shape,
-                             const void* in, void* out, int priority = 0) {
+                             const void* in, void* out, int priority = 0,
+                             TensorScope scope = TensorScope::kProcess) {
   auto done = std::make_shared<std::promise<Status>>();
   auto result = done->get_future();
   PushPullRequest r;
@@ -33,6 +34,7 @@ std::future<Status> PushPull(Engine& engine, const std::string& name, DataType d
   r.input = in;
   r.output = out;
   r.priority = priority;
+  r.scope = scope;
   r.done = [done](const Status& s) { done->set_value(s); };
   engine.Enqueue(std::move(r));
   return result;
@@ -215,6 +217,61 @@ TEST(EngineTest, AWorkerThatStopsMidwayTimesOutAtTheServer) {
   auto again = PushPull(job.worker(0), "t", DataType::kFloat32, {10}, a.data(), a.data());
   Status s = Await(again, 20);
   EXPECT_EQ(s.code(), Code::kDeadlineExceeded) << s.ToString();
+}
+
+// One process per GPU: local rank l of every machine pushes slice l of its machine's reduced tensor, and the
+// servers sum one contribution per machine; tensors of every process still sum over all processes.
+TEST(EngineTest, PerMachineTensorsSumOneContributionPerMachine) {
+  const int machines = 3, local_size = 2;
+  LocalJob job(machines, 2, /*timeout_s=*/20, /*credit_bytes=*/4 * 4096, local_size);
+  const int n = 5000;  // several partitions per slice
+  std::vector<std::vector<float>> slice(machines * local_size, std::vector<float>(n));
+  std::vector<std::vector<double>> everyone(machines * local_size, std::vector<double>(7));
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::future<Status>> done;
+    for (int rank = 0; rank < machines * local_size; ++rank) {
+      const int machine = rank / local_size, local = rank % local_size;
+      for (int i = 0; i < n; ++i) slice[rank][i] = float(round + 10 * machine + 100 * local + i % 17);
+      for (int i = 0; i < 7; ++i) everyone[rank][i] = rank + i;
+      done.push_back(PushPull(job.worker(rank), "grad#slice" + std::to_string(local), DataType::kFloat32, {n},
+                              slice[rank].data(), slice[rank].data(), 0, TensorScope::kMachine));
+      done.push_back(PushPull(job.worker(rank), "bias", DataType::kFloat64, {7}, everyone[rank].data(),
+                              everyone[rank].data()));
+    }
+    for (auto& f : done) ASSERT_TRUE(Await(f).ok());
+    for (int rank = 0; rank < machines * local_size; ++rank) {
+      const int local = rank % local_size;
+      for (int i = 0; i < n; i += 61) {
+        ASSERT_EQ(slice[rank][i], float(machines * (round + 100 * local + i % 17) + 10 * (0 + 1 + 2)));
+      }
+      for (int i = 0; i < 7; ++i) ASSERT_EQ(everyone[rank][i], double(0 + 1 + 2 + 3 + 4 + 5 + 6 * i));
+    }
+  }
+}
+
+TEST(EngineTest, TwoProcessesOfOneMachinePushingAPerMachineTensorFail) {
+  LocalJob job(2, 1, /*timeout_s=*/20, /*credit_bytes=*/4 * 4096, /*local_size=*/2);
+  std::vector<std::vector<float>> data(4, std::vector<float>(8));
+  std::vector<std::future<Status>> done;
+  for (int rank : {0, 1, 2}) {  // ranks 0 and 1 are machine 0
+    done.push_back(PushPull(job.worker(rank), "slice", DataType::kFloat32, {8}, data[rank].data(), data[rank].data(),
+                            0, TensorScope::kMachine));
+  }
+  for (auto& f : done) {
+    Status s = Await(f);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("once per worker machine"), std::string::npos) << s.message();
+  }
+}
+
+TEST(EngineTest, AMachineThatNeverPushesAPerMachineTensorIsNamed) {
+  LocalJob job(2, 1, /*timeout_s=*/1.5, /*credit_bytes=*/4 * 4096, /*local_size=*/2);
+  std::vector<float> a(10);
+  auto f = PushPull(job.worker(1), "lonely slice", DataType::kFloat32, {10}, a.data(), a.data(), 0,
+                    TensorScope::kMachine);
+  Status s = Await(f, 20);
+  EXPECT_EQ(s.code(), Code::kDeadlineExceeded) << s.ToString();
+  EXPECT_NE(s.message().find("not by worker machine(s) 1"), std::string::npos) << s.message();
 }
 
 TEST(EngineTest, LosingAServerFailsEveryWorkerPromptly) {

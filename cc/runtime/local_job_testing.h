@@ -16,8 +16,10 @@ namespace bps {
 namespace testing {
 
 inline Config NodeConfig(Role role, int num_workers, int num_servers, int worker_id, double timeout_s,
-                  size_t credit_bytes = 4 * 4096) {
+                         size_t credit_bytes = 4 * 4096, int local_size = 1, int local_rank = 0) {
   Config c;
+  c.local_size = local_size;
+  c.local_rank = local_rank;
   c.role = role;
   c.root_uri = "scheduler";
   c.root_port = 1;
@@ -31,10 +33,11 @@ inline Config NodeConfig(Role role, int num_workers, int num_servers, int worker
   return c;
 }
 
-// A job of `workers` engines and `servers` servers plus a scheduler, all threads of this process.
+// A job of `workers` worker machines with `local_size` engines each (worker(rank), rank = machine *
+// local_size + local rank) and `servers` servers plus a scheduler, all threads of this process.
 class LocalJob {
  public:
-  LocalJob(int workers, int servers, double timeout_s = 20, size_t credit_bytes = 4 * 4096)
+  LocalJob(int workers, int servers, double timeout_s = 20, size_t credit_bytes = 4 * 4096, int local_size = 1)
       : network_(std::make_shared<InMemoryNetwork>()) {
     scheduler_transport_ = CreateInMemoryTransport(network_);
     scheduler_ = std::make_unique<Scheduler>(NodeConfig(Role::kScheduler, workers, servers, 0, timeout_s),
@@ -49,9 +52,10 @@ class LocalJob {
       server_threads_.emplace_back([this, s] { servers_[s]->Run(); });
     }
     std::vector<std::future<StatusOr<std::unique_ptr<Engine>>>> starting;
-    for (int w = 0; w < workers; ++w) {
-      starting.push_back(std::async(std::launch::async, [this, w, workers, servers, timeout_s, credit_bytes] {
-        return Engine::Start(NodeConfig(Role::kWorker, workers, servers, w, timeout_s, credit_bytes),
+    for (int rank = 0; rank < workers * local_size; ++rank) {
+      starting.push_back(std::async(std::launch::async, [=] {
+        return Engine::Start(NodeConfig(Role::kWorker, workers, servers, rank / local_size, timeout_s, credit_bytes,
+                                        local_size, rank % local_size),
                              CreateInMemoryTransport(network_));
       }));
     }
