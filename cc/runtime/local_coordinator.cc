@@ -1,0 +1,420 @@
+#include "cc/runtime/local_coordinator.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "cc/common/clock.h"
+#include "cc/common/wire.h"
+#include "cc/common/work_thread.h"
+
+namespace bps {
+namespace {
+
+enum class Frame : uint8_t {
+  kHello = 1,  // member -> root: its local rank
+  kReady,      // member -> root: token
+  kGo,         // root -> members: token, root's payload
+  kError,      // root -> members: token (empty: the whole machine failed), message
+};
+
+constexpr int kPollMs = 100;
+
+sockaddr_un SocketAddress(const std::string& name, socklen_t* length) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  // Abstract namespace: a leading NUL, then the name (truncated to fit).
+  std::string path = "bps_tf." + name;
+  size_t n = std::min(path.size(), sizeof(address.sun_path) - 1);
+  std::memcpy(address.sun_path + 1, path.data(), n);
+  *length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  return address;
+}
+
+Status SendFrame(int fd, Frame type, const std::string& first, const std::string& second = "") {
+  WireWriter body;
+  body.Put<uint8_t>(static_cast<uint8_t>(type));
+  body.PutString(first);
+  body.PutString(second);
+  WireWriter framed;
+  framed.PutString(body.Take());
+  std::string bytes = framed.Take();
+  for (size_t sent = 0; sent < bytes.size();) {
+    ssize_t n = send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Unavailable(std::string("local coordination socket: ") + std::strerror(errno));
+    sent += static_cast<size_t>(n);
+  }
+  return Status::OK();
+}
+
+// Collects bytes from a stream socket and cuts them into frames.
+class FrameReader {
+ public:
+  // Reads what is available; false when the peer closed the connection or it failed.
+  bool Fill(int fd) {
+    char chunk[4096];
+    ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+    if (n <= 0) return false;
+    buffer_.append(chunk, static_cast<size_t>(n));
+    return true;
+  }
+  // The next complete frame, if any; false also for a malformed one (sets malformed()).
+  bool Next(Frame* type, std::string* first, std::string* second) {
+    if (buffer_.size() < 4) return false;
+    uint32_t length;
+    std::memcpy(&length, buffer_.data(), 4);
+    if (buffer_.size() < 4 + static_cast<size_t>(length)) return false;
+    const std::string frame = buffer_.substr(4, length);  // WireReader keeps a pointer into it
+    buffer_.erase(0, 4 + static_cast<size_t>(length));
+    WireReader r(frame);
+    uint8_t raw = r.Get<uint8_t>();
+    *first = r.GetString();
+    *second = r.GetString();
+    malformed_ = r.failed() || raw < 1 || raw > static_cast<uint8_t>(Frame::kError);
+    *type = static_cast<Frame>(raw);
+    return !malformed_;
+  }
+  bool malformed() const { return malformed_; }
+
+ private:
+  std::string buffer_;
+  bool malformed_ = false;
+};
+
+std::string RankList(const std::set<int>& ranks) {
+  std::ostringstream out;
+  bool first = true;
+  for (int r : ranks) {
+    out << (first ? "" : ", ") << r;
+    first = false;
+  }
+  return out.str();
+}
+
+// What both sides share: the runs this process ordered, per token in order, delivered on one thread.
+class Runs {
+ public:
+  void Add(const std::string& token, LocalCoordinator::Run run) { pending_[token].push_back(std::move(run)); }
+  // Delivers the oldest run of `token` (if this process ordered it).
+  void Deliver(const std::string& token, const StatusOr<std::string>& result) {
+    auto it = pending_.find(token);
+    if (it == pending_.end() || it->second.empty()) return;
+    LocalCoordinator::Run run = std::move(it->second.front());
+    it->second.pop_front();
+    if (it->second.empty()) pending_.erase(it);
+    delivery_.Post([run, result] { run(result); });
+  }
+  void DeliverNow(LocalCoordinator::Run run, const Status& error) {
+    delivery_.Post([run, error] { run(StatusOr<std::string>(error)); });
+  }
+  void FailAll(const Status& error) {
+    for (auto& entry : pending_) {
+      for (auto& run : entry.second) DeliverNow(std::move(run), error);
+    }
+    pending_.clear();
+  }
+  void Stop() { delivery_.Stop(); }
+
+ private:
+  std::map<std::string, std::deque<LocalCoordinator::Run>> pending_;
+  WorkThread delivery_;
+};
+
+// Local rank 0: listens, matches tokens, announces them.
+class Root : public LocalCoordinator {
+ public:
+  Root(int local_size, double timeout_s, int listener)
+      : local_size_(local_size), timeout_s_(timeout_s), listener_(listener) {
+    io_ = std::thread([this] { Loop(); });
+  }
+  ~Root() override {
+    stop_ = true;
+    io_.join();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      runs_.FailAll(Aborted("local coordination stopped (shutdown)"));
+    }
+    runs_.Stop();
+    for (auto& member : members_) close(member.fd);
+    if (listener_ >= 0) close(listener_);
+  }
+
+  void Order(const std::string& token, const std::string& payload, Run run) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.ok()) return runs_.DeliverNow(std::move(run), failure_);
+    runs_.Add(token, std::move(run));
+    Ready(0, token, &payload);
+  }
+
+ private:
+  struct Member {
+    int fd;
+    int rank = -1;  // known after HELLO
+    FrameReader reader;
+  };
+  struct Pending {
+    std::set<int> ready;
+    std::string payload;
+    double since = 0;
+  };
+
+  // With mu_ held. Local rank `rank` ordered `token` (payload from rank 0 only).
+  void Ready(int rank, const std::string& token, const std::string* payload) {
+    std::deque<Pending>& queue = pending_[token];
+    auto entry = queue.begin();
+    while (entry != queue.end() && entry->ready.count(rank)) ++entry;
+    if (entry == queue.end()) {
+      queue.push_back(Pending());
+      entry = std::prev(queue.end());
+      entry->since = NowSeconds();
+    }
+    entry->ready.insert(rank);
+    if (payload) entry->payload = *payload;
+    // The oldest completes first (a later entry holds only ranks the older ones hold).
+    while (!queue.empty() && static_cast<int>(queue.front().ready.size()) == local_size_) {
+      for (Member& member : members_) {
+        if (member.rank > 0) SendFrame(member.fd, Frame::kGo, token, queue.front().payload);
+      }
+      runs_.Deliver(token, queue.front().payload);
+      queue.pop_front();
+    }
+    if (queue.empty()) pending_.erase(token);
+  }
+
+  void Fail(const Status& why) {
+    if (!failure_.ok()) return;
+    failure_ = why;
+    for (Member& member : members_) {
+      if (member.rank > 0) SendFrame(member.fd, Frame::kError, "", why.message());
+    }
+    runs_.FailAll(why);
+    pending_.clear();
+  }
+
+  void ExpireOld() {
+    const double now = NowSeconds();
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      std::deque<Pending>& queue = it->second;
+      while (!queue.empty() && now - queue.front().since > timeout_s_) {
+        std::set<int> missing;
+        for (int r = 0; r < local_size_; ++r) {
+          if (!queue.front().ready.count(r)) missing.insert(r);
+        }
+        std::ostringstream text;
+        text << "local operation '" << it->first << "' was ready on local rank(s) " << RankList(queue.front().ready)
+             << " of this machine but not on local rank(s) " << RankList(missing) << " within BYTEPS_TIMEOUT="
+             << timeout_s_ << " s; every process of a machine must push_pull the same GPU tensors";
+        Status error = DeadlineExceeded(text.str());
+        for (Member& member : members_) {
+          if (queue.front().ready.count(member.rank)) SendFrame(member.fd, Frame::kError, it->first, error.message());
+        }
+        if (queue.front().ready.count(0)) runs_.Deliver(it->first, error);
+        queue.pop_front();
+      }
+      it = queue.empty() ? pending_.erase(it) : std::next(it);
+    }
+  }
+
+  void Handle(Member& member, Frame type, const std::string& first) {
+    if (type == Frame::kHello) {
+      int rank = std::atoi(first.c_str());
+      bool taken = false;
+      for (const Member& other : members_) taken |= (other.rank == rank);
+      if (rank <= 0 || rank >= local_size_ || taken) {
+        return Fail(InvalidArgument("a process joined this machine's local coordination as local rank " + first +
+                                    " (BYTEPS_LOCAL_SIZE=" + std::to_string(local_size_) +
+                                    "): give each process of a machine its own BYTEPS_LOCAL_RANK"));
+      }
+      member.rank = rank;
+    } else if (type == Frame::kReady && member.rank > 0) {
+      Ready(member.rank, first, nullptr);
+    }
+  }
+
+  void Loop() {
+    double last_expiry = NowSeconds();
+    while (!stop_) {
+      std::vector<pollfd> fds;
+      if (listener_ >= 0) fds.push_back({listener_, POLLIN, 0});
+      size_t first_member = fds.size();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (Member& member : members_) fds.push_back({member.fd, POLLIN, 0});
+      }
+      int ready = poll(fds.data(), fds.size(), kPollMs);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (ready > 0 && listener_ >= 0 && (fds[0].revents & POLLIN)) {
+        int fd = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd >= 0) members_.push_back(Member{fd});
+      }
+      for (size_t i = first_member; ready > 0 && i < fds.size(); ++i) {
+        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        Member& member = members_[i - first_member];
+        bool open = member.reader.Fill(member.fd);
+        Frame type;
+        std::string first, second;
+        while (open && member.reader.Next(&type, &first, &second)) Handle(member, type, first);
+        if (!open || member.reader.malformed()) {
+          Fail(Unavailable("local rank " + std::to_string(member.rank) +
+                           " of this machine exited or closed its local coordination connection"));
+          close(member.fd);
+          members_.erase(members_.begin() + static_cast<long>(i - first_member));
+          break;  // indices moved; poll again
+        }
+      }
+      if (NowSeconds() - last_expiry > 0.5) {
+        ExpireOld();
+        last_expiry = NowSeconds();
+      }
+    }
+  }
+
+  const int local_size_;
+  const double timeout_s_;
+  const int listener_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::vector<Member> members_;
+  std::map<std::string, std::deque<Pending>> pending_;
+  Runs runs_;
+  Status failure_;
+  std::thread io_;
+};
+
+// Local ranks 1..n-1: send READY, run what rank 0 announces.
+class Member : public LocalCoordinator {
+ public:
+  explicit Member(int fd) : fd_(fd) { io_ = std::thread([this] { Loop(); }); }
+  ~Member() override {
+    stop_ = true;
+    io_.join();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      runs_.FailAll(Aborted("local coordination stopped (shutdown)"));
+    }
+    runs_.Stop();
+    close(fd_);
+  }
+
+  void Order(const std::string& token, const std::string&, Run run) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.ok()) return runs_.DeliverNow(std::move(run), failure_);
+    runs_.Add(token, std::move(run));
+    Status sent = SendFrame(fd_, Frame::kReady, token);
+    if (!sent.ok()) Fail(sent);
+  }
+
+ private:
+  void Fail(const Status& why) {
+    if (!failure_.ok()) return;
+    failure_ = why;
+    runs_.FailAll(why);
+  }
+
+  void Loop() {
+    FrameReader reader;
+    while (!stop_) {
+      pollfd fd{fd_, POLLIN, 0};
+      if (poll(&fd, 1, kPollMs) <= 0) continue;
+      bool open = reader.Fill(fd_);
+      std::lock_guard<std::mutex> lock(mu_);
+      Frame type;
+      std::string first, second;
+      while (open && reader.Next(&type, &first, &second)) {
+        if (type == Frame::kGo) {
+          runs_.Deliver(first, second);
+        } else if (type == Frame::kError && first.empty()) {
+          Fail(Unavailable(second));
+        } else if (type == Frame::kError) {
+          runs_.Deliver(first, Status(Code::kDeadlineExceeded, second));
+        }
+      }
+      if (!open || reader.malformed()) {
+        Fail(Unavailable("local rank 0 of this machine exited or closed its local coordination connection"));
+        return;
+      }
+    }
+  }
+
+  const int fd_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  Runs runs_;
+  Status failure_;
+  std::thread io_;
+};
+
+// With one process on the machine there is nothing to agree on: runs follow the calls.
+class Alone : public LocalCoordinator {
+ public:
+  void Order(const std::string&, const std::string& payload, Run run) override {
+    delivery_.Post([run, payload] { run(payload); });
+  }
+
+ private:
+  WorkThread delivery_;
+};
+
+}  // namespace
+
+std::string LocalCoordinatorName(const std::string& root_uri, int root_port, int worker_id) {
+  return root_uri + ":" + std::to_string(root_port) + "/machine" + std::to_string(worker_id);
+}
+
+StatusOr<std::unique_ptr<LocalCoordinator>> LocalCoordinator::Connect(const std::string& name, int local_rank,
+                                                                       int local_size, double timeout_s) {
+  if (local_rank < 0 || local_rank >= local_size) {
+    return InvalidArgument("BYTEPS_LOCAL_RANK=" + std::to_string(local_rank) + " is outside BYTEPS_LOCAL_SIZE=" +
+                           std::to_string(local_size));
+  }
+  if (local_size == 1) return std::unique_ptr<LocalCoordinator>(new Alone());
+  socklen_t length;
+  sockaddr_un address = SocketAddress(name, &length);
+  auto new_socket = [] { return socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0); };
+  int fd = new_socket();
+  if (fd < 0) return Internal(std::string("socket(AF_UNIX): ") + std::strerror(errno));
+  if (local_rank == 0) {
+    if (bind(fd, reinterpret_cast<sockaddr*>(&address), length) != 0 || listen(fd, local_size) != 0) {
+      std::string why = std::strerror(errno);
+      close(fd);
+      return Unavailable("local rank 0 cannot listen for this machine's other processes (" + why +
+                         "): is another job with the same DMLC_PS_ROOT_URI:DMLC_PS_ROOT_PORT and DMLC_WORKER_ID "
+                         "running on this machine?");
+    }
+    return std::unique_ptr<LocalCoordinator>(new Root(local_size, timeout_s, fd));
+  }
+  const double deadline = NowSeconds() + timeout_s;
+  while (connect(fd, reinterpret_cast<sockaddr*>(&address), length) != 0) {
+    close(fd);
+    if (NowSeconds() > deadline) {
+      return DeadlineExceeded("local rank 0 of this machine did not start its GPU coordination within "
+                              "BYTEPS_TIMEOUT=" + std::to_string(timeout_s) +
+                              " s; every process of a machine must push_pull GPU tensors");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    fd = new_socket();  // rank 0 is not listening yet: try again with a fresh socket
+    if (fd < 0) return Internal(std::string("socket(AF_UNIX): ") + std::strerror(errno));
+  }
+  Status hello = SendFrame(fd, Frame::kHello, std::to_string(local_rank));
+  if (!hello.ok()) {
+    close(fd);
+    return hello;
+  }
+  return std::unique_ptr<LocalCoordinator>(new Member(fd));
+}
+
+}  // namespace bps
