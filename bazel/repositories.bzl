@@ -8,6 +8,9 @@ _PYTHON_ENV = ["PYTHON_BIN_PATH"]
 
 def _python_bin(ctx):
     python = ctx.os.environ.get("PYTHON_BIN_PATH", "")
+    if python and not python.startswith("/"):
+        # Relative to the workspace, as the user typed it there (repository rules run elsewhere).
+        python = str(ctx.path(Label("//:WORKSPACE")).dirname) + "/" + python
     if python:
         return python
     found = ctx.which("python3")
@@ -175,11 +178,14 @@ package(default_visibility = ["//visibility:public"])
 # Placeholders: CUDA targets are built only under --config=cuda, on a machine with CUDA.
 exports_files(["nvcc"])
 
-cc_library(name = "cuda")
+cc_library(name = "cuda", hdrs = glob(["cuda_include/*.h"]), includes = ["cuda_include"])
 
 cc_library(name = "nccl")
 """)
         ctx.file("nvcc", "#!/bin/sh\necho 'bps_tf: %s' >&2\nexit 1\n" % why, executable = True)
+        # So that a --config=cuda build says why, instead of a missing header.
+        for header in ["cuda_runtime.h", "nccl.h"]:
+            ctx.file("cuda_include/" + header, "#error \"bps_tf: --config=cuda needs CUDA and NCCL: %s\"\n" % why)
         ctx.file("defs.bzl", "CUDA_FOUND = False\nCUDA_MISSING_REASON = %r\n" % why)
         return
     ctx.symlink(cuda_home + "/include", "cuda_include")

@@ -4,9 +4,11 @@
 # repository, where it makes the bundle first.
 #   1. gpu_local_test: local NCCL reduce/broadcast, reduce-scatter/all-gather and the GPU push_pull pipeline
 #      (two workers as threads with a server) on 1 and 2 GPUs, every dtype, odd sizes, exact;
-#   2. a real job on loopback: scheduler, CPU server and two worker processes with one GPU each, over UCX,
-#      in both local-reduction modes, exact;
-#   3. the GPU push_pull benchmark of that job (end-to-end against the sum of its stages) and gpu_bench
+#   2. real jobs on loopback over UCX with a CPU server, exact, in both local-reduction modes:
+#      2 worker machines x 1 process with one GPU each; 2 machines x 2 processes (one per GPU, the
+#      machine's processes share an NCCL communicator and each pushes its own part); 1 machine x 2
+#      processes (local NCCL only, and forced through the servers);
+#   3. the GPU push_pull benchmark of such jobs (end-to-end against the sum of its stages) and gpu_bench
 #      (pinned copies against cudaMemcpy's peak; local reductions against NCCL all-reduce).
 # Usage: gpu_check.sh [OUT_DIR]   (logs and JSON results go to OUT_DIR, default ./gpu_check_out)
 set -uo pipefail
@@ -33,31 +35,51 @@ step "gpu_local_test"
 timeout 600 "$here/bin/gpu_local_test" > "$out/gpu_local_test.log" 2>&1 || failures=$((failures + 1))
 grep -E "^\[ +(OK|PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|first wrong|: " "$out/gpu_local_test.log" | tail -40
 
-# A job of 2 worker processes (one GPU each when there are 2) with 1 CPU server, on loopback.
-run_job() {  # run_job LABEL WORKER_ARGS...
-  local label=$1; shift
+# A job of MACHINES worker machines x LOCAL worker processes (process l on GPU l when LOCAL > 1) with
+# 1 CPU server, on loopback.
+run_job() {  # run_job LABEL MACHINES LOCAL WORKER_ARGS...
+  local label=$1 machines=$2 local_size=$3; shift 3
   local port=$((20000 + RANDOM % 20000))
-  local common="DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$port DMLC_NUM_WORKER=2 DMLC_NUM_SERVER=1 DMLC_NODE_HOST=127.0.0.1 BYTEPS_TIMEOUT=60"
+  local common="DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$port DMLC_NUM_WORKER=$machines DMLC_NUM_SERVER=1 DMLC_NODE_HOST=127.0.0.1 BYTEPS_TIMEOUT=60 BYTEPS_LOCAL_SIZE=$local_size"
   env $common DMLC_ROLE=scheduler timeout 300 "$here/bin/gpu_job" > "$out/$label.scheduler.log" 2>&1 &
   env $common DMLC_ROLE=server timeout 300 "$here/bin/gpu_job" > "$out/$label.server.log" 2>&1 &
-  local pids=()
-  for w in 0 1; do
-    env $common DMLC_ROLE=worker DMLC_WORKER_ID=$w timeout 300 "$here/bin/gpu_job" "$@" > "$out/$label.worker$w.log" 2>&1 &
-    pids+=($!)
+  local pids=() logs=()
+  for ((m = 0; m < machines; m++)); do
+    for ((l = 0; l < local_size; l++)); do
+      logs+=("$out/$label.worker$m.$l.log")
+      env $common DMLC_ROLE=worker DMLC_WORKER_ID=$m BYTEPS_LOCAL_RANK=$l timeout 300 "$here/bin/gpu_job" "$@" \
+        > "${logs[-1]}" 2>&1 &
+      pids+=($!)
+    done
   done
   local rc=0
   for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
   wait
-  cat "$out/$label.worker0.log" "$out/$label.worker1.log"
+  cat "${logs[@]}"
   [ $rc -eq 0 ] || { echo "job $label failed (logs in $out)"; failures=$((failures + 1)); }
 }
 
-step "2 worker processes, reduce-scatter"
-run_job check_scatter check
-step "2 worker processes, reduce-to-root"
-BPS_GPU_MODE=root run_job check_root check
-step "GPU push_pull benchmark (2 worker processes)"
-run_job bench bench | tee "$out/gpu_push_pull_bench.jsonl"
+step "2 machines x 1 worker process, reduce-scatter"
+run_job check_scatter 2 1 check
+step "2 machines x 1 worker process, reduce-to-root"
+BPS_GPU_MODE=root run_job check_root 2 1 check
+gpus=$(nvidia-smi -L | wc -l)
+if [ "$gpus" -ge 2 ]; then
+  step "2 machines x 2 worker processes (one per GPU), reduce-scatter"
+  run_job check_per_gpu_scatter 2 2 check
+  step "2 machines x 2 worker processes (one per GPU), reduce-to-root"
+  BPS_GPU_MODE=root run_job check_per_gpu_root 2 2 check
+  step "1 machine x 2 worker processes (one per GPU): local NCCL only"
+  run_job check_per_gpu_local 1 2 check
+  step "1 machine x 2 worker processes (one per GPU), forced through the server"
+  BYTEPS_FORCE_DISTRIBUTED=1 run_job check_per_gpu_forced 1 2 check
+fi
+step "GPU push_pull benchmark (2 machines x 1 worker process)"
+run_job bench 2 1 bench | tee "$out/gpu_push_pull_bench.jsonl"
+if [ "$gpus" -ge 2 ]; then
+  step "GPU push_pull benchmark (2 machines x 2 worker processes, one per GPU)"
+  run_job bench_per_gpu 2 2 bench | tee "$out/gpu_push_pull_bench_per_gpu.jsonl"
+fi
 step "gpu_bench"
 timeout 600 "$here/bin/gpu_bench" | tee "$out/gpu_bench.jsonl" || failures=$((failures + 1))
 

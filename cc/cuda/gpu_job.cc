@@ -35,8 +35,8 @@ struct Worker {
   int size;
   int device;
   cudaStream_t stream;
-  std::unique_ptr<LocalNccl> nccl;
-  std::unique_ptr<GpuPushPull> push_pull;
+  std::unique_ptr<GpuGroup> group;
+  GpuPushPull* push_pull = nullptr;
 };
 
 Status RunOnce(Worker& w, const std::string& name, DataType dtype, uint64_t count, void* data) {
@@ -77,8 +77,12 @@ int Check(Worker& w) {
       ++cases;
     }
   }
-  std::printf("rank %d: GPU push_pull exact in %d dtype/size cases (mode %s)\n", w.rank, cases,
-              w.push_pull->options().mode == LocalReduceMode::kReduceScatter ? "reduce-scatter" : "reduce-to-root");
+  const Config& config = w.engine->config();
+  std::printf("rank %d (machine %d, local rank %d of %d): GPU push_pull of %d processes exact in %d dtype/size "
+              "cases (mode %s%s)\n",
+              w.rank, config.worker_id, config.local_rank, config.local_size, w.size, cases,
+              w.push_pull->options().mode == LocalReduceMode::kReduceScatter ? "reduce-scatter" : "reduce-to-root",
+              w.push_pull->options().distributed ? ", through the servers" : ", local NCCL only");
   return 0;
 }
 
@@ -202,23 +206,21 @@ int RunWorker(const std::string& mode) {
   int gpus = 0;
   cudaGetDeviceCount(&gpus);
   if (gpus == 0) return Fail("devices", Internal("no GPU"));
-  w.device = w.engine->config().worker_id % gpus;
+  // One process per GPU when the machine runs several (BYTEPS_LOCAL_SIZE), else one GPU per machine.
+  const Config& config = w.engine->config();
+  w.device = (config.local_size > 1 ? config.local_rank : config.worker_id) % gpus;
   cudaSetDevice(w.device);
   cudaStreamCreate(&w.stream);
-  auto nccl = LocalNccl::ForDevices({w.device});
-  if (!nccl.ok()) return Fail("nccl", nccl.status());
-  w.nccl = std::move(nccl.value());
-  GpuPushPullOptions options;
-  options.chunk_bytes = w.engine->config().partition_bytes;
-  options.distributed = w.size > 1 || w.engine->config().force_distributed;
+  GpuPushPullOptions options = DefaultGpuOptions(*w.engine);
   const char* local_mode = std::getenv("BPS_GPU_MODE");
   if (local_mode && std::strcmp(local_mode, "root") == 0) options.mode = LocalReduceMode::kReduceToRoot;
-  w.push_pull = std::make_unique<GpuPushPull>(w.engine, w.nccl.get(), options);
-  s = w.push_pull->Init();
-  if (!s.ok()) return Fail("init GPU push_pull", s);
+  auto group = CreateGpuGroup(w.engine, {w.device}, options);
+  if (!group.ok()) return Fail("GPU group", group.status());
+  w.group = std::move(group.value());
+  w.push_pull = w.group->push_pull.get();
   int rc = mode == "bench" ? Bench(w) : Check(w);
-  if (rc == 0 && mode == "check" && gpus > 1) rc = CheckRendezvous(w, gpus);
-  w.push_pull.reset();
+  if (rc == 0 && mode == "check" && gpus > 1 && config.local_size == 1) rc = CheckRendezvous(w, gpus);
+  w.group.reset();
   s = ShutdownProcessEngine();
   if (!s.ok() && rc == 0) return Fail("shutdown", s);
   return rc;

@@ -9,6 +9,7 @@
 #include "cc/cuda/cuda_status.h"
 #include "cc/cuda/gpu_push_pull.h"
 #include "cc/cuda/local_nccl.h"
+#include "cc/cuda/process_gpu.h"
 #include "cc/reducer/test_data.h"
 #include "cc/runtime/local_job_testing.h"
 
@@ -121,7 +122,7 @@ TEST_P(LocalNcclTest, ReduceScatterThenAllGatherGivesEveryGpuTheSum) {
 TEST_P(LocalNcclTest, LocalOnlyPushPullIsALocalAllReduce) {
   GpuPushPullOptions options;
   options.distributed = false;
-  GpuPushPull push_pull(nullptr, nccl_.get(), options);
+  GpuPushPull push_pull(nullptr, nccl_.get(), nullptr, options);
   ASSERT_TRUE(push_pull.Init().ok());
   for (DataType dtype : test_data::kAllTypes) {
     for (uint64_t n : {uint64_t(0), uint64_t(7), uint64_t(1000003)}) {
@@ -152,7 +153,7 @@ TEST_P(DistributedTest, EveryGpuOfEveryWorkerGetsTheGlobalSum) {
     GpuPushPullOptions options;
     options.chunk_bytes = 4096 * 3;  // several chunks, crossing GPU slice boundaries
     options.mode = std::get<1>(GetParam());
-    workers.push_back(std::make_unique<GpuPushPull>(&job.worker(w), nccls.back().get(), options));
+    workers.push_back(std::make_unique<GpuPushPull>(&job.worker(w), nccls.back().get(), nullptr, options));
     ASSERT_TRUE(workers.back()->Init().ok());
   }
   for (DataType dtype : test_data::kAllTypes) {
@@ -176,6 +177,57 @@ TEST_P(DistributedTest, EveryGpuOfEveryWorkerGetsTheGlobalSum) {
 }
 
 INSTANTIATE_TEST_SUITE_P(GpusAndModes, DistributedTest,
+                         ::testing::Combine(::testing::Values(1, 2),
+                                            ::testing::Values(LocalReduceMode::kReduceToRoot,
+                                                              LocalReduceMode::kReduceScatter)));
+
+// One process per GPU (Horovod-style), played by threads with their own engines: `machines` worker machines
+// of 2 processes each, process l of every machine on GPU l. Each machine's processes share one NCCL
+// communicator set up through the LocalCoordinator, and each pushes only its own part of the sum.
+class ProcessPerGpuTest : public ::testing::TestWithParam<std::tuple<int, LocalReduceMode>> {};
+
+TEST_P(ProcessPerGpuTest, EveryProcessGetsTheGlobalSum) {
+  const int machines = std::get<0>(GetParam()), local_size = 2;
+  if (GpuCount() < local_size) GTEST_SKIP() << "needs " << local_size << " GPUs";
+  const int processes = machines * local_size;
+  testing::LocalJob job(machines, 2, /*timeout_s=*/60, /*credit_bytes=*/4 * 4096, local_size);
+  std::vector<std::unique_ptr<GpuGroup>> groups(processes);
+  std::vector<std::thread> joining;
+  for (int r = 0; r < processes; ++r) {
+    joining.emplace_back([&, r] {  // every local process must join for any of them to finish
+      GpuPushPullOptions options = DefaultGpuOptions(job.worker(r));
+      options.chunk_bytes = 4096 * 3;
+      options.mode = std::get<1>(GetParam());
+      auto group = CreateGpuGroup(&job.worker(r), {r % local_size}, options);
+      ASSERT_TRUE(group.ok()) << group.status().ToString();
+      groups[r] = std::move(group.value());
+    });
+  }
+  for (auto& t : joining) t.join();
+  for (auto& g : groups) ASSERT_NE(g, nullptr);
+  EXPECT_EQ(groups[0]->push_pull->options().distributed, machines > 1);
+  for (DataType dtype : test_data::kAllTypes) {
+    for (uint64_t n : {uint64_t(0), uint64_t(1), uint64_t(7), uint64_t(3071), uint64_t(3072), uint64_t(100003)}) {
+      std::string name = std::string(DataTypeName(dtype)) + "/" + std::to_string(n);
+      std::vector<std::unique_ptr<DeviceData>> data;
+      std::vector<std::promise<Status>> done(processes);
+      for (int r = 0; r < processes; ++r) data.push_back(std::make_unique<DeviceData>(std::vector<int>{r % local_size}, dtype, n, r));
+      for (int r = processes - 1; r >= 0; --r) {  // the processes of a machine arrive in different orders
+        groups[r]->push_pull->Run(name, dtype, n, 0, data[r]->tensors(),
+                                  [&done, r](const Status& s) { done[r].set_value(s); });
+      }
+      for (int r = 0; r < processes; ++r) {
+        auto future = done[r].get_future();
+        ASSERT_EQ(future.wait_for(std::chrono::seconds(60)), std::future_status::ready) << name;
+        Status s = future.get();
+        ASSERT_TRUE(s.ok()) << name << ": " << s.ToString();
+        if (n > 0) data[r]->ExpectSum(processes, name);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(MachinesAndModes, ProcessPerGpuTest,
                          ::testing::Combine(::testing::Values(1, 2),
                                             ::testing::Values(LocalReduceMode::kReduceToRoot,
                                                               LocalReduceMode::kReduceScatter)));

@@ -17,7 +17,7 @@ struct Piece {
 };
 
 struct GpuPushPull::Chunk {
-  uint64_t index;
+  std::string name;  // the tensor name the servers see
   uint64_t offset;
   uint64_t count;
   std::vector<Piece> pieces;
@@ -30,6 +30,7 @@ struct GpuPushPull::Operation {
   uint64_t count;
   int priority;
   std::vector<GpuTensor> members;
+  std::vector<cudaEvent_t> ready;  // per member: where the framework's stream was when it handed us the tensor
   std::function<void(const Status&)> done;
   char* pinned = nullptr;
   uint64_t scatter_count = 0;  // elements covered by the reduce-scatter (a multiple of the member count)
@@ -73,10 +74,23 @@ Status StreamWaits(cudaStream_t waiter, int producer_device, cudaStream_t produc
   return s;
 }
 
+// The position `stream` (of `device`) has reached now, for others to wait on later.
+StatusOr<cudaEvent_t> RecordNow(int device, cudaStream_t stream) {
+  BPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  cudaEvent_t event;
+  BPS_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  Status s = CudaStatus(cudaEventRecord(event, stream), "cudaEventRecord");
+  if (!s.ok()) {
+    cudaEventDestroy(event);
+    return s;
+  }
+  return event;
+}
+
 }  // namespace
 
-GpuPushPull::GpuPushPull(Engine* engine, LocalNccl* nccl, GpuPushPullOptions options)
-    : engine_(engine), nccl_(nccl), options_(options) {}
+GpuPushPull::GpuPushPull(Engine* engine, LocalNccl* nccl, LocalCoordinator* coordinator, GpuPushPullOptions options)
+    : engine_(engine), nccl_(nccl), coordinator_(coordinator), options_(options) {}
 
 GpuPushPull::~GpuPushPull() {
   for (size_t i = 0; i < main_streams_.size(); ++i) {
@@ -89,6 +103,9 @@ GpuPushPull::~GpuPushPull() {
 
 Status GpuPushPull::Init() {
   if (options_.distributed && engine_ == nullptr) return InvalidArgument("a distributed GpuPushPull needs an engine");
+  if (nccl_->spans_processes() && coordinator_ == nullptr) {
+    return InvalidArgument("a GpuPushPull over several processes needs their LocalCoordinator");
+  }
   for (int device : nccl_->devices()) {
     BPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
     cudaStream_t main, h2d, notify;
@@ -116,17 +133,48 @@ void GpuPushPull::Run(const std::string& name, DataType dtype, uint64_t count, i
 }
 
 Status GpuPushPull::Start(const std::shared_ptr<Operation>& op) {
-  const int n = nccl_->size();
-  if (static_cast<int>(op->members.size()) != n) {
+  const int local = static_cast<int>(nccl_->devices().size());
+  if (static_cast<int>(op->members.size()) != local) {
     return InvalidArgument("push_pull of '" + op->name + "' got " + std::to_string(op->members.size()) +
-                           " GPU tensors for " + std::to_string(n) + " local GPUs");
+                           " GPU tensors for " + std::to_string(local) + " local GPUs");
   }
-  for (int i = 0; i < n; ++i) {
-    // Our streams start once the framework has produced the tensor.
-    BPS_RETURN_IF_ERROR(StreamWaits(main_streams_[i], op->members[i].device, op->members[i].stream));
+  for (const GpuTensor& member : op->members) {
+    // Recorded now, waited on when our work is issued: the framework's stream may move on meanwhile.
+    auto event = RecordNow(member.device, member.stream);
+    if (!event.ok()) return event.status();
+    op->ready.push_back(event.value());
   }
+  InOrder(op, "reduce", [this, op] { return ReduceLocally(op); });
+  return Status::OK();
+}
+
+// Runs `issue` (which queues NCCL calls) now, or, with one process per GPU, when the machine's processes
+// agree it is this step's turn, so that every process queues its NCCL calls in the same order.
+void GpuPushPull::InOrder(const std::shared_ptr<Operation>& op, const std::string& step,
+                          std::function<Status()> issue) {
+  if (!nccl_->spans_processes()) {
+    Status issued = issue();
+    if (!issued.ok()) Complete(op, issued);
+    return;
+  }
+  coordinator_->Order(op->name + "/" + step, "", [this, op, issue](const StatusOr<std::string>& turn) {
+    Status issued = turn.ok() ? issue() : turn.status();
+    if (!issued.ok()) Complete(op, issued);
+  });
+}
+
+Status GpuPushPull::ReduceLocally(const std::shared_ptr<Operation>& op) {
+  const int local = static_cast<int>(op->members.size());
   std::vector<DeviceSpan> spans;
-  for (int i = 0; i < n; ++i) spans.push_back({op->members[i].device, op->members[i].data, main_streams_[i]});
+  for (int i = 0; i < local; ++i) {
+    BPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(op->members[i].device));
+    Status waited = CudaStatus(cudaStreamWaitEvent(main_streams_[i], op->ready[i], 0), "cudaStreamWaitEvent");
+    cudaEventDestroy(op->ready[i]);  // safe: the wait keeps what it needs
+    BPS_RETURN_IF_ERROR(waited);
+    spans.push_back({op->members[i].device, op->members[i].data, main_streams_[i]});
+  }
+  op->ready.clear();
+  const int n = nccl_->size();
   if (op->count == 0 || !options_.distributed) {
     // Nothing to move, or one worker machine: the local all-reduce is the whole job.
     if (op->count > 0 && n > 1) BPS_RETURN_IF_ERROR(nccl_->AllReduce(spans, op->dtype, op->count));
@@ -147,16 +195,16 @@ Status GpuPushPull::Start(const std::shared_ptr<Operation>& op) {
   return StageToHost(op);
 }
 
-// Chunks follow a grid over the whole tensor, the same on every worker whatever its number of GPUs; a chunk
-// may gather pieces from several GPUs (reduce-scatter mode) and is pushed once all of them are on the host.
-Status GpuPushPull::StageToHost(const std::shared_ptr<Operation>& op) {
-  auto pinned = staging_.Get(op->name, op->count * op->element());
-  if (!pinned.ok()) return pinned.status();
-  op->pinned = static_cast<char*>(pinned.value());
-  const int n = nccl_->size();
+// Which parts of the sum this process sends, and under which names. One process driving every GPU: a grid
+// over the whole tensor, the same on every worker whatever its number of GPUs (a chunk may gather pieces
+// from several GPUs). One process per GPU: each process's own part (its reduce-scatter slice; the tail or
+// the whole reduced tensor on NCCL rank 0), cut into chunks named after the part, so that exactly one
+// process per machine pushes each name (a per-machine tensor).
+void GpuPushPull::PlanChunks(const std::shared_ptr<Operation>& op) {
   const uint64_t per_chunk = std::max<uint64_t>(1, options_.chunk_bytes / op->element());
+  const int n = nccl_->size();
   const uint64_t slice = op->scatter_count / n;
-  auto owner_end = [&](uint64_t offset, int* owner) {  // the member holding the sum at `offset`, and where its part ends
+  auto owner_end = [&](uint64_t offset, int* owner) {  // the NCCL rank holding the sum at `offset`, and where its part ends
     if (offset < op->scatter_count) {
       *owner = static_cast<int>(offset / slice);
       return (*owner + 1) * slice;
@@ -164,21 +212,46 @@ Status GpuPushPull::StageToHost(const std::shared_ptr<Operation>& op) {
     *owner = 0;
     return op->count;
   };
-  for (uint64_t offset = 0, index = 0; offset < op->count; offset += per_chunk, ++index) {
+  auto add_chunk = [&](std::string name, uint64_t offset, uint64_t count) {
     auto chunk = std::make_unique<Chunk>();
-    chunk->index = index;
+    chunk->name = std::move(name);
     chunk->offset = offset;
-    chunk->count = std::min(per_chunk, op->count - offset);
-    for (uint64_t at = offset; at < offset + chunk->count;) {
+    chunk->count = count;
+    for (uint64_t at = offset; at < offset + count;) {
       int owner;
-      uint64_t end = std::min(owner_end(at, &owner), offset + chunk->count);
-      chunk->pieces.push_back({owner, at, end - at});
+      uint64_t end = std::min(owner_end(at, &owner), offset + count);
+      chunk->pieces.push_back({owner - nccl_->first_rank(), at, end - at});
       at = end;
     }
     chunk->copies_pending = static_cast<int>(chunk->pieces.size());
     op->chunks.push_back(std::move(chunk));
+  };
+  if (!nccl_->spans_processes()) {
+    for (uint64_t offset = 0, index = 0; offset < op->count; offset += per_chunk, ++index) {
+      add_chunk(op->name + "#" + std::to_string(index), offset, std::min(per_chunk, op->count - offset));
+    }
+    return;
   }
+  auto add_part = [&](const std::string& part, uint64_t begin, uint64_t end) {
+    for (uint64_t offset = begin, index = 0; offset < end; offset += per_chunk, ++index) {
+      add_chunk(op->name + "#" + part + "." + std::to_string(index), offset, std::min(per_chunk, end - offset));
+    }
+  };
+  const int rank = nccl_->first_rank();
+  if (op->scatter_count > 0) add_part("slice" + std::to_string(rank), rank * slice, (rank + 1) * slice);
+  if (rank == 0 && op->scatter_count < op->count) add_part("rest", op->scatter_count, op->count);
+}
+
+Status GpuPushPull::StageToHost(const std::shared_ptr<Operation>& op) {
+  auto pinned = staging_.Get(op->name, op->count * op->element());
+  if (!pinned.ok()) return pinned.status();
+  op->pinned = static_cast<char*>(pinned.value());
+  PlanChunks(op);
   op->chunks_pending = op->chunks.size();
+  if (op->chunks.empty()) {  // this process holds no part of the sum (another GPU of the machine sends it)
+    Finish(op);
+    return Status::OK();
+  }
   for (auto& chunk : op->chunks) {
     for (const Piece& piece : chunk->pieces) {
       const GpuTensor& member = op->members[piece.member];
@@ -199,7 +272,8 @@ Status GpuPushPull::StageToHost(const std::shared_ptr<Operation>& op) {
 
 void GpuPushPull::OnChunkOnHost(const std::shared_ptr<Operation>& op, Chunk* chunk) {
   PushPullRequest request;
-  request.name = op->name + "#" + std::to_string(chunk->index);
+  request.name = chunk->name;
+  request.scope = nccl_->spans_processes() ? TensorScope::kMachine : TensorScope::kProcess;
   request.dtype = op->dtype;
   request.shape = {static_cast<int64_t>(chunk->count)};
   request.input = op->pinned + chunk->offset * op->element();
@@ -233,22 +307,29 @@ void GpuPushPull::OnChunkSummed(const std::shared_ptr<Operation>& op, Chunk* chu
     std::lock_guard<std::mutex> lock(op->mu);
     result = op->status;
   }
-  if (result.ok()) result = FinishOnDevices(op);
-  Complete(op, result);
+  if (!result.ok()) return Complete(op, result);
+  Finish(op);
+}
+
+void GpuPushPull::Finish(const std::shared_ptr<Operation>& op) {
+  InOrder(op, "gather", [this, op] {
+    Complete(op, FinishOnDevices(op));
+    return Status::OK();
+  });
 }
 
 // After the sums are back on the GPUs: the local broadcast (or all-gather), then the framework's streams
 // wait for it.
 Status GpuPushPull::FinishOnDevices(const std::shared_ptr<Operation>& op) {
-  const int n = nccl_->size();
+  const int local = static_cast<int>(op->members.size());
   std::vector<DeviceSpan> spans;
-  for (int i = 0; i < n; ++i) {
-    for (int j = 0; j < n; ++j) {  // every member's main stream waits for every host-to-device copy
+  for (int i = 0; i < local; ++i) {
+    for (int j = 0; j < local; ++j) {  // every member's main stream waits for every host-to-device copy
       BPS_RETURN_IF_ERROR(StreamWaits(main_streams_[i], op->members[j].device, h2d_streams_[j]));
     }
     spans.push_back({op->members[i].device, op->members[i].data, main_streams_[i]});
   }
-  if (options_.distributed && n > 1 && op->count > 0) {
+  if (options_.distributed && nccl_->size() > 1 && op->count > 0) {
     if (options_.mode == LocalReduceMode::kReduceScatter) {
       if (op->scatter_count > 0) BPS_RETURN_IF_ERROR(nccl_->AllGather(spans, op->dtype, op->scatter_count));
       if (op->scatter_count < op->count) {
@@ -259,7 +340,7 @@ Status GpuPushPull::FinishOnDevices(const std::shared_ptr<Operation>& op) {
       BPS_RETURN_IF_ERROR(nccl_->Broadcast(spans, op->dtype, op->count, 0));
     }
   }
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < local; ++i) {
     BPS_RETURN_IF_ERROR(StreamWaits(op->members[i].stream, op->members[i].device, main_streams_[i]));
   }
   return Status::OK();
@@ -271,6 +352,8 @@ void GpuPushPull::Complete(const std::shared_ptr<Operation>& op, const Status& s
     if (op->completed) return;
     op->completed = true;
   }
+  for (cudaEvent_t event : op->ready) cudaEventDestroy(event);  // never waited on: failed before that
+  op->ready.clear();
   Status result = status;
   if (!result.ok()) result = Status(result.code(), "GPU push_pull of '" + op->name + "': " + result.message());
   op->done(result);

@@ -2,6 +2,10 @@
 // chunk, each chunk pushed and pulled through the servers as soon as it is on the host (so copies overlap
 // the network), copies back, NCCL broadcast. The framework's streams wait on CUDA events; the host never
 // blocks on the GPU.
+//
+// Both process models: one process driving all of the machine's GPUs, or one process per GPU. In the
+// second, every NCCL call is ordered through the machine's LocalCoordinator (NCCL needs one order in all
+// processes), and each process pushes only the part of the sum its GPU holds, as a per-machine tensor.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -16,6 +20,7 @@
 #include "cc/cuda/local_nccl.h"
 #include "cc/cuda/pinned_staging.h"
 #include "cc/runtime/engine.h"
+#include "cc/runtime/local_coordinator.h"
 
 namespace bps {
 namespace cuda {
@@ -43,16 +48,18 @@ struct GpuTensor {
 
 class GpuPushPull {
  public:
-  // `nccl` spans the local GPUs (one member per GPU); `engine` may be null when not distributed.
-  GpuPushPull(Engine* engine, LocalNccl* nccl, GpuPushPullOptions options);
+  // `nccl` spans the machine's GPUs; `engine` may be null when not distributed; `coordinator` is needed
+  // when `nccl` spans processes.
+  GpuPushPull(Engine* engine, LocalNccl* nccl, LocalCoordinator* coordinator, GpuPushPullOptions options);
   ~GpuPushPull();
   GpuPushPull(const GpuPushPull&) = delete;
   GpuPushPull& operator=(const GpuPushPull&) = delete;
 
   Status Init();
 
-  // Sums `count` elements across every member (members[i] on nccl->devices()[i]) and every worker; each
-  // member's buffer ends with the sum. `done` runs once each member's stream waits for the result.
+  // Sums `count` elements across every NCCL member (this process's members[i] on nccl->devices()[i]) and
+  // every worker machine; each buffer ends with the sum. `done` runs once each member's stream waits for
+  // the result. Every process of the machine must Run the same names.
   void Run(const std::string& name, DataType dtype, uint64_t count, int priority, std::vector<GpuTensor> members,
            std::function<void(const Status&)> done);
 
@@ -63,14 +70,19 @@ class GpuPushPull {
   struct Chunk;
 
   Status Start(const std::shared_ptr<Operation>& op);
+  void InOrder(const std::shared_ptr<Operation>& op, const std::string& step, std::function<Status()> issue);
+  Status ReduceLocally(const std::shared_ptr<Operation>& op);
+  void PlanChunks(const std::shared_ptr<Operation>& op);
   Status StageToHost(const std::shared_ptr<Operation>& op);
   void OnChunkOnHost(const std::shared_ptr<Operation>& op, Chunk* chunk);
   void OnChunkSummed(const std::shared_ptr<Operation>& op, Chunk* chunk, const Status& status);
+  void Finish(const std::shared_ptr<Operation>& op);
   Status FinishOnDevices(const std::shared_ptr<Operation>& op);
   void Complete(const std::shared_ptr<Operation>& op, const Status& status);
 
   Engine* engine_;
   LocalNccl* nccl_;
+  LocalCoordinator* coordinator_;
   GpuPushPullOptions options_;
   PinnedStaging staging_;
   std::vector<cudaStream_t> main_streams_;  // per GPU: NCCL and device-to-host copies, in order

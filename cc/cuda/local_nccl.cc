@@ -2,6 +2,8 @@
 
 #include "cc/cuda/cuda_status.h"
 
+#include <cstring>
+
 namespace bps {
 namespace cuda {
 
@@ -21,7 +23,25 @@ StatusOr<std::unique_ptr<LocalNccl>> LocalNccl::ForDevices(const std::vector<int
   if (devices.empty()) return InvalidArgument("LocalNccl needs at least one device");
   std::vector<ncclComm_t> comms(devices.size());
   BPS_NCCL_RETURN_IF_ERROR(ncclCommInitAll(comms.data(), static_cast<int>(devices.size()), devices.data()));
-  return std::unique_ptr<LocalNccl>(new LocalNccl(devices, std::move(comms)));
+  const int size = static_cast<int>(devices.size());
+  return std::unique_ptr<LocalNccl>(new LocalNccl(devices, std::move(comms), 0, size));
+}
+
+StatusOr<std::string> LocalNccl::NewUniqueId() {
+  ncclUniqueId id;
+  BPS_NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
+  return std::string(reinterpret_cast<const char*>(&id), sizeof(id));
+}
+
+StatusOr<std::unique_ptr<LocalNccl>> LocalNccl::ForProcess(int device, int rank, int size,
+                                                          const std::string& unique_id) {
+  ncclUniqueId id;
+  if (unique_id.size() != sizeof(id)) return InvalidArgument("malformed NCCL unique id from local rank 0");
+  std::memcpy(&id, unique_id.data(), sizeof(id));
+  BPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  std::vector<ncclComm_t> comms(1);
+  BPS_NCCL_RETURN_IF_ERROR(ncclCommInitRank(&comms[0], size, id, rank));
+  return std::unique_ptr<LocalNccl>(new LocalNccl({device}, std::move(comms), rank, size));
 }
 
 LocalNccl::~LocalNccl() {
@@ -64,21 +84,22 @@ Status LocalNccl::AllReduce(const std::vector<DeviceSpan>& spans, DataType dtype
 }
 
 Status LocalNccl::ReduceScatter(const std::vector<DeviceSpan>& spans, DataType dtype, size_t count) {
-  const size_t slice = count / comms_.size();
+  const size_t slice = count / size_;
   const size_t element = DataTypeSize(dtype);
   return Group(spans, [&](int i, const DeviceSpan& s, ncclComm_t comm) {
-    // In place: member i's result lands in its own slice of the buffer.
+    // In place: NCCL rank r's result lands in its own slice of the buffer.
     char* base = static_cast<char*>(s.data);
-    return ncclReduceScatter(base, base + i * slice * element, slice, NcclType(dtype), ncclSum, comm, s.stream);
+    char* mine = base + (first_rank_ + i) * slice * element;
+    return ncclReduceScatter(base, mine, slice, NcclType(dtype), ncclSum, comm, s.stream);
   });
 }
 
 Status LocalNccl::AllGather(const std::vector<DeviceSpan>& spans, DataType dtype, size_t count) {
-  const size_t slice = count / comms_.size();
+  const size_t slice = count / size_;
   const size_t element = DataTypeSize(dtype);
   return Group(spans, [&](int i, const DeviceSpan& s, ncclComm_t comm) {
     char* base = static_cast<char*>(s.data);
-    return ncclAllGather(base + i * slice * element, base, slice, NcclType(dtype), comm, s.stream);
+    return ncclAllGather(base + (first_rank_ + i) * slice * element, base, slice, NcclType(dtype), comm, s.stream);
   });
 }
 
