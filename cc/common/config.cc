@@ -134,6 +134,9 @@ StatusOr<Config> Config::FromEnvironment(const Environment& environment) {
   value = static_cast<long>(c.partition_bytes);
   BPS_RETURN_IF_ERROR(env.Int("BYTEPS_PARTITION_BYTES", 8, 1L << 40, &value, "a number of bytes >= 8"));
   c.partition_bytes = static_cast<size_t>(value);
+  value = static_cast<long>(c.slice_bytes);
+  BPS_RETURN_IF_ERROR(env.Int("BYTEPS_SLICE_BYTES", 0, 1L << 40, &value, "a number of bytes (0: whole partitions)"));
+  c.slice_bytes = static_cast<size_t>(value);
   value = 0;
   BPS_RETURN_IF_ERROR(
       env.Int("BYTEPS_SCHEDULING_CREDIT", 0, 1L << 50, &value, "a number of bytes in flight (0: unlimited)"));

@@ -31,14 +31,22 @@ struct Config {
   bool enable_rdma = false;
   std::string ucx_tls;    // BYTEPS_UCX_TLS: explicit UCX transports, wins over enable_rdma
   size_t partition_bytes = 4096000;
+  // Between hosts over TCP, each partition crosses the network in slices of at most this many bytes, each
+  // summed and returned on its own, so the first slices come back while the last are still arriving (a 4 MB
+  // partition held back every worker's sum until all of it had crossed every link). 0: whole partitions.
+  // Not used on one host or over RDMA, where whole partitions are faster.
+  size_t slice_bytes = 256000;
   // Bytes being pushed at once per worker; 0 means unlimited. Unset (auto): unlimited when every server
-  // is on this host (memory-bound), one partition otherwise (network-bound: partitions then cross the
-  // link one after another, so pulls of early ones overlap pushes of later ones).
+  // is on this host (memory-bound); otherwise (network-bound) a few slices (kSlicesInFlight), or one
+  // partition where partitions are not sliced, so that pushes cross the link in priority order and pulls of
+  // early ones overlap pushes of later ones.
   size_t scheduling_credit = 0;
   bool scheduling_credit_auto = true;
   int server_engine_threads = 2;
   double timeout_s = 300;        // every wait on a peer gives up after this
   bool force_distributed = false;  // BYTEPS_FORCE_DISTRIBUTED: push/pull even with one worker machine
+
+  static constexpr int kSlicesInFlight = 4;
 
   int worker_processes() const { return num_worker * local_size; }
   int rank() const { return worker_id * local_size + local_rank; }

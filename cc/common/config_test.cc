@@ -17,7 +17,13 @@ TEST(ConfigTest, ParsesAWorker) {
   EXPECT_EQ(config.value().root_port, 9000);
   EXPECT_EQ(config.value().rank(), 1);
   EXPECT_EQ(config.value().partition_bytes, 4096000u);
+  EXPECT_EQ(config.value().slice_bytes, 256000u);
   EXPECT_TRUE(config.value().scheduling_credit_auto);
+  Environment whole = Base();
+  whole["BYTEPS_SLICE_BYTES"] = "0";
+  EXPECT_EQ(Config::FromEnvironment(whole).value().slice_bytes, 0u);
+  whole["BYTEPS_SLICE_BYTES"] = "-5";
+  EXPECT_NE(Config::FromEnvironment(whole).status().message().find("BYTEPS_SLICE_BYTES"), std::string::npos);
 }
 
 TEST(ConfigTest, EachMissingVariableIsNamed) {

@@ -98,6 +98,7 @@ std::string AddressBook::Encode() const {
   w.Put(your_rank);
   w.Put(num_workers);
   w.Put(local_size);
+  w.Put(slice_bytes);
   w.Put<uint32_t>(static_cast<uint32_t>(servers.size()));
   for (const auto& s : servers) w.PutString(s);
   return w.Take();
@@ -109,6 +110,7 @@ StatusOr<AddressBook> AddressBook::Decode(const std::string& bytes) {
   b.your_rank = r.Get<int32_t>();
   b.num_workers = r.Get<int32_t>();
   b.local_size = r.Get<int32_t>();
+  b.slice_bytes = r.Get<uint64_t>();
   uint32_t n = r.Get<uint32_t>();
   for (uint32_t i = 0; i < n && !r.failed(); ++i) b.servers.push_back(r.GetString());
   if (r.failed()) return Truncated("ADDRESS_BOOK");

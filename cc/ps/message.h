@@ -65,6 +65,7 @@ struct AddressBook {
   int32_t your_rank = 0;  // rank of the receiver within its role
   int32_t num_workers = 0;  // worker processes in the job
   int32_t local_size = 1;
+  uint64_t slice_bytes = 0;  // partitions cross the network in slices of this size (0: whole)
   std::vector<std::string> servers;  // listen addresses by server rank
   std::string Encode() const;
   static StatusOr<AddressBook> Decode(const std::string& bytes);

@@ -66,10 +66,12 @@ TEST(MessageTest, BodiesRoundTrip) {
   book.your_rank = 1;
   book.num_workers = 4;
   book.servers = {"a:1", "b:2"};
+  book.slice_bytes = 256000;
   auto book_back = AddressBook::Decode(book.Encode());
   ASSERT_TRUE(book_back.ok());
   EXPECT_EQ(book_back.value().servers, book.servers);
   EXPECT_EQ(book_back.value().num_workers, 4);
+  EXPECT_EQ(book_back.value().slice_bytes, 256000u);
 }
 
 }  // namespace

@@ -21,22 +21,28 @@ StatusOr<PartitionPlan> PartitionPlanner::Plan(const TensorSpec& spec) {
   const uint64_t servers = server_bytes_.size();
   const uint64_t spread = std::max<uint64_t>(kMinSpreadBytes, (total * element + servers - 1) / servers);
   const uint64_t per_partition = std::max<uint64_t>(1, std::min<uint64_t>(partition_bytes_, spread) / element);
-  const uint64_t count = (total + per_partition - 1) / per_partition;
+  const uint64_t per_slice =
+      slice_bytes_ == 0 ? per_partition : std::min(per_partition, std::max<uint64_t>(1, slice_bytes_ / element));
+  const uint64_t slices_per_partition = (per_partition + per_slice - 1) / per_slice;
+  const uint64_t count = (total + per_partition - 1) / per_partition * slices_per_partition;
   if (count >= (1ull << kPartitionIndexBits)) {
     return InvalidArgument("tensor '" + spec.name + "' would need " + std::to_string(count) +
-                           " partitions; raise BYTEPS_PARTITION_BYTES");
+                           " partitions or slices; raise BYTEPS_PARTITION_BYTES or BYTEPS_SLICE_BYTES");
   }
   PartitionPlan plan;
   const uint64_t base = TensorKeyBase(spec.name);
-  for (uint64_t i = 0; i < count; ++i) {
-    Partition p;
-    p.key = base | i;
-    p.offset = i * per_partition;
-    p.count = std::min(per_partition, total - p.offset);
+  for (uint64_t offset = 0; offset < total; offset += per_partition) {
+    const uint64_t partition_count = std::min(per_partition, total - offset);
     auto least = std::min_element(server_bytes_.begin(), server_bytes_.end());
-    p.server = static_cast<int32_t>(least - server_bytes_.begin());
-    *least += p.count * element;
-    plan.partitions.push_back(p);
+    *least += partition_count * element;
+    for (uint64_t at = offset; at < offset + partition_count; at += per_slice) {
+      Partition p;
+      p.key = base | plan.partitions.size();
+      p.offset = at;
+      p.count = std::min(per_slice, offset + partition_count - at);
+      p.server = static_cast<int32_t>(least - server_bytes_.begin());
+      plan.partitions.push_back(p);
+    }
   }
   return plan;
 }

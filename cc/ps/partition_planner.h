@@ -1,5 +1,7 @@
-// Splits a tensor into partitions and places them on servers, balancing bytes per server.
-// Runs only on the scheduler, so every worker gets the same plan whatever order it declares in.
+// Splits a tensor into partitions and places them on servers, balancing bytes per server; between hosts
+// over TCP each partition is cut further into slices, which keep their partition's server but have keys of
+// their own (each is summed and returned on its own). Runs only on the scheduler, so every worker gets the
+// same plan whatever order it declares in.
 #pragma once
 
 #include <cstdint>
@@ -24,13 +26,17 @@ class PartitionPlanner {
       : partition_bytes_(partition_bytes), server_bytes_(num_servers, 0) {}
 
   // Partitions of at most partition_bytes (whole elements; smaller so that a tensor spans every server,
-  // down to kMinSpreadBytes), each on the server with the fewest bytes so far.
+  // down to kMinSpreadBytes), each on the server with the fewest bytes so far, in slices of at most
+  // slice_bytes (0: one slice per partition). The plan lists the slices, in tensor order.
   StatusOr<PartitionPlan> Plan(const TensorSpec& spec);
+
+  void set_slice_bytes(size_t slice_bytes) { slice_bytes_ = slice_bytes; }
 
   const std::vector<uint64_t>& server_bytes() const { return server_bytes_; }
 
  private:
   size_t partition_bytes_;
+  size_t slice_bytes_ = 0;
   std::vector<uint64_t> server_bytes_;
 };
 

@@ -56,6 +56,30 @@ TEST(PartitionPlannerTest, KeysComeFromTheNameNotTheOrder) {
   EXPECT_NE(TensorKeyBase("first"), TensorKeyBase("second"));
 }
 
+TEST(PartitionPlannerTest, SlicesKeepTheirPartitionsServerAndCoverTheTensor) {
+  PartitionPlanner planner(2, 4000);  // 1000 float32 per partition
+  planner.set_slice_bytes(1200);      // 300 float32 per slice: 4 slices per partition, the last of 100
+  auto plan = planner.Plan(TensorSpec{"t", DataType::kFloat32, {2500}});
+  ASSERT_TRUE(plan.ok());
+  const auto& slices = plan.value().partitions;
+  // Partitions [0,1000) [1000,2000) [2000,2500): 4 + 4 + 2 slices.
+  ASSERT_EQ(slices.size(), 10u);
+  uint64_t next = 0;
+  std::set<uint64_t> keys;
+  for (const auto& s : slices) {
+    EXPECT_EQ(s.offset, next);
+    EXPECT_LE(s.count, 300u);
+    EXPECT_EQ(s.server, slices[s.offset / 1000 * 4].server) << "slice at " << s.offset;
+    EXPECT_EQ(s.offset / 1000, (s.offset + s.count - 1) / 1000) << "a slice crosses a partition boundary";
+    keys.insert(s.key);
+    next += s.count;
+  }
+  EXPECT_EQ(next, 2500u);
+  EXPECT_EQ(keys.size(), slices.size());
+  EXPECT_NE(slices[0].server, slices[4].server);
+  EXPECT_EQ(planner.server_bytes()[0] + planner.server_bytes()[1], 10000u);
+}
+
 TEST(PartitionPlannerTest, EmptyAndScalarTensors) {
   PartitionPlanner planner(2, 1024);
   EXPECT_EQ(planner.Plan(TensorSpec{"empty", DataType::kFloat64, {0, 3}}).value().partitions.size(), 0u);

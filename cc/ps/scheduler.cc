@@ -4,6 +4,8 @@
 
 #include "cc/common/clock.h"
 #include "cc/common/logging.h"
+#include "cc/ps/node_setup.h"
+#include "cc/transport/address.h"
 
 namespace bps {
 namespace {
@@ -122,11 +124,29 @@ void Scheduler::HandleRegister(PeerId from, const Message& m) {
   }
 }
 
+// Slices pay off where partitions cross a TCP network: not when every node is on one host (memory-bound,
+// whole partitions need fewer messages), not over RDMA (no head-of-line blocking behind bulk data).
+size_t Scheduler::ChooseSliceBytes() {
+  if (UcxOptionsFor(config_, ProcessEnvironment()).eager != EagerPayloads::kBetweenHosts) return 0;
+  std::set<std::string> hosts;
+  for (const auto& entry : nodes_) {
+    if (entry.second.role == Role::kScheduler) continue;
+    auto parsed = ParseHostPort(entry.second.address);
+    hosts.insert(parsed.ok() ? parsed.value().host : entry.second.address);
+  }
+  return hosts.size() > 1 ? config_.slice_bytes : 0;
+}
+
 void Scheduler::SendAddressBooks() {
   started_ = true;
   AddressBook book;
   book.num_workers = expected_workers();
   book.local_size = local_size_;
+  book.slice_bytes = ChooseSliceBytes();
+  planner_.set_slice_bytes(book.slice_bytes);
+  BPS_LOG(Info) << (book.slice_bytes ? "partitions cross the network in slices of " + std::to_string(book.slice_bytes) +
+                                           " bytes"
+                                     : std::string("partitions cross the network whole"));
   for (size_t i = 0; i < servers_.size(); ++i) {
     nodes_[servers_[i]].rank = static_cast<int>(i);
     book.servers.push_back(nodes_[servers_[i]].address);

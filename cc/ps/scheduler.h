@@ -48,6 +48,7 @@ class Scheduler : public MessageHandler {
   void HandleRegister(PeerId from, const Message& m);
   void HandleDeclare(PeerId from, const Message& m);
   void HandleFinish(PeerId from);
+  size_t ChooseSliceBytes();
   void SendAddressBooks();
   void SendAddressBook(PeerId to);
   void HandleServerReady(PeerId from);

@@ -24,6 +24,7 @@ Status WorkerClient::Start() {
   auto book = AddressBook::Decode(reply->text);
   if (!book.ok()) return book.status();
   num_workers_ = book.value().num_workers;
+  slice_bytes_ = book.value().slice_bytes;
   server_addresses_ = book.value().servers;
   for (const std::string& address : server_addresses_) {
     auto peer = transport_->Connect(address, config_.timeout_s);

@@ -38,6 +38,8 @@ class WorkerClient : public MessageHandler {
   int num_servers() const { return static_cast<int>(servers_.size()); }
   // Whether every server listens on this worker's own host (a local job).
   bool AllServersOnThisHost() const;
+  // The scheduler's choice: partitions cross the network in slices of this size (0: whole).
+  size_t slice_bytes() const { return slice_bytes_; }
 
   // Callbacks run on the transport thread (or inline, on failure).
   void Declare(const TensorSpec& spec, DeclareDone done);
@@ -86,6 +88,7 @@ class WorkerClient : public MessageHandler {
   std::vector<std::string> server_addresses_;
   int rank_ = 0;
   int num_workers_ = 0;
+  size_t slice_bytes_ = 0;
   OneShot<Message> address_book_;
   OneShot<Status> shutdown_;
   std::function<void(const Status&)> failure_listener_;

@@ -18,7 +18,9 @@ StatusOr<std::unique_ptr<Engine>> Engine::Start(const Config& config, std::uniqu
   }
   Engine* raw = engine.get();
   if (config.scheduling_credit_auto) {
-    raw->ready_.set_credit_bytes(raw->client_->AllServersOnThisHost() ? 0 : config.partition_bytes);
+    const size_t slice = raw->client_->slice_bytes();
+    const size_t across_hosts = slice > 0 ? Config::kSlicesInFlight * slice : config.partition_bytes;
+    raw->ready_.set_credit_bytes(raw->client_->AllServersOnThisHost() ? 0 : across_hosts);
   }
   raw->watchdog_ = std::make_unique<WorkThread>([raw] { raw->client_->FailExpiredRequests(); });
   return engine;

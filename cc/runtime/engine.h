@@ -52,6 +52,8 @@ class Engine {
   int local_rank() const { return config_.local_rank; }
   int local_size() const { return config_.local_size; }
   const Config& config() const { return config_; }
+  // Partitions cross the network in slices of this size (0: whole); chosen by the scheduler.
+  size_t slice_bytes() const { return client_->slice_bytes(); }
 
  private:
   struct Operation;

@@ -61,6 +61,7 @@ TEST_P(SumTest, EveryDtypeAndSizeMatchesTheReference) {
   const int workers = std::get<0>(GetParam());
   const int servers = std::get<1>(GetParam());
   LocalJob job(workers, servers);
+  ASSERT_EQ(job.worker(0).slice_bytes(), 0u) << "one host: whole partitions";
   // 4096-byte partitions: for float32 1024 elements is exactly one partition.
   const std::vector<uint64_t> sizes = {0, 1, 7, 1023, 1024, 1025, 100000};
   for (DataType dtype : {DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64,
@@ -82,6 +83,32 @@ TEST_P(SumTest, EveryDtypeAndSizeMatchesTheReference) {
           for (int v = 0; v < workers; ++v) expected += Value(v, i);
           ASSERT_EQ(Read(dtype, out[w], i), expected) << name << " element " << i << " worker " << w;
         }
+      }
+    }
+  }
+}
+
+// Workers and servers on hosts of their own: partitions cross the "network" in slices (1024 bytes here,
+// partitions 4096), each summed on its own.
+TEST(EngineTest, SlicedPartitionsBetweenHostsSumExactly) {
+  const int workers = 3;
+  LocalJob job(workers, 2, /*timeout_s=*/20, /*credit_bytes=*/4 * 4096, /*local_size=*/1, /*separate_hosts=*/true,
+               /*slice_bytes=*/1000);
+  ASSERT_EQ(job.worker(0).slice_bytes(), 1000u);
+  for (DataType dtype : {DataType::kFloat16, DataType::kFloat32, DataType::kFloat64, DataType::kInt64}) {
+    for (uint64_t n : {uint64_t(1), uint64_t(249), uint64_t(250), uint64_t(1025), uint64_t(100003)}) {
+      std::string name = std::string(DataTypeName(dtype)) + "/" + std::to_string(n);
+      std::vector<std::vector<char>> in(workers), out(workers);
+      std::vector<std::future<Status>> done;
+      for (int w = 0; w < workers; ++w) {
+        Fill(dtype, w, n, &in[w]);
+        out[w].assign(in[w].size(), 0);
+        done.push_back(PushPull(job.worker(w), name, dtype, {int64_t(n)}, in[w].data(), out[w].data()));
+      }
+      for (int w = 0; w < workers; ++w) {
+        Status s = Await(done[w]);
+        ASSERT_TRUE(s.ok()) << name << ": " << s.ToString();
+        EXPECT_EQ(test_data::FirstMismatch(dtype, out[w], workers, n), n) << name;
       }
     }
   }

@@ -37,16 +37,21 @@ inline Config NodeConfig(Role role, int num_workers, int num_servers, int worker
 // local_size + local rank) and `servers` servers plus a scheduler, all threads of this process.
 class LocalJob {
  public:
-  LocalJob(int workers, int servers, double timeout_s = 20, size_t credit_bytes = 4 * 4096, int local_size = 1)
+  // separate_hosts: every worker machine and server advertises a host of its own, as in a real cluster (the
+  // scheduler then slices partitions: slice_bytes).
+  LocalJob(int workers, int servers, double timeout_s = 20, size_t credit_bytes = 4 * 4096, int local_size = 1,
+           bool separate_hosts = false, size_t slice_bytes = 1024)
       : network_(std::make_shared<InMemoryNetwork>()) {
     scheduler_transport_ = CreateInMemoryTransport(network_);
-    scheduler_ = std::make_unique<Scheduler>(NodeConfig(Role::kScheduler, workers, servers, 0, timeout_s),
-                                             scheduler_transport_.get());
+    Config scheduler_config = NodeConfig(Role::kScheduler, workers, servers, 0, timeout_s);
+    scheduler_config.slice_bytes = slice_bytes;
+    scheduler_ = std::make_unique<Scheduler>(scheduler_config, scheduler_transport_.get());
     scheduler_thread_ = std::thread([this] { scheduler_result_ = scheduler_->Run(); });
     for (int s = 0; s < servers; ++s) {
       server_transports_.push_back(CreateInMemoryTransport(network_));
-      servers_.push_back(std::make_unique<Server>(NodeConfig(Role::kServer, workers, servers, 0, timeout_s),
-                                                  server_transports_.back().get()));
+      Config server_config = NodeConfig(Role::kServer, workers, servers, 0, timeout_s);
+      if (separate_hosts) server_config.node_host = "server" + std::to_string(s);
+      servers_.push_back(std::make_unique<Server>(server_config, server_transports_.back().get()));
     }
     for (int s = 0; s < servers; ++s) {
       server_threads_.emplace_back([this, s] { servers_[s]->Run(); });
@@ -54,9 +59,10 @@ class LocalJob {
     std::vector<std::future<StatusOr<std::unique_ptr<Engine>>>> starting;
     for (int rank = 0; rank < workers * local_size; ++rank) {
       starting.push_back(std::async(std::launch::async, [=] {
-        return Engine::Start(NodeConfig(Role::kWorker, workers, servers, rank / local_size, timeout_s, credit_bytes,
-                                        local_size, rank % local_size),
-                             CreateInMemoryTransport(network_));
+        Config config = NodeConfig(Role::kWorker, workers, servers, rank / local_size, timeout_s, credit_bytes,
+                                   local_size, rank % local_size);
+        if (separate_hosts) config.node_host = "machine" + std::to_string(rank / local_size);
+        return Engine::Start(config, CreateInMemoryTransport(network_));
       }));
     }
     for (auto& f : starting) {
