@@ -270,6 +270,64 @@ class TestTimeout:
         assert_all_dead(recorded_pids(pid_dir))
 
 
+# Prints the worker's place in the job as `{"DMLC_WORKER_ID": ..., "BYTEPS_LOCAL_RANK": ..., "BYTEPS_LOCAL_SIZE": ...}`.
+DUMP_LOCAL_PLACE = python("""
+    import json, os
+    print(json.dumps({name: os.environ.get(name)
+                      for name in ('DMLC_WORKER_ID', 'BYTEPS_LOCAL_RANK', 'BYTEPS_LOCAL_SIZE')}))
+""")
+
+
+def places_by_label(out):
+    """{label: the JSON a process printed} from prefixed output lines."""
+    return {label: json.loads(payload)
+            for label, payload in (re.fullmatch(r"\[(.+?)\] (.*)", line).groups() for line in out.splitlines())}
+
+
+class TestLocalSize:
+    @pytest.mark.timeout(30)
+    def test_each_machine_runs_local_size_processes(self, monkeypatch):
+        # Leftovers in the user's shell: --local-size decides, and only workers get a local rank.
+        monkeypatch.setenv("BYTEPS_LOCAL_SIZE", "7")
+        monkeypatch.setenv("BYTEPS_LOCAL_RANK", "5")
+        code, out, err, _ = run_job(DUMP_LOCAL_PLACE, workers=2, servers=1, local_size=2,
+                                    role_command=DUMP_LOCAL_PLACE)
+        assert code == 0, err
+        seen = places_by_label(out)
+        assert sorted(seen) == ["scheduler", "server 0", "worker 0.0", "worker 0.1", "worker 1.0", "worker 1.1"]
+        for machine in range(2):
+            for local_rank in range(2):
+                assert seen[f"worker {machine}.{local_rank}"] == {
+                    "DMLC_WORKER_ID": str(machine), "BYTEPS_LOCAL_RANK": str(local_rank), "BYTEPS_LOCAL_SIZE": "2"}
+        none = {"DMLC_WORKER_ID": None, "BYTEPS_LOCAL_RANK": None, "BYTEPS_LOCAL_SIZE": None}
+        assert seen["scheduler"] == none and seen["server 0"] == none
+
+    @pytest.mark.timeout(30)
+    def test_one_process_per_machine_keeps_the_plain_labels(self, monkeypatch):
+        monkeypatch.setenv("BYTEPS_LOCAL_SIZE", "7")
+        code, out, err, _ = run_job(DUMP_LOCAL_PLACE, workers=2, role_command=DUMP_LOCAL_PLACE)
+        assert code == 0, err
+        seen = {label: place for label, place in places_by_label(out).items() if label.startswith("worker")}
+        assert seen == {f"worker {machine}": {"DMLC_WORKER_ID": str(machine), "BYTEPS_LOCAL_RANK": "0",
+                                              "BYTEPS_LOCAL_SIZE": "1"} for machine in range(2)}
+
+    @pytest.mark.timeout(30)
+    def test_failing_local_process_stops_its_siblings(self, pid_dir):
+        worker = recording_pid("""
+            if os.environ['BYTEPS_LOCAL_RANK'] == '1':
+                while len(os.listdir(os.environ['PID_DIR'])) < 3:  # everybody is up
+                    time.sleep(0.01)
+                sys.exit(3)
+            time.sleep(600)
+        """)
+        code, _, err, seconds = run_job(worker, workers=1, local_size=3, role_command=EXITING_AT_ONCE)
+        assert code == 3
+        assert "bpslaunch: worker 0.1 exited with code 3; stopping all processes" in err.splitlines()
+        assert seconds < 10
+        assert len(recorded_pids(pid_dir)) == 3
+        assert_all_dead(recorded_pids(pid_dir))
+
+
 # Runs a local job with stand-in roles in a process of its own, so that a test can signal it.
 LOCAL_JOB_DRIVER = """
 import sys
@@ -301,6 +359,10 @@ class TestArguments:
     @pytest.mark.parametrize("argv, message", [
         (["--local", "--workers", "0", "--", "true"], "--workers must be at least 1, got 0"),
         (["--local", "--servers", "0", "--", "true"], "--servers must be at least 1, got 0"),
+        (["--local", "--local-size", "0", "--", "true"], "--local-size must be at least 1, got 0"),
+        (["--local", "--local-size", "-2", "--", "true"], "--local-size must be at least 1, got -2"),
+        (["--local", "--local-size", "two", "--", "true"], "argument --local-size: invalid int value: 'two'"),
+        (["--local-size", "2", "python", "train.py"], "--local-size only apply with --local"),
         (["--local", "--timeout", "0", "--", "true"], "--timeout must be positive"),
         (["--local", "--workers", "2"], "--local needs the command to run after --"),
         (["--local", "--"], "--local needs the command to run after --"),
@@ -317,6 +379,8 @@ class TestArguments:
     def test_options_after_the_command_belong_to_the_command(self):
         args = parse_arguments(["--local", "--workers", "2", "--", "python", "train.py", "--workers", "5", "--"])
         assert (args.workers, args.servers, args.command) == (2, 1, ["python", "train.py", "--workers", "5", "--"])
+        assert args.local_size == 1
+        assert parse_arguments(["--local", "--local-size", "4", "--", "python", "train.py"]).local_size == 4
         args = parse_arguments(["python", "train.py", "--lr", "0.1"])
         assert (args.local, args.command) == (False, ["python", "train.py", "--lr", "0.1"])
 
@@ -414,6 +478,21 @@ class TestClusterRoles:
             process.stdout.close()
 
 
+# Runs cluster-mode bpslaunch as a worker with a stand-in core, so that a test can signal it.
+WORKER_DRIVER = """
+    import sys, types
+    sys.modules['bps_tf._core'] = types.SimpleNamespace(validate_environment=lambda: None)
+    from bps_tf.launcher.cluster import run_worker_command
+    sys.exit(run_worker_command([sys.executable, '-c', sys.argv[1]], kill_grace=float(sys.argv[2])))
+"""
+
+
+def start_worker(command_code, kill_grace=5.0, **env):
+    return subprocess.Popen(python(WORKER_DRIVER) + [textwrap.dedent(command_code), str(kill_grace)],
+                            env=subprocess_env(DMLC_ROLE="worker", **env), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
 class TestClusterWorker:
     @pytest.mark.timeout(30)
     def test_worker_runs_the_command_with_this_environment(self, install_core, monkeypatch, capfd):
@@ -442,23 +521,10 @@ class TestClusterWorker:
         assert main([]) == 1
         assert "DMLC_ROLE=worker needs the training command" in capsys.readouterr().err
 
-    # Runs cluster-mode bpslaunch as a worker with a stand-in core, so that a test can signal it.
-    WORKER_DRIVER = """
-        import sys, types
-        sys.modules['bps_tf._core'] = types.SimpleNamespace(validate_environment=lambda: None)
-        from bps_tf.launcher.cluster import run_worker_command
-        sys.exit(run_worker_command([sys.executable, '-c', sys.argv[1]], kill_grace=float(sys.argv[2])))
-    """
-
-    def start_worker(self, command_code, kill_grace=5.0):
-        return subprocess.Popen(python(self.WORKER_DRIVER) + [textwrap.dedent(command_code), str(kill_grace)],
-                                env=subprocess_env(DMLC_ROLE="worker"), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-
     @pytest.mark.timeout(30)
     @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
     def test_signals_are_forwarded_to_the_command(self, signum):
-        worker = self.start_worker("""
+        worker = start_worker("""
             import signal, sys, time
             def leave(signum, frame):
                 print('got', signal.Signals(signum).name, flush=True)
@@ -480,7 +546,7 @@ class TestClusterWorker:
     @pytest.mark.timeout(30)
     def test_command_ignoring_the_signal_is_killed(self, tmp_path):
         pid_file = tmp_path / "pid"
-        worker = self.start_worker(f"""
+        worker = start_worker(f"""
             import os, signal, time
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             open({str(pid_file)!r}, 'w').write(str(os.getpid()))
@@ -496,6 +562,92 @@ class TestClusterWorker:
         assert worker.returncode == 128 + signal.SIGKILL
         assert "bpslaunch: the worker command did not exit within 0.5 s of SIGTERM; killed it" in err
         assert_all_dead([int(pid_file.read_text())])
+
+
+
+class TestClusterWorkerLocalSize:
+    """A cluster-mode worker with BYTEPS_LOCAL_SIZE=K runs the K processes of its machine."""
+
+    @pytest.fixture(autouse=True)
+    def worker_machine(self, install_core, monkeypatch):
+        install_core(fake_core())
+        monkeypatch.setenv("DMLC_ROLE", "worker")
+        monkeypatch.setenv("DMLC_WORKER_ID", "1")
+        monkeypatch.setenv("BYTEPS_LOCAL_SIZE", "2")
+        monkeypatch.delenv("BYTEPS_LOCAL_RANK", raising=False)
+
+    @pytest.mark.timeout(30)
+    def test_local_size_copies_run_with_their_local_ranks(self, capsys):
+        assert main(DUMP_LOCAL_PLACE) == 0
+        seen = places_by_label(capsys.readouterr().out)
+        assert seen == {f"worker 1.{local_rank}": {"DMLC_WORKER_ID": "1", "BYTEPS_LOCAL_RANK": str(local_rank),
+                                                   "BYTEPS_LOCAL_SIZE": "2"} for local_rank in range(2)}
+
+    @pytest.mark.timeout(30)
+    def test_a_set_local_rank_runs_one_process_as_before(self, monkeypatch, capfd):
+        monkeypatch.setenv("BYTEPS_LOCAL_RANK", "1")
+        assert main(DUMP_LOCAL_PLACE) == 0
+        out = capfd.readouterr().out
+        assert json.loads(out) == {"DMLC_WORKER_ID": "1", "BYTEPS_LOCAL_RANK": "1", "BYTEPS_LOCAL_SIZE": "2"}
+
+    @pytest.mark.timeout(30)
+    def test_failing_copy_stops_its_sibling_with_its_exit_code(self, pid_dir, capsys):
+        worker = recording_pid("""
+            if os.environ['BYTEPS_LOCAL_RANK'] == '1':
+                while len(os.listdir(os.environ['PID_DIR'])) < 2:  # both are up
+                    time.sleep(0.01)
+                sys.exit(3)
+            time.sleep(600)
+        """)
+        started = time.monotonic()
+        assert main(worker) == 3
+        assert time.monotonic() - started < 10
+        assert "bpslaunch: worker 1.1 exited with code 3; stopping the others" in capsys.readouterr().err
+        assert len(recorded_pids(pid_dir)) == 2
+        assert_all_dead(recorded_pids(pid_dir))
+
+    @pytest.mark.timeout(30)
+    @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+    def test_signals_are_forwarded_to_every_copy(self, signum):
+        worker = start_worker("""
+            import os, signal, sys, time
+            def leave(signum, frame):
+                print('got', signal.Signals(signum).name, flush=True)
+                sys.exit(7 if os.environ['BYTEPS_LOCAL_RANK'] == '1' else 0)
+            signal.signal(signal.SIGINT, leave)
+            signal.signal(signal.SIGTERM, leave)
+            print('ready', flush=True)
+            time.sleep(600)
+        """, DMLC_WORKER_ID="0", BYTEPS_LOCAL_SIZE="2")
+        try:
+            ready = sorted(worker.stdout.readline() for _ in range(2))
+            assert ready == ["[worker 0.0] ready\n", "[worker 0.1] ready\n"]
+            worker.send_signal(signum)
+            out, _ = worker.communicate(timeout=15)
+        finally:
+            worker.kill()
+        name = signal.Signals(signum).name
+        assert sorted(out.splitlines()) == [f"[worker 0.0] got {name}", f"[worker 0.1] got {name}"]
+        assert worker.returncode == 7
+
+    @pytest.mark.timeout(30)
+    def test_copies_ignoring_the_signal_are_killed(self, tmp_path):
+        worker = start_worker("""
+            import os, signal, time
+            if os.environ['BYTEPS_LOCAL_RANK'] == '1':
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            print('ready', flush=True)
+            time.sleep(600)
+        """, kill_grace=0.5, DMLC_WORKER_ID="0", BYTEPS_LOCAL_SIZE="2")
+        try:
+            for _ in range(2):
+                worker.stdout.readline()
+            worker.send_signal(signal.SIGTERM)
+            _, err = worker.communicate(timeout=15)
+        finally:
+            worker.kill()
+        assert worker.returncode == 128 + signal.SIGTERM  # the first to end: local rank 0, by the signal
+        assert "bpslaunch: worker 0.1 did not exit within 0.5 s of SIGTERM; killed" in err
 
 
 class TestImports:
@@ -543,6 +695,9 @@ bps.shutdown()
 """
 
 
+LOCAL_RANKS_WORKER = str(REPO_ROOT / "tests" / "workers" / "local_ranks.py")
+
+
 class TestRealCore:
     """End to end through the real `bpslaunch` and the native core (fail until bps_tf._core exists)."""
 
@@ -564,6 +719,45 @@ class TestRealCore:
         lines = result.stdout.splitlines()
         assert "[worker 0] worker rank 0" in lines and "[worker 1] worker rank 1" in lines
         assert "bpslaunch:" not in result.stderr  # scheduler and servers exited on their own
+
+    @pytest.mark.timeout(180)
+    def test_local_job_with_several_processes_per_machine(self):
+        result = self.run_bpslaunch(["--local", "--workers", "2", "--local-size", "2", "--servers", "1",
+                                     "--timeout", "120", "--", sys.executable, LOCAL_RANKS_WORKER], timeout=150)
+        assert result.returncode == 0, result.stderr
+        lines = result.stdout.splitlines()
+        for machine in range(2):
+            for local_rank in range(2):
+                place = {"DMLC_WORKER_ID": str(machine), "BYTEPS_LOCAL_RANK": str(local_rank),
+                         "BYTEPS_LOCAL_SIZE": "2"}
+                assert f"[worker {machine}.{local_rank}] env {json.dumps(place)}" in lines
+                assert f"[worker {machine}.{local_rank}] rank {2 * machine + local_rank} of 4: sum exact" in lines
+
+    @pytest.mark.timeout(180)
+    def test_cluster_workers_with_local_size_run_every_process(self):
+        layout = dict(DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=str(find_free_port()), DMLC_NUM_WORKER="2",
+                      DMLC_NUM_SERVER="1", DMLC_NODE_HOST="127.0.0.1", BYTEPS_TIMEOUT="60")
+        roles = [([], dict(DMLC_ROLE="scheduler")), ([], dict(DMLC_ROLE="server"))]
+        roles += [([sys.executable, LOCAL_RANKS_WORKER], dict(DMLC_ROLE="worker", DMLC_WORKER_ID=str(machine),
+                                                              BYTEPS_LOCAL_SIZE="2"))
+                  for machine in range(2)]
+        processes = [subprocess.Popen([bpslaunch_script()] + args, env=subprocess_env(**layout, **role_env),
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      start_new_session=True)
+                     for args, role_env in roles]
+        try:
+            results = [(process.wait(timeout=120), *process.communicate()) for process in processes]
+        finally:
+            for process in processes:
+                if process.poll() is None:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.communicate()
+        for code, _, err in results:
+            assert code == 0, err
+        for machine in range(2):
+            lines = results[2 + machine][1].splitlines()
+            for local_rank in range(2):
+                assert f"[worker {machine}.{local_rank}] rank {2 * machine + local_rank} of 4: sum exact" in lines
 
     @pytest.mark.timeout(180)
     def test_failing_worker_fails_the_job(self):

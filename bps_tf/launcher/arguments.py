@@ -8,8 +8,11 @@ _USAGE_EXAMPLES = """\
 examples:
   bpslaunch --local --workers 2 --servers 1 -- python train.py
       start a scheduler, 1 server and 2 workers on this host
+  bpslaunch --local --workers 2 --local-size 4 -- python train.py
+      2 worker machines of 4 processes each (one per GPU: the script picks its GPU by bps_tf.local_rank())
   DMLC_ROLE=worker DMLC_PS_ROOT_URI=10.0.0.1 ... bpslaunch python train.py
-      play the role named by DMLC_ROLE in a cluster job
+      play the role named by DMLC_ROLE in a cluster job; a worker with BYTEPS_LOCAL_SIZE=K (and no
+      BYTEPS_LOCAL_RANK) runs K processes, BYTEPS_LOCAL_RANK=0..K-1
 """
 
 
@@ -36,7 +39,9 @@ def _build_parser():
     )
     parser.add_argument("--local", action="store_true",
                         help="start the scheduler, servers and workers on this host")
-    parser.add_argument("--workers", type=int, metavar="N", help="--local: number of workers (default 1)")
+    parser.add_argument("--workers", type=int, metavar="N", help="--local: number of worker machines (default 1)")
+    parser.add_argument("--local-size", type=int, metavar="K",
+                        help="--local: worker processes per worker machine, e.g. one per GPU (default 1)")
     parser.add_argument("--servers", type=int, metavar="M", help="--local: number of servers (default 1)")
     parser.add_argument("--timeout", type=float, metavar="S",
                         help="--local: stop the whole job and fail after S seconds")
@@ -51,10 +56,13 @@ def _build_parser():
 def _check_local_arguments(parser, args):
     args.workers = 1 if args.workers is None else args.workers
     args.servers = 1 if args.servers is None else args.servers
+    args.local_size = 1 if args.local_size is None else args.local_size
     if args.shutdown_grace is None:
         args.shutdown_grace = DEFAULT_SHUTDOWN_GRACE_S
     if args.workers < 1:
         parser.error(f"--workers must be at least 1, got {args.workers}")
+    if args.local_size < 1:
+        parser.error(f"--local-size must be at least 1, got {args.local_size}")
     if args.servers < 1:
         parser.error(f"--servers must be at least 1, got {args.servers}")
     if args.timeout is not None and args.timeout <= 0:
@@ -66,7 +74,7 @@ def _check_local_arguments(parser, args):
 
 
 def _check_cluster_arguments(parser, args):
-    local_only = {"--workers": args.workers, "--servers": args.servers,
+    local_only = {"--workers": args.workers, "--local-size": args.local_size, "--servers": args.servers,
                   "--timeout": args.timeout, "--shutdown-grace": args.shutdown_grace}
     given = [name for name, value in local_only.items() if value is not None]
     if given:

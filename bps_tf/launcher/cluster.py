@@ -1,11 +1,14 @@
 """Cluster mode: this machine plays the one role that DMLC_ROLE names."""
 
+import functools
 import math
 import os
+import subprocess
 import time
 
 from bps_tf.launcher.child_processes import (
     KILL_GRACE_S,
+    describe_exit,
     exit_code_for_start_error,
     exit_code_of,
     signal_group,
@@ -14,7 +17,7 @@ from bps_tf.launcher.child_processes import (
     stop_process_groups,
 )
 from bps_tf.launcher.native_core import load_core
-from bps_tf.launcher.output import report
+from bps_tf.launcher.output import DRAIN_TIMEOUT_S, PrefixedOutput, report, worker_label
 from bps_tf.launcher.role import run_this_role
 from bps_tf.launcher.stop_signals import StopSignals
 
@@ -37,46 +40,94 @@ def run_cluster_role(command):
     return 1
 
 
-def run_worker_command(command, kill_grace=KILL_GRACE_S):
+def run_worker_command(command, kill_grace=KILL_GRACE_S, stdout=None, stderr=None):
     """Checks the environment, runs `command` with it, passes on SIGINT/SIGTERM; returns the command's exit code.
 
-    kill_grace: seconds the command has to exit after the first signal before it is killed.
+    With BYTEPS_LOCAL_SIZE=K > 1 and no BYTEPS_LOCAL_RANK, runs the K worker processes of this machine: K copies
+    of the command with BYTEPS_LOCAL_RANK=0..K-1 (each picks its GPU by local rank), their output prefixed;
+    the first to fail stops the others and gives the exit code.
+    kill_grace: seconds the command has to exit after the first signal (or after a sibling failed) before it is
+    killed. stdout, stderr: text streams that receive the K copies' prefixed output (default: ours).
     """
     if not command:
         report("DMLC_ROLE=worker needs the training command, e.g. `bpslaunch python train.py`")
         return 1
     try:
         load_core().validate_environment()
+        local_size = _copies_to_start()
     except (ValueError, RuntimeError) as error:  # bad environment or missing core
         report(str(error))
         return 1
-    # Handlers go in before the child starts, so no signal can end bpslaunch and orphan the child.
+    output = PrefixedOutput(stdout, stderr)
+    label = functools.partial(worker_label, os.environ.get("DMLC_WORKER_ID", "0"), local_size=local_size)
+    children = []
+    # Handlers go in before the first child starts, so no signal can end bpslaunch and orphan a child.
     with StopSignals() as stop:
         try:
-            # Its own group: a terminal's Ctrl-C reaches only us, and we pass it on once, to the whole tree.
-            child = start_in_own_group(command, env=os.environ.copy())
+            for local_rank in range(local_size):
+                children.append(_start_copy(command, local_rank, local_size, label(local_rank), output))
         except OSError as error:
-            report(f"cannot run {command[0]}: {error}")
+            output.report(f"cannot run {command[0]}: {error}")
             return exit_code_for_start_error(error)
-        try:
-            _wait_forwarding_signals(child, stop, kill_grace)
+        else:
+            failed = _wait_forwarding_signals(children, stop, kill_grace)
+            if failed is not None and local_size > 1 and not stop.received:
+                output.report(f"{label(children.index(failed))} {describe_exit(failed.returncode)}; "
+                              "stopping the others")
         finally:
-            # Its grace period is used up by now: kill at once what is left of the command's process tree.
-            needed_kill = stop_process_groups([child], grace=0)
+            # After a signal the grace period is used up by now: kill at once what is left of the process trees.
+            needed_kill = stop_process_groups(children, grace=0 if stop.received else kill_grace)
+            output.wait_until_drained(DRAIN_TIMEOUT_S)
     if needed_kill:
-        report(f"the worker command did not exit within {kill_grace:g} s of {signal_name(stop.received[0])}; "
-               "killed it")
-    return exit_code_of(child.returncode)
+        names = ("the worker command" if local_size == 1
+                 else ", ".join(label(children.index(child)) for child in needed_kill))
+        cause = signal_name(stop.received[0]) if stop.received else "SIGTERM"
+        output.report(f"{names} did not exit within {kill_grace:g} s of {cause}; "
+                      + ("killed it" if local_size == 1 else "killed"))
+    if failed is None:  # none failed on its own; maybe some were killed
+        failed = next((child for child in children if child.returncode != 0), None)
+    return 0 if failed is None else exit_code_of(failed.returncode)
 
 
-def _wait_forwarding_signals(child, stop, kill_grace):
-    """Waits for `child`, passing each stop signal on; gives up `kill_grace` seconds after the first one."""
+def _copies_to_start():
+    """BYTEPS_LOCAL_SIZE, unless BYTEPS_LOCAL_RANK says this process is already one of the machine's processes
+    (started one by one, e.g. by a batch system). The core has checked both variables."""
+    if os.environ.get("BYTEPS_LOCAL_RANK", "").strip():
+        return 1
+    return int(os.environ.get("BYTEPS_LOCAL_SIZE", "").strip() or 1)
+
+
+def _start_copy(command, local_rank, local_size, label, output):
+    if local_size == 1:
+        # Its own group: a terminal's Ctrl-C reaches only us, and we pass it on once, to the whole tree.
+        return start_in_own_group(command, env=os.environ.copy())
+    # Output goes through pipes; unbuffered, each line shows up when it is printed, not at exit.
+    env = dict(os.environ, BYTEPS_LOCAL_RANK=str(local_rank), PYTHONUNBUFFERED="1")
+    child = start_in_own_group(command, env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    output.follow(label, child)
+    return child
+
+
+def _wait_forwarding_signals(children, stop, kill_grace):
+    """Waits until every child exited or, before any stop signal, one failed; returns the first that failed.
+
+    Passes each stop signal on to every child and gives up `kill_grace` seconds after the first one. After a
+    signal a failure does not end the wait: the other children get their time to exit too.
+    """
     forwarded = 0
     give_up_at = math.inf
-    while child.poll() is None and time.monotonic() < give_up_at:
+    first_failed = None
+    while time.monotonic() < give_up_at:
+        if first_failed is None:
+            first_failed = next((child for child in children if child.poll() not in (None, 0)), None)
+        if all(child.poll() is not None for child in children) or (first_failed is not None and not stop.received):
+            break
         for signum in stop.received[forwarded:]:
-            signal_group(child, signum)
+            for child in children:
+                signal_group(child, signum)
         if stop.received and forwarded == 0:
             give_up_at = time.monotonic() + kill_grace
         forwarded = len(stop.received)
         time.sleep(_POLL_INTERVAL_S)
+    return first_failed

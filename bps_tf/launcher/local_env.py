@@ -24,14 +24,20 @@ def job_environment(base, num_workers, num_servers, port):
         # Output goes through pipes; unbuffered, each line shows up when it is printed, not at exit.
         "PYTHONUNBUFFERED": "1",
     })
-    # Only workers have an id; one left in the user's shell must not reach the scheduler or servers.
-    env.pop("DMLC_WORKER_ID", None)
+    # Only workers have an id and a local rank; ones left in the user's shell must not reach the scheduler or
+    # servers, and --local-size decides the workers' (not a BYTEPS_LOCAL_SIZE left in the shell).
+    for name in ("DMLC_WORKER_ID", "BYTEPS_LOCAL_SIZE", "BYTEPS_LOCAL_RANK"):
+        env.pop(name, None)
     return env
 
 
-def role_environment(job_env, role, worker_id=None):
-    """The environment of one process: `role` is scheduler, server or worker."""
+def role_environment(job_env, role, worker_id=None, local_rank=0, local_size=1):
+    """The environment of one process: `role` is scheduler, server or worker.
+
+    A worker runs on machine `worker_id` as process `local_rank` of the machine's `local_size`.
+    """
     env = dict(job_env, DMLC_ROLE=role)
     if worker_id is not None:
-        env["DMLC_WORKER_ID"] = str(worker_id)
+        env.update(DMLC_WORKER_ID=str(worker_id), BYTEPS_LOCAL_RANK=str(local_rank),
+                   BYTEPS_LOCAL_SIZE=str(local_size))
     return env

@@ -1,4 +1,5 @@
-"""--local mode: one scheduler, M servers and N workers on this host, supervised until the job ends."""
+"""--local mode: one scheduler, M servers and N worker machines of K processes each on this host, supervised until
+the job ends."""
 
 import math
 import os
@@ -18,7 +19,7 @@ from bps_tf.launcher.child_processes import (
     stop_process_groups,
 )
 from bps_tf.launcher.local_env import find_free_port, job_environment, role_environment
-from bps_tf.launcher.output import PrefixedOutput
+from bps_tf.launcher.output import DRAIN_TIMEOUT_S, PrefixedOutput, worker_label
 from bps_tf.launcher.stop_signals import StopSignals
 
 DEFAULT_ROLE_COMMAND = (sys.executable, "-m", "bps_tf.launcher.role")
@@ -26,36 +27,40 @@ DEFAULT_SHUTDOWN_GRACE_S = 30.0
 # What coreutils `timeout` returns when its limit is reached.
 TIMEOUT_EXIT_CODE = 124
 _POLL_INTERVAL_S = 0.05
-# Output still buffered in the pipes once every process is gone arrives within this time.
-_DRAIN_TIMEOUT_S = 5.0
 
 
-def run_local_job(command, num_workers, num_servers, *, timeout=None, shutdown_grace=DEFAULT_SHUTDOWN_GRACE_S,
-                  kill_grace=KILL_GRACE_S, role_command=DEFAULT_ROLE_COMMAND, stdout=None, stderr=None):
+def run_local_job(command, num_workers, num_servers, *, local_size=1, timeout=None,
+                  shutdown_grace=DEFAULT_SHUTDOWN_GRACE_S, kill_grace=KILL_GRACE_S, role_command=DEFAULT_ROLE_COMMAND,
+                  stdout=None, stderr=None):
     """Runs a whole job on this host and returns bpslaunch's exit code.
 
-    command: the worker's argv. timeout: wall-clock limit in seconds for the whole job (None: no limit).
+    command: the worker's argv. num_workers: worker machines, each running `local_size` worker processes
+    (BYTEPS_LOCAL_RANK 0..local_size-1; the command picks its GPU by local rank).
+    timeout: wall-clock limit in seconds for the whole job (None: no limit).
     shutdown_grace: how long the scheduler and servers may take to exit once all workers succeeded.
     kill_grace: seconds between SIGTERM and SIGKILL when stopping processes.
     role_command: argv that runs a scheduler or server (DMLC_ROLE tells which); tests pass stand-ins.
     stdout, stderr: text streams that receive the prefixed output (default: ours).
     """
-    job = _LocalJob(command, num_workers, num_servers, timeout, shutdown_grace, kill_grace, role_command,
+    job = _LocalJob(command, num_workers, num_servers, local_size, timeout, shutdown_grace, kill_grace, role_command,
                     PrefixedOutput(stdout, stderr))
     return job.run()
 
 
 @dataclass
 class _JobProcess:
-    label: str  # "scheduler", "server 1", "worker 0": the output prefix and the name in messages
+    # "scheduler", "server 1", "worker 0" (with --local-size > 1 "worker 0.1": machine 0, local rank 1):
+    # the output prefix and the name in messages
+    label: str
     popen: subprocess.Popen
 
 
 class _LocalJob:
-    def __init__(self, command, num_workers, num_servers, timeout, shutdown_grace, kill_grace, role_command,
-                 output):
+    def __init__(self, command, num_workers, num_servers, local_size, timeout, shutdown_grace, kill_grace,
+                 role_command, output):
         self._command = list(command)
         self._num_workers = num_workers
+        self._local_size = local_size
         self._num_servers = num_servers
         self._timeout = timeout
         self._shutdown_grace = shutdown_grace
@@ -75,7 +80,7 @@ class _LocalJob:
                 return self._supervise(stop)
             finally:
                 stop_process_groups([process.popen for process in self._roles + self._workers], self._kill_grace)
-                self._output.wait_until_drained(_DRAIN_TIMEOUT_S)
+                self._output.wait_until_drained(DRAIN_TIMEOUT_S)
 
     def _start_all(self):
         """Starts every process; on failure reports it and returns the exit code, else returns None."""
@@ -83,8 +88,9 @@ class _LocalJob:
         launches = [("scheduler", self._role_command, role_environment(job_env, "scheduler"), self._roles)]
         launches += [(f"server {index}", self._role_command, role_environment(job_env, "server"), self._roles)
                      for index in range(self._num_servers)]
-        launches += [(f"worker {index}", self._command, role_environment(job_env, "worker", index), self._workers)
-                     for index in range(self._num_workers)]
+        launches += [(worker_label(machine, local_rank, self._local_size), self._command,
+                      role_environment(job_env, "worker", machine, local_rank, self._local_size), self._workers)
+                     for machine in range(self._num_workers) for local_rank in range(self._local_size)]
         for label, argv, env, group in launches:
             try:
                 popen = start_in_own_group(argv, env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

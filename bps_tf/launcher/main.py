@@ -13,6 +13,7 @@ def main(argv=None):
             args.command,
             num_workers=args.workers,
             num_servers=args.servers,
+            local_size=args.local_size,
             timeout=args.timeout,
             shutdown_grace=args.shutdown_grace,
         )

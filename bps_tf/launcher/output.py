@@ -5,8 +5,15 @@ import threading
 import time
 
 _MESSAGE_PREFIX = "bpslaunch: "
+# Output still buffered in the pipes once every process is gone arrives within this time.
+DRAIN_TIMEOUT_S = 5.0
 # Longer lines are cut into pieces, so one process writing without newlines cannot use unbounded memory.
 _MAX_LINE_BYTES = 1 << 16
+
+
+def worker_label(worker_id, local_rank, local_size):
+    """'worker 1' with one process per machine, else 'worker 1.0': machine (DMLC_WORKER_ID), then local rank."""
+    return f"worker {worker_id}" if local_size == 1 else f"worker {worker_id}.{local_rank}"
 
 
 def report(message):
