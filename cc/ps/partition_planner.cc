@@ -31,13 +31,16 @@ StatusOr<PartitionPlan> PartitionPlanner::Plan(const TensorSpec& spec) {
   }
   PartitionPlan plan;
   const uint64_t base = TensorKeyBase(spec.name);
-  for (uint64_t offset = 0; offset < total; offset += per_partition) {
+  const uint64_t partitions = (total + per_partition - 1) / per_partition;
+  for (uint64_t offset = 0, partition = 0; offset < total; offset += per_partition, ++partition) {
     const uint64_t partition_count = std::min(per_partition, total - offset);
     auto least = std::min_element(server_bytes_.begin(), server_bytes_.end());
     *least += partition_count * element;
-    for (uint64_t at = offset; at < offset + partition_count; at += per_slice) {
+    for (uint64_t at = offset, slice = 0; at < offset + partition_count; at += per_slice, ++slice) {
       Partition p;
-      p.key = base | plan.partitions.size();
+      // Workers send a tensor's pieces in key order (at equal priority): slice 0 of every partition, then
+      // slice 1, ..., so that consecutive sends go to different servers and every server link stays busy.
+      p.key = base | (slice * partitions + partition);
       p.offset = at;
       p.count = std::min(per_slice, offset + partition_count - at);
       p.server = static_cast<int32_t>(least - server_bytes_.begin());

@@ -76,6 +76,9 @@ TEST(PartitionPlannerTest, SlicesKeepTheirPartitionsServerAndCoverTheTensor) {
   }
   EXPECT_EQ(next, 2500u);
   EXPECT_EQ(keys.size(), slices.size());
+  // Key order (the order workers send in) alternates partitions, hence servers.
+  EXPECT_LT(slices[0].key, slices[4].key);
+  EXPECT_LT(slices[4].key, slices[1].key);
   EXPECT_NE(slices[0].server, slices[4].server);
   EXPECT_EQ(planner.server_bytes()[0] + planner.server_bytes()[1], 10000u);
 }
