@@ -62,20 +62,9 @@ Status WhenReached(cudaStream_t stream, std::function<void()> fn) {
   return CudaStatus(error, "cudaLaunchHostFunc");
 }
 
-// `waiter` waits (on the GPU) for all work queued on `producer` (a stream of `producer_device`) so far.
-Status StreamWaits(cudaStream_t waiter, int producer_device, cudaStream_t producer) {
-  // The event belongs to the producer's device; a stream of any device may wait on it.
-  BPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(producer_device));
-  cudaEvent_t event;
-  BPS_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-  Status s = CudaStatus(cudaEventRecord(event, producer), "cudaEventRecord");
-  if (s.ok()) s = CudaStatus(cudaStreamWaitEvent(waiter, event, 0), "cudaStreamWaitEvent");
-  cudaEventDestroy(event);  // safe: the wait keeps what it needs
-  return s;
-}
-
-// The position `stream` (of `device`) has reached now, for others to wait on later.
+// The position `stream` (of `device`) has reached now, for others to wait on later (WaitOn).
 StatusOr<cudaEvent_t> RecordNow(int device, cudaStream_t stream) {
+  // The event belongs to the stream's device; a stream of any device may wait on it.
   BPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   cudaEvent_t event;
   BPS_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
@@ -85,6 +74,19 @@ StatusOr<cudaEvent_t> RecordNow(int device, cudaStream_t stream) {
     return s;
   }
   return event;
+}
+
+// `waiter` waits (on the GPU) for `event`, which is released here (the wait keeps what it needs).
+Status WaitOn(cudaStream_t waiter, cudaEvent_t event) {
+  Status s = CudaStatus(cudaStreamWaitEvent(waiter, event, 0), "cudaStreamWaitEvent");
+  cudaEventDestroy(event);
+  return s;
+}
+
+// `waiter` waits (on the GPU) for all work queued on `producer` (a stream of `producer_device`) so far.
+Status StreamWaits(cudaStream_t waiter, int producer_device, cudaStream_t producer) {
+  auto event = RecordNow(producer_device, producer);
+  return event.ok() ? WaitOn(waiter, event.value()) : event.status();
 }
 
 }  // namespace
@@ -168,8 +170,8 @@ Status GpuPushPull::ReduceLocally(const std::shared_ptr<Operation>& op) {
   std::vector<DeviceSpan> spans;
   for (int i = 0; i < local; ++i) {
     BPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(op->members[i].device));
-    Status waited = CudaStatus(cudaStreamWaitEvent(main_streams_[i], op->ready[i], 0), "cudaStreamWaitEvent");
-    cudaEventDestroy(op->ready[i]);  // safe: the wait keeps what it needs
+    Status waited = WaitOn(main_streams_[i], op->ready[i]);
+    op->ready[i] = nullptr;  // released by WaitOn
     BPS_RETURN_IF_ERROR(waited);
     spans.push_back({op->members[i].device, op->members[i].data, main_streams_[i]});
   }
@@ -352,7 +354,9 @@ void GpuPushPull::Complete(const std::shared_ptr<Operation>& op, const Status& s
     if (op->completed) return;
     op->completed = true;
   }
-  for (cudaEvent_t event : op->ready) cudaEventDestroy(event);  // never waited on: failed before that
+  for (cudaEvent_t event : op->ready) {
+    if (event != nullptr) cudaEventDestroy(event);  // never waited on: failed before that
+  }
   op->ready.clear();
   Status result = status;
   if (!result.ok()) result = Status(result.code(), "GPU push_pull of '" + op->name + "': " + result.message());

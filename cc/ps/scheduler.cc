@@ -4,21 +4,12 @@
 
 #include "cc/common/clock.h"
 #include "cc/common/logging.h"
+#include "cc/common/rank_list.h"
 #include "cc/ps/node_setup.h"
 #include "cc/transport/address.h"
 
 namespace bps {
 namespace {
-
-std::string RankList(const std::set<int>& ranks) {
-  std::ostringstream out;
-  bool first = true;
-  for (int r : ranks) {
-    out << (first ? "" : ", ") << r;
-    first = false;
-  }
-  return out.str();
-}
 
 std::string Seconds(double s) {
   std::ostringstream out;

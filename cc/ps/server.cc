@@ -1,9 +1,8 @@
 #include "cc/ps/server.h"
 
-#include <sstream>
-
 #include "cc/common/clock.h"
 #include "cc/common/logging.h"
+#include "cc/common/rank_list.h"
 #include "cc/ps/node_setup.h"
 
 namespace bps {
@@ -192,14 +191,8 @@ void Server::CheckStaleRounds(size_t engine_index) {
     if (entry->parked.empty() || !round.round_started() || now - round.round_started_at() < config_.timeout_s) {
       continue;
     }
-    std::ostringstream missing;
-    bool first = true;
-    for (int r : round.MissingWorkers()) {
-      missing << (first ? "" : ", ") << r;
-      first = false;
-    }
     const char* who = round.num_workers() == num_workers_ ? "worker(s) " : "worker machine(s) ";
-    Status error = DeadlineExceeded(who + missing.str() + " did not push round " +
+    Status error = DeadlineExceeded(who + RankList(round.MissingWorkers()) + " did not push round " +
                                     std::to_string(round.accumulating_round()) + " within BYTEPS_TIMEOUT");
     for (const ParkedPull& pull : entry->parked) {
       Message request;

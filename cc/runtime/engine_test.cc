@@ -55,17 +55,11 @@ double Read(DataType dtype, const std::vector<char>& bytes, uint64_t i) {
   return test_data::Read(dtype, bytes.data() + i * DataTypeSize(dtype));
 }
 
-class SumTest : public ::testing::TestWithParam<std::tuple<int, int>> {};
-
-TEST_P(SumTest, EveryDtypeAndSizeMatchesTheReference) {
-  const int workers = std::get<0>(GetParam());
-  const int servers = std::get<1>(GetParam());
-  LocalJob job(workers, servers);
-  ASSERT_EQ(job.worker(0).slice_bytes(), 0u) << "one host: whole partitions";
-  // 4096-byte partitions: for float32 1024 elements is exactly one partition.
-  const std::vector<uint64_t> sizes = {0, 1, 7, 1023, 1024, 1025, 100000};
-  for (DataType dtype : {DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64,
-                         DataType::kInt32, DataType::kInt64}) {
+// Every worker push_pulls test data of every (dtype, size) at once; each must get the exact sum.
+void ExpectEveryWorkerGetsTheSum(LocalJob& job, const std::vector<DataType>& dtypes,
+                                 const std::vector<uint64_t>& sizes) {
+  const int workers = job.workers();
+  for (DataType dtype : dtypes) {
     for (uint64_t n : sizes) {
       std::string name = std::string(DataTypeName(dtype)) + "/" + std::to_string(n);
       std::vector<std::vector<char>> in(workers), out(workers);
@@ -88,30 +82,24 @@ TEST_P(SumTest, EveryDtypeAndSizeMatchesTheReference) {
   }
 }
 
-// Workers and servers on hosts of their own: partitions cross the "network" in slices (1024 bytes here,
+class SumTest : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(SumTest, EveryDtypeAndSizeMatchesTheReference) {
+  LocalJob job(std::get<0>(GetParam()), std::get<1>(GetParam()));
+  ASSERT_EQ(job.worker(0).slice_bytes(), 0u) << "one host: whole partitions";
+  // 4096-byte partitions: for float32 1024 elements is exactly one partition.
+  ExpectEveryWorkerGetsTheSum(job, {std::begin(test_data::kAllTypes), std::end(test_data::kAllTypes)},
+                              {0, 1, 7, 1023, 1024, 1025, 100000});
+}
+
+// Workers and servers on hosts of their own: partitions cross the "network" in slices (1000 bytes here,
 // partitions 4096), each summed on its own.
 TEST(EngineTest, SlicedPartitionsBetweenHostsSumExactly) {
-  const int workers = 3;
-  LocalJob job(workers, 2, /*timeout_s=*/20, /*credit_bytes=*/4 * 4096, /*local_size=*/1, /*separate_hosts=*/true,
+  LocalJob job(3, 2, /*timeout_s=*/20, /*credit_bytes=*/4 * 4096, /*local_size=*/1, /*separate_hosts=*/true,
                /*slice_bytes=*/1000);
   ASSERT_EQ(job.worker(0).slice_bytes(), 1000u);
-  for (DataType dtype : {DataType::kFloat16, DataType::kFloat32, DataType::kFloat64, DataType::kInt64}) {
-    for (uint64_t n : {uint64_t(1), uint64_t(249), uint64_t(250), uint64_t(1025), uint64_t(100003)}) {
-      std::string name = std::string(DataTypeName(dtype)) + "/" + std::to_string(n);
-      std::vector<std::vector<char>> in(workers), out(workers);
-      std::vector<std::future<Status>> done;
-      for (int w = 0; w < workers; ++w) {
-        Fill(dtype, w, n, &in[w]);
-        out[w].assign(in[w].size(), 0);
-        done.push_back(PushPull(job.worker(w), name, dtype, {int64_t(n)}, in[w].data(), out[w].data()));
-      }
-      for (int w = 0; w < workers; ++w) {
-        Status s = Await(done[w]);
-        ASSERT_TRUE(s.ok()) << name << ": " << s.ToString();
-        EXPECT_EQ(test_data::FirstMismatch(dtype, out[w], workers, n), n) << name;
-      }
-    }
-  }
+  ExpectEveryWorkerGetsTheSum(job, {DataType::kFloat16, DataType::kFloat32, DataType::kFloat64, DataType::kInt64},
+                              {1, 249, 250, 1025, 100003});
 }
 
 INSTANTIATE_TEST_SUITE_P(WorkersAndServers, SumTest,

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cc/common/clock.h"
+#include "cc/common/rank_list.h"
 #include "cc/common/wire.h"
 #include "cc/common/work_thread.h"
 
@@ -95,16 +96,6 @@ class FrameReader {
   bool malformed_ = false;
 };
 
-std::string RankList(const std::set<int>& ranks) {
-  std::ostringstream out;
-  bool first = true;
-  for (int r : ranks) {
-    out << (first ? "" : ", ") << r;
-    first = false;
-  }
-  return out.str();
-}
-
 // What both sides share: the runs this process ordered, per token in order, delivered on one thread.
 class Runs {
  public:
@@ -134,14 +125,24 @@ class Runs {
   WorkThread delivery_;
 };
 
-// Local rank 0: listens, matches tokens, announces them.
-class Root : public LocalCoordinator {
+// Both ends of the socket: the runs this process ordered, the failure that ends them all, the I/O thread.
+class SocketEnd : public LocalCoordinator {
  public:
-  Root(int local_size, double timeout_s, int listener)
-      : local_size_(local_size), timeout_s_(timeout_s), listener_(listener) {
-    io_ = std::thread([this] { Loop(); });
+  void Order(const std::string& token, const std::string& payload, Run run) final {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.ok()) return runs_.DeliverNow(std::move(run), failure_);
+    runs_.Add(token, std::move(run));
+    Ordered(token, payload);
   }
-  ~Root() override {
+
+ protected:
+  // With mu_ held: this process ordered `token` (rank 0 counts it, the others tell rank 0).
+  virtual void Ordered(const std::string& token, const std::string& payload) = 0;
+  virtual void Loop() = 0;
+
+  // The last step of a derived constructor, and the first of its destructor (Loop uses its members).
+  void StartIo() { io_ = std::thread([this] { Loop(); }); }
+  void StopIo() {
     stop_ = true;
     io_.join();
     {
@@ -149,19 +150,40 @@ class Root : public LocalCoordinator {
       runs_.FailAll(Aborted("local coordination stopped (shutdown)"));
     }
     runs_.Stop();
-    for (auto& member : members_) close(member.fd);
+  }
+
+  // With mu_ held. False if the coordination had failed already.
+  bool FailAll(const Status& why) {
+    if (!failure_.ok()) return false;
+    failure_ = why;
+    runs_.FailAll(why);
+    return true;
+  }
+
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  Runs runs_;
+
+ private:
+  Status failure_;
+  std::thread io_;
+};
+
+// Local rank 0: listens, matches tokens, announces them.
+class Root : public SocketEnd {
+ public:
+  Root(int local_size, double timeout_s, int listener)
+      : local_size_(local_size), timeout_s_(timeout_s), listener_(listener) {
+    StartIo();
+  }
+  ~Root() override {
+    StopIo();
+    for (auto& peer : peers_) close(peer.fd);
     if (listener_ >= 0) close(listener_);
   }
 
-  void Order(const std::string& token, const std::string& payload, Run run) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!failure_.ok()) return runs_.DeliverNow(std::move(run), failure_);
-    runs_.Add(token, std::move(run));
-    Ready(0, token, &payload);
-  }
-
  private:
-  struct Member {
+  struct Peer {
     int fd;
     int rank = -1;  // known after HELLO
     FrameReader reader;
@@ -171,6 +193,8 @@ class Root : public LocalCoordinator {
     std::string payload;
     double since = 0;
   };
+
+  void Ordered(const std::string& token, const std::string& payload) override { Ready(0, token, &payload); }
 
   // With mu_ held. Local rank `rank` ordered `token` (payload from rank 0 only).
   void Ready(int rank, const std::string& token, const std::string* payload) {
@@ -186,8 +210,8 @@ class Root : public LocalCoordinator {
     if (payload) entry->payload = *payload;
     // The oldest completes first (a later entry holds only ranks the older ones hold).
     while (!queue.empty() && static_cast<int>(queue.front().ready.size()) == local_size_) {
-      for (Member& member : members_) {
-        if (member.rank > 0) SendFrame(member.fd, Frame::kGo, token, queue.front().payload);
+      for (Peer& peer : peers_) {
+        if (peer.rank > 0) SendFrame(peer.fd, Frame::kGo, token, queue.front().payload);
       }
       runs_.Deliver(token, queue.front().payload);
       queue.pop_front();
@@ -196,12 +220,10 @@ class Root : public LocalCoordinator {
   }
 
   void Fail(const Status& why) {
-    if (!failure_.ok()) return;
-    failure_ = why;
-    for (Member& member : members_) {
-      if (member.rank > 0) SendFrame(member.fd, Frame::kError, "", why.message());
+    if (!FailAll(why)) return;
+    for (Peer& peer : peers_) {
+      if (peer.rank > 0) SendFrame(peer.fd, Frame::kError, "", why.message());
     }
-    runs_.FailAll(why);
     pending_.clear();
   }
 
@@ -219,8 +241,8 @@ class Root : public LocalCoordinator {
              << " of this machine but not on local rank(s) " << RankList(missing) << " within BYTEPS_TIMEOUT="
              << timeout_s_ << " s; every process of a machine must push_pull the same GPU tensors";
         Status error = DeadlineExceeded(text.str());
-        for (Member& member : members_) {
-          if (queue.front().ready.count(member.rank)) SendFrame(member.fd, Frame::kError, it->first, error.message());
+        for (Peer& peer : peers_) {
+          if (queue.front().ready.count(peer.rank)) SendFrame(peer.fd, Frame::kError, it->first, error.message());
         }
         if (queue.front().ready.count(0)) runs_.Deliver(it->first, error);
         queue.pop_front();
@@ -229,50 +251,50 @@ class Root : public LocalCoordinator {
     }
   }
 
-  void Handle(Member& member, Frame type, const std::string& first) {
+  void Handle(Peer& peer, Frame type, const std::string& first) {
     if (type == Frame::kHello) {
       int rank = std::atoi(first.c_str());
       bool taken = false;
-      for (const Member& other : members_) taken |= (other.rank == rank);
+      for (const Peer& other : peers_) taken |= (other.rank == rank);
       if (rank <= 0 || rank >= local_size_ || taken) {
         return Fail(InvalidArgument("a process joined this machine's local coordination as local rank " + first +
                                     " (BYTEPS_LOCAL_SIZE=" + std::to_string(local_size_) +
                                     "): give each process of a machine its own BYTEPS_LOCAL_RANK"));
       }
-      member.rank = rank;
-    } else if (type == Frame::kReady && member.rank > 0) {
-      Ready(member.rank, first, nullptr);
+      peer.rank = rank;
+    } else if (type == Frame::kReady && peer.rank > 0) {
+      Ready(peer.rank, first, nullptr);
     }
   }
 
-  void Loop() {
+  void Loop() override {
     double last_expiry = NowSeconds();
     while (!stop_) {
       std::vector<pollfd> fds;
       if (listener_ >= 0) fds.push_back({listener_, POLLIN, 0});
-      size_t first_member = fds.size();
+      size_t first_peer = fds.size();
       {
         std::lock_guard<std::mutex> lock(mu_);
-        for (Member& member : members_) fds.push_back({member.fd, POLLIN, 0});
+        for (Peer& peer : peers_) fds.push_back({peer.fd, POLLIN, 0});
       }
       int ready = poll(fds.data(), fds.size(), kPollMs);
       std::lock_guard<std::mutex> lock(mu_);
       if (ready > 0 && listener_ >= 0 && (fds[0].revents & POLLIN)) {
         int fd = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd >= 0) members_.push_back(Member{fd});
+        if (fd >= 0) peers_.push_back(Peer{fd});
       }
-      for (size_t i = first_member; ready > 0 && i < fds.size(); ++i) {
+      for (size_t i = first_peer; ready > 0 && i < fds.size(); ++i) {
         if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        Member& member = members_[i - first_member];
-        bool open = member.reader.Fill(member.fd);
+        Peer& peer = peers_[i - first_peer];
+        bool open = peer.reader.Fill(peer.fd);
         Frame type;
         std::string first, second;
-        while (open && member.reader.Next(&type, &first, &second)) Handle(member, type, first);
-        if (!open || member.reader.malformed()) {
-          Fail(Unavailable("local rank " + std::to_string(member.rank) +
+        while (open && peer.reader.Next(&type, &first, &second)) Handle(peer, type, first);
+        if (!open || peer.reader.malformed()) {
+          Fail(Unavailable("local rank " + std::to_string(peer.rank) +
                            " of this machine exited or closed its local coordination connection"));
-          close(member.fd);
-          members_.erase(members_.begin() + static_cast<long>(i - first_member));
+          close(peer.fd);
+          peers_.erase(peers_.begin() + static_cast<long>(i - first_peer));
           break;  // indices moved; poll again
         }
       }
@@ -286,46 +308,26 @@ class Root : public LocalCoordinator {
   const int local_size_;
   const double timeout_s_;
   const int listener_;
-  std::atomic<bool> stop_{false};
-  std::mutex mu_;
-  std::vector<Member> members_;
+  std::vector<Peer> peers_;
   std::map<std::string, std::deque<Pending>> pending_;
-  Runs runs_;
-  Status failure_;
-  std::thread io_;
 };
 
 // Local ranks 1..n-1: send READY, run what rank 0 announces.
-class Member : public LocalCoordinator {
+class Member : public SocketEnd {
  public:
-  explicit Member(int fd) : fd_(fd) { io_ = std::thread([this] { Loop(); }); }
+  explicit Member(int fd) : fd_(fd) { StartIo(); }
   ~Member() override {
-    stop_ = true;
-    io_.join();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      runs_.FailAll(Aborted("local coordination stopped (shutdown)"));
-    }
-    runs_.Stop();
+    StopIo();
     close(fd_);
   }
 
-  void Order(const std::string& token, const std::string&, Run run) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!failure_.ok()) return runs_.DeliverNow(std::move(run), failure_);
-    runs_.Add(token, std::move(run));
-    Status sent = SendFrame(fd_, Frame::kReady, token);
-    if (!sent.ok()) Fail(sent);
-  }
-
  private:
-  void Fail(const Status& why) {
-    if (!failure_.ok()) return;
-    failure_ = why;
-    runs_.FailAll(why);
+  void Ordered(const std::string& token, const std::string&) override {
+    Status sent = SendFrame(fd_, Frame::kReady, token);
+    if (!sent.ok()) FailAll(sent);
   }
 
-  void Loop() {
+  void Loop() override {
     FrameReader reader;
     while (!stop_) {
       pollfd fd{fd_, POLLIN, 0};
@@ -338,24 +340,19 @@ class Member : public LocalCoordinator {
         if (type == Frame::kGo) {
           runs_.Deliver(first, second);
         } else if (type == Frame::kError && first.empty()) {
-          Fail(Unavailable(second));
+          FailAll(Unavailable(second));
         } else if (type == Frame::kError) {
           runs_.Deliver(first, Status(Code::kDeadlineExceeded, second));
         }
       }
       if (!open || reader.malformed()) {
-        Fail(Unavailable("local rank 0 of this machine exited or closed its local coordination connection"));
+        FailAll(Unavailable("local rank 0 of this machine exited or closed its local coordination connection"));
         return;
       }
     }
   }
 
   const int fd_;
-  std::atomic<bool> stop_{false};
-  std::mutex mu_;
-  Runs runs_;
-  Status failure_;
-  std::thread io_;
 };
 
 // With one process on the machine there is nothing to agree on: runs follow the calls.
