@@ -1,5 +1,8 @@
 #include "cc/ps/server.h"
 
+#include <chrono>
+#include <thread>
+
 #include "cc/common/clock.h"
 #include "cc/common/logging.h"
 #include "cc/common/rank_list.h"
@@ -30,7 +33,13 @@ Status Server::Run() {
   // The job ends only by SHUTDOWN, ABORT or a lost peer; each of those sets `finished_`.
   while (true) {
     auto result = finished_.Wait(3600);
-    if (result) return *result;
+    if (!result) continue;
+    if (!result->ok()) {
+      // The scheduler sends ABORT to every node at once; leaving at once would let workers see this server's
+      // connection drop before the scheduler's message, and report a lost server instead of the root cause.
+      std::this_thread::sleep_for(std::chrono::duration<double>(kAbortLingerSeconds));
+    }
+    return *result;
   }
 }
 

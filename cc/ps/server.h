@@ -53,6 +53,8 @@ class Server : public MessageHandler {
   void ReplyError(PeerId to, MessageType type, const Message& request, const Status& error);
   void Finish(const Status& result);
 
+  static constexpr double kAbortLingerSeconds = 0.5;
+
   const Config config_;
   Transport* transport_;
   std::vector<std::unique_ptr<WorkThread>> engines_;
