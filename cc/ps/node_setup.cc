@@ -35,7 +35,7 @@ Status JoinJob(const Config& config, Transport* transport, PeerId* scheduler) {
                                                  " (set DMLC_NODE_HOST or DMLC_INTERFACE to an address of this machine)");
   }
   std::string root = config.root_uri + ":" + std::to_string(config.root_port);
-  auto peer = transport->Connect(root, config.timeout_s);
+  auto peer = transport->Connect(root, config.timeout_s, Link::kControl);
   if (!peer.ok()) {
     return Status(peer.status().code(), "cannot reach the scheduler at " + root + " (DMLC_PS_ROOT_URI:DMLC_PS_ROOT_PORT): " +
                                             peer.status().message());

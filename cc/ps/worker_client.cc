@@ -27,7 +27,7 @@ Status WorkerClient::Start() {
   slice_bytes_ = book.value().slice_bytes;
   server_addresses_ = book.value().servers;
   for (const std::string& address : server_addresses_) {
-    auto peer = transport_->Connect(address, config_.timeout_s);
+    auto peer = transport_->Connect(address, config_.timeout_s, Link::kData);
     if (!peer.ok()) return Status(peer.status().code(), "cannot reach a server: " + peer.status().message());
     servers_.push_back(peer.value());
   }

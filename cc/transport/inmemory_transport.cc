@@ -26,7 +26,7 @@ class InMemoryTransport : public Transport {
     return address_;
   }
 
-  StatusOr<PeerId> Connect(const std::string& address, double timeout_s) override {
+  StatusOr<PeerId> Connect(const std::string& address, double timeout_s, Link) override {
     Deadline deadline(timeout_s);
     while (true) {
       InMemoryTransport* remote = network_->Find(address);

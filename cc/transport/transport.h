@@ -15,6 +15,14 @@ namespace bps {
 
 using PeerId = int;  // a connection, numbered by the transport that owns it
 
+// What a connection carries, which decides how its loss is noticed.
+// kControl: the transport watches it and reports a dead peer through OnPeerLost at once.
+// kData: tensor bytes. Between processes of one host it may go through shared memory, which UCX can only
+// use on connections it does not watch (UCX drops its shared-memory transports from endpoints with peer
+// error handling). A dead peer on such a link is reported by the control connection instead (the
+// scheduler's ABORT); between hosts a data link is watched like a control link.
+enum class Link { kControl, kData };
+
 // Called on the transport's thread: keep handlers short, hand heavy work to other threads.
 class MessageHandler {
  public:
@@ -42,7 +50,7 @@ class Transport {
   virtual StatusOr<std::string> Listen(const std::string& host, int port) = 0;
 
   // Connects to a listening peer, retrying until `timeout_s` passes (the peer may still be starting).
-  virtual StatusOr<PeerId> Connect(const std::string& address, double timeout_s) = 0;
+  virtual StatusOr<PeerId> Connect(const std::string& address, double timeout_s, Link link) = 0;
 
   // Thread-safe and non-blocking. `payload` must stay valid until `on_sent` runs (on the transport thread).
   virtual void Send(PeerId to, std::string header, const void* payload, size_t length,

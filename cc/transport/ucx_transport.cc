@@ -54,7 +54,7 @@ class UcxTransport : public Transport {
 
   void SetHandler(MessageHandler* handler) override { handler_ = handler; }
   StatusOr<std::string> Listen(const std::string& host, int port) override;
-  StatusOr<PeerId> Connect(const std::string& address, double timeout_s) override;
+  StatusOr<PeerId> Connect(const std::string& address, double timeout_s, Link link) override;
   void Send(PeerId to, std::string header, const void* payload, size_t length, SendCallback on_sent) override;
   std::string PeerName(PeerId peer) override;
   void Shutdown(double timeout_s) override;
@@ -338,10 +338,9 @@ void UcxTransport::OnConnectionRequest(ucp_conn_request_h request, void* arg) {
   }
   ucp_ep_params_t params;
   std::memset(&params, 0, sizeof(params));
-  params.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  // No error handling mode: UCX takes the client's (it refuses a different one), see Link.
+  params.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER;
   params.conn_request = request;
-  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   params.err_handler.cb = &OnEndpointError;
   params.err_handler.arg = self;
   ucp_ep_h ep = nullptr;
@@ -383,9 +382,11 @@ StatusOr<std::string> UcxTransport::Listen(const std::string& host, int port) {
   return bound;
 }
 
-StatusOr<PeerId> UcxTransport::Connect(const std::string& address, double timeout_s) {
+StatusOr<PeerId> UcxTransport::Connect(const std::string& address, double timeout_s, Link link) {
   auto parsed = ParseHostPort(address);
   if (!parsed.ok()) return parsed.status();
+  // See Link: only an unwatched endpoint may use shared memory. The accepting side takes the mode from us.
+  bool watched = link == Link::kControl || parsed.value().host != local_host_;
   Deadline deadline(timeout_s);
   Status last = Unavailable("no attempt made");
   while (!deadline.expired()) {
@@ -407,7 +408,7 @@ StatusOr<PeerId> UcxTransport::Connect(const std::string& address, double timeou
       params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
       params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
       params.sockaddr.addrlen = sizeof(addr);
-      params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+      params.err_mode = watched ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
       params.err_handler.cb = &OnEndpointError;
       params.err_handler.arg = this;
       ucp_ep_h ep = nullptr;
