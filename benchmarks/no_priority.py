@@ -8,9 +8,9 @@ orders partitions by key alone, i.e. by the hash of their names: an arbitrary bu
 
 def install():
     from bps_tf.strategy import cross_device_ops
-    from bps_tf.tensorflow import ops
+    from bps_tf.tensorflow import gather, ops
 
     def push_pull_without_priority(*args, priority=0, **kwargs):
         return ops.push_pull(*args, priority=0, **kwargs)
 
-    cross_device_ops.push_pull = push_pull_without_priority
+    cross_device_ops.push_pull = gather.push_pull = push_pull_without_priority

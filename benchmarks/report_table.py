@@ -59,14 +59,15 @@ def train_table(result):
 
 
 def strategy_label(run):
-    label = STRATEGY_NAMES[run["strategy"]]
-    if run.get("tuned"):
+    label = STRATEGY_NAMES[run.get("variant", run["strategy"])]
+    if run.get("env"):
         label += " with " + " ".join(f"{k}={v}" for k, v in run["env"].items())
     return label
 
 
 STRATEGY_NAMES = {"bps": "BytePSStrategy", "mwms": "MultiWorkerMirroredStrategy (RING)",
-                  "local": "no communication (same per-worker batch)"}
+                  "local": "no communication (same per-worker batch)", "bps-tuned": "BytePSStrategy",
+                  "bps-dense": "BytePSStrategy, sparse gradients densified"}
 
 
 def tuning_table(result):

@@ -23,7 +23,8 @@ def parse_args():
     parser.add_argument("--rate", default="1gbit", help="each host's link, each direction (tc syntax)")
     parser.add_argument("--models", default="bert,mlp")
     parser.add_argument("--strategies", default="local,mwms,bps",
-                        help="local, mwms, bps (bps_tf's defaults), bps-tuned (bps with the --env settings)")
+                        help="local, mwms, bps (bps_tf's defaults), bps-tuned (bps with the --env settings), "
+                             "bps-dense (bps with sparse gradients densified)")
     parser.add_argument("--batch-bert", type=int, default=8, help="per-worker batch of the BERT-like model")
     parser.add_argument("--batch-mlp", type=int, default=32, help="per-worker batch of the MLP")
     parser.add_argument("--steps", type=int, default=10)
@@ -41,10 +42,12 @@ def main():
         for model in args.models.split(","):
             batch = args.batch_bert if model == "bert" else args.batch_mlp
             for name in args.strategies.split(","):
-                tuned = name == "bps-tuned"
-                run = run_training(cluster, "bps" if tuned else name, model, args.workers, args.servers, batch,
-                                   args.steps, args.warmup, bps_env if tuned else {})
-                run["tuned"] = tuned
+                strategy = "bps" if name.startswith("bps") else name
+                run = run_training(cluster, strategy, model, args.workers, args.servers, batch, args.steps,
+                                   args.warmup, bps_env if name == "bps-tuned" else {},
+                                   sparse_as_dense=name == "bps-dense")
+                run["variant"] = name
+                run["tuned"] = name != strategy  # a variant of bps_tf's defaults
                 print(f"{model} {name}: {run['median_step_s'] * 1e3:.0f} ms/step, "
                       f"{run['samples_per_s']:.1f} samples/s", flush=True)
                 runs.append(run)

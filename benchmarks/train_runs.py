@@ -14,7 +14,7 @@ LEGACY_KERAS = {"TF_USE_LEGACY_KERAS": "1"}  # MultiWorkerMirroredStrategy needs
 
 
 def run_training(cluster, strategy, model, workers, servers, batch_per_worker, steps, warmup, extra_env=(),
-                 no_priority=False, timeout=900):
+                 no_priority=False, sparse_as_dense=False, timeout=900):
     """Returns train_worker.py's result of rank 0 (local: of every process, step times pooled)."""
     env = dict(LEGACY_KERAS, **dict(extra_env))
     with tempfile.TemporaryDirectory() as logs:
@@ -23,7 +23,8 @@ def run_training(cluster, strategy, model, workers, servers, batch_per_worker, s
                           "--batch-per-worker", str(batch_per_worker), "--steps", str(steps), "--warmup",
                           str(warmup), "--workers", str(workers), "--output", out(i),
                           "--tf-cluster", cluster_job.tf_cluster(cluster, workers)] + (
-                             ["--no-priority"] if no_priority else [])
+                             ["--no-priority"] if no_priority else []) + (
+                             ["--sparse-as-dense"] if sparse_as_dense else [])
         if strategy == "bps":
             cluster_job.run_job(cluster, workers, servers, argv, logs, env, timeout)
         else:

@@ -25,6 +25,8 @@ def parse_args():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--no-priority", action="store_true",
                         help="bps: every gradient with priority 0 (bps_tf otherwise sends layers nearer the input first)")
+    parser.add_argument("--sparse-as-dense", action="store_true",
+                        help="bps: densify sparse gradients (bps_tf otherwise gathers an embedding's rows)")
     parser.add_argument("--output", required=True)
     return parser.parse_args()
 
@@ -41,6 +43,10 @@ def make_strategy(args):
             from benchmarks import no_priority
 
             no_priority.install()
+        if args.sparse_as_dense:
+            from bps_tf.strategy import cross_device_ops
+
+            cross_device_ops._stays_sparse = lambda local_values: False
         from bps_tf.strategy import BytePSStrategy
 
         return BytePSStrategy()
@@ -92,7 +98,8 @@ def main():
         gradient_bytes = sum(int(tf.size(v)) * v.dtype.size for v in model.trainable_variables)
         result = {"strategy": args.strategy, "model": args.model, "workers": args.workers,
                   "batch_per_worker": args.batch_per_worker, "global_batch": args.batch_per_worker * args.workers,
-                  "gradient_bytes": gradient_bytes, "step_s": step_s, "no_priority": args.no_priority}
+                  "gradient_bytes": gradient_bytes, "step_s": step_s, "no_priority": args.no_priority,
+                  "sparse_as_dense": args.sparse_as_dense}
         with open(args.output, "w") as out:
             json.dump(result, out)
 

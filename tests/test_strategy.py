@@ -51,3 +51,10 @@ def test_strategy_example_trains_to_a_good_test_accuracy(example):
     accuracies = re.findall(r"worker (\d): test (?:loss [0-9.]+, test )?accuracy ([0-9.]+)", result.stdout)
     assert len(accuracies) == 2, result.stdout[-6000:]
     assert accuracies[0][1] == accuracies[1][1] and float(accuracies[0][1]) > 0.9, accuracies
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("workers,local_devices,legacy_keras", [(2, 2, "0"), (3, 1, "1")])
+def test_sparse_gradients_are_gathered_and_equal_single_process_training(workers, local_devices, legacy_keras):
+    result = run_local("sparse_gradients.py", workers, 2, local_devices, TF_USE_LEGACY_KERAS=legacy_keras)
+    assert_job_ok(result, workers, "sparse gradients equal single-process training")

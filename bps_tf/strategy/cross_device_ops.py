@@ -1,7 +1,9 @@
 """BytePSCrossDeviceOps: the strategy's reductions. Local replicas are summed first, then one push_pull per
 process goes through the parameter servers, then the result is copied to every local destination (the
 hierarchical strategy). A batch of reductions (Keras's gradients) is issued together, so all their
-partitions pipeline, prioritised so that gradients listed first (layers nearer the input) go first."""
+partitions pipeline, prioritised so that gradients listed first (layers nearer the input) go first.
+Sparse gradients (an embedding's IndexedSlices) stay sparse when their gathered rows are smaller than the
+dense tensor (bps_tf.tensorflow.gather)."""
 
 import tensorflow as tf
 from tensorflow.python.distribute import cross_device_ops as cross_device_ops_lib
@@ -10,9 +12,10 @@ from tensorflow.python.distribute import values as value_lib
 from tensorflow.python.framework import ops
 from tensorflow.python.ops import control_flow_util
 
-from bps_tf.process import rank, size
+from bps_tf.process import size
 from bps_tf.tensorflow import naming
-from bps_tf.tensorflow.ops import Sum, push_pull
+from bps_tf.tensorflow.gather import all_gather, gather_is_smaller, push_pull_slices
+from bps_tf.tensorflow.ops import Average, Sum, push_pull
 
 XLA_MESSAGE = (
     "BytePSStrategy does not support jit_compile=True (XLA): its push_pull ops run outside XLA. "
@@ -65,6 +68,10 @@ def _dense(tensor):
     return tf.convert_to_tensor(tensor)  # IndexedSlices become dense, as in push_pull
 
 
+def _stays_sparse(local_values):
+    return all(isinstance(t, tf.IndexedSlices) for t in local_values) and gather_is_smaller(local_values)
+
+
 class BytePSCrossDeviceOps(cross_device_ops_lib.CrossDeviceOps):
     """Cross-device (and cross-process) reductions through bps_tf's parameter servers."""
 
@@ -82,6 +89,11 @@ class BytePSCrossDeviceOps(cross_device_ops_lib.CrossDeviceOps):
         """The reduced value: one tensor, or one per local GPU (already on each GPU)."""
         if reduce_op not in (reduce_util.ReduceOp.SUM, reduce_util.ReduceOp.MEAN):
             raise ValueError(f"BytePSStrategy reduces with SUM or MEAN, not {reduce_op}")
+        if isinstance(local_tensors[0], tf.IndexedSlices):
+            name = name or naming.tensor_name(local_tensors[0].values, None, "strategy.sparse")
+            op = Average if reduce_op == reduce_util.ReduceOp.MEAN else Sum
+            with tf.device(local_tensors[0].device):
+                return push_pull_slices(local_tensors, name, op, priority, replicas=self._num_replicas_in_sync)
         if len(local_tensors) > 1 and all(_on_gpu(t) for t in local_tensors):
             # One op per GPU under one name: the core reduces them with NCCL before the servers.
             name = name or naming.tensor_name(local_tensors[0], None, "strategy")
@@ -109,7 +121,8 @@ class BytePSCrossDeviceOps(cross_device_ops_lib.CrossDeviceOps):
     def _reduce_batch(self, reduce_op, values):
         """One reduced tensor per value (each value: a PerReplica/Mirrored value, a variable or a tensor)."""
         _refuse_xla()
-        groups = [[_dense(t) for t in _local_values(v)] for v in values]
+        groups = [_local_values(v) for v in values]
+        groups = [g if _stays_sparse(g) else [_dense(t) for t in g] for g in groups]
         names = []
         for i, (value, group) in enumerate(zip(values, groups)):
             label = _label(value)
@@ -138,7 +151,7 @@ class BytePSCrossDeviceOps(cross_device_ops_lib.CrossDeviceOps):
         local = [_dense(v) for v in _local_values(per_replica_value)]
         with tf.device(local[0].device):
             mine = local[0] if len(local) == 1 else tf.concat(local, axis=axis)
-            gathered = all_gather(mine, axis)
+            gathered = all_gather(mine, axis, naming.tensor_name(mine, None, "gather"))
         return cross_device_ops_lib.simple_broadcast(gathered, destinations, always_mirrored=True)
 
     def broadcast_implementation(self, tensor, destinations):
@@ -149,17 +162,3 @@ class BytePSCrossDeviceOps(cross_device_ops_lib.CrossDeviceOps):
         _refuse_xla()
         raise ValueError("BytePSStrategy reduces through merge_call; this path is not used")
 
-
-def all_gather(tensor, axis):
-    """Concatenation along `axis` of every worker's `tensor`, in rank order (sizes along `axis` may differ).
-
-    Each worker places its part at its offset in zeros of the whole, so a sum assembles the whole exactly.
-    """
-    axis = axis % tensor.shape.rank
-    name = naming.tensor_name(tensor, None, "gather")
-    length = tf.shape(tensor, out_type=tf.int64)[axis]
-    counts = push_pull(tf.scatter_nd([[rank()]], [length], [size()]), name=f"{name}/counts", op=Sum)
-    before = tf.reduce_sum(counts[:rank()])
-    after = tf.reduce_sum(counts) - before - length
-    paddings = tf.tensor_scatter_nd_update(tf.zeros([tensor.shape.rank, 2], tf.int64), [[axis]], [[before, after]])
-    return push_pull(tf.pad(tensor, paddings), name=f"{name}/data", op=Sum, shape_in_name=True)

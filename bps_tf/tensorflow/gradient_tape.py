@@ -10,8 +10,9 @@ from bps_tf.tensorflow.ops import Average
 class _DistributedGradientTape:
     """Wraps a tf.GradientTape; everything but gradient() is the wrapped tape's."""
 
-    def __init__(self, tape, compression, op, name):
+    def __init__(self, tape, compression, op, name, sparse_as_dense):
         self._tape = tape
+        self._sparse_as_dense = sparse_as_dense
         self._compression = compression
         self._op = op
         self._name = name
@@ -20,7 +21,8 @@ class _DistributedGradientTape:
         gradients = self._tape.gradient(target, sources, output_gradients=output_gradients, **kwargs)
         flat_sources = tf.nest.flatten(sources)
         flat_gradients = tf.nest.flatten(gradients, expand_composites=False)
-        reduced = push_pull_gradients(flat_gradients, flat_sources, self._name, self._compression, self._op)
+        reduced = push_pull_gradients(flat_gradients, flat_sources, self._name, self._compression, self._op,
+                                      self._sparse_as_dense)
         return tf.nest.pack_sequence_as(gradients, reduced)
 
     def __getattr__(self, attribute):
@@ -37,6 +39,7 @@ class _DistributedGradientTape:
 def DistributedGradientTape(gradtape, device_dense="", device_sparse="", compression=Compression.none,
                             sparse_as_dense=False, op=Average, name="tape"):
     """Wraps `gradtape` so that gradient() returns gradients reduced across workers (Horovod's signature;
-    device arguments are accepted for compatibility; sparse gradients are always densified)."""
-    del device_dense, device_sparse, sparse_as_dense
-    return _DistributedGradientTape(gradtape, compression, op, name)
+    device arguments are accepted for compatibility). Sparse gradients (IndexedSlices) are gathered as rows
+    unless `sparse_as_dense` or the dense tensor is smaller."""
+    del device_dense, device_sparse
+    return _DistributedGradientTape(gradtape, compression, op, name, sparse_as_dense)

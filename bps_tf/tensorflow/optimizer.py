@@ -156,15 +156,16 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
     """Wraps `optimizer` so that gradients are reduced across workers (Horovod's signature).
 
     backward_passes_per_step > 1 sums that many local gradients before one exchange and one update.
-    Sparse gradients are always densified (sparse_as_dense is accepted for compatibility).
+    Sparse gradients (IndexedSlices) are gathered as rows unless `sparse_as_dense` or the dense tensor is
+    smaller; gradients accumulated over several backward passes are dense.
     """
-    del use_locking, device_dense, device_sparse, sparse_as_dense
+    del use_locking, device_dense, device_sparse
     if backward_passes_per_step < 1:
         raise ValueError(f"backward_passes_per_step must be >= 1, got {backward_passes_per_step}")
     scope = name or "DistributedOptimizer"
 
     def reduce(grads, variables):
-        return push_pull_gradients(grads, variables, scope, compression, op)
+        return push_pull_gradients(grads, variables, scope, compression, op, sparse_as_dense)
 
     if _is_keras3(optimizer):
         return _wrap_keras3(optimizer, reduce, backward_passes_per_step)

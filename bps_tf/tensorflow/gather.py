@@ -1,0 +1,56 @@
+"""Concatenating every worker's tensor through the parameter servers, and sparse gradients with it.
+
+A parameter server sums; a concatenation is a sum when each worker places its part at its own offset in
+zeros of the whole. The parts may differ in length: one small exchange of lengths comes first.
+
+Sparse gradients (tf.IndexedSlices, an embedding's) are summed by concatenating their rows and indices,
+as TensorFlow's own collectives do, when that moves fewer bytes than the dense tensor would.
+"""
+
+import tensorflow as tf
+
+from bps_tf.process import rank, size
+from bps_tf.tensorflow.ops import Average, Sum, push_pull
+
+
+def _offsets(length, name, priority):
+    """(rows before this worker's, rows after it) in the rank-ordered concatenation of every worker's rows."""
+    counts = push_pull(tf.scatter_nd([[rank()]], [length], [size()]), name=f"{name}/counts", op=Sum,
+                       priority=priority)
+    before = tf.reduce_sum(counts[:rank()])
+    return before, tf.reduce_sum(counts) - before - length
+
+
+def _place_and_sum(tensor, axis, before, after, name, priority):
+    paddings = tf.tensor_scatter_nd_update(tf.zeros([tensor.shape.rank, 2], tf.int64), [[axis]], [[before, after]])
+    return push_pull(tf.pad(tensor, paddings), name=name, op=Sum, priority=priority, shape_in_name=True)
+
+
+def all_gather(tensor, axis, name, priority=0):
+    """Concatenation along `axis` of every worker's `tensor`, in rank order (lengths along `axis` may differ)."""
+    axis = axis % tensor.shape.rank
+    before, after = _offsets(tf.shape(tensor, out_type=tf.int64)[axis], name, priority)
+    return _place_and_sum(tensor, axis, before, after, f"{name}/data", priority)
+
+
+def gather_is_smaller(local_slices):
+    """Whether gathering every worker's rows (this process's `local_slices` together) moves fewer bytes than
+    the dense gradient. Unknown row counts gather (an embedding's rows are usually far fewer than its table's)."""
+    rows = [s.values.shape[0] if s.values.shape.rank else None for s in local_slices]
+    table_rows = tf.get_static_value(local_slices[0].dense_shape)
+    if None in rows or table_rows is None:
+        return True
+    return size() * sum(rows) < table_rows[0]
+
+
+def push_pull_slices(local_slices, name, op=Sum, priority=0, replicas=None):
+    """Sum (op=Sum) or mean (op=Average, over `replicas`, default: workers) of IndexedSlices across workers,
+    as IndexedSlices: every worker's rows and indices (this process's `local_slices` first concatenated)."""
+    values = tf.concat([s.values for s in local_slices], 0)
+    indices = tf.concat([tf.cast(s.indices, tf.int64) for s in local_slices], 0)
+    before, after = _offsets(tf.shape(indices, out_type=tf.int64)[0], name, priority)
+    values = _place_and_sum(values, 0, before, after, f"{name}/values", priority)
+    indices = _place_and_sum(indices, 0, before, after, f"{name}/indices", priority)
+    if op == Average:
+        values = values / tf.cast(replicas or size(), values.dtype)
+    return tf.IndexedSlices(values, indices, local_slices[0].dense_shape)
