@@ -1,6 +1,6 @@
 """Sparse gradients (an embedding's IndexedSlices) across workers, each against a single-process reference:
 the gathered rows themselves (uneven row counts per worker), BytePSStrategy's Keras fit on N workers x D
-logical devices, and DistributedGradientTape. The sparse path must be the one taken where gathering is
+logical devices, DistributedGradientTape and DistributedOptimizer. The sparse path must be the one taken where gathering is
 smaller (or the row count is unknown), and the dense one where the table is smaller than all workers' rows."""
 
 import os
@@ -75,11 +75,14 @@ def check_strategy_fit(strategy, vocab, expect_sparse):
     assert (len(sparse_calls) > before) == expect_sparse, (vocab, sparse_calls)
 
 
-def check_tape(rank, size, vocab, expect_sparse):
+def check_horovod_api(rank, size, vocab, expect_sparse, wrap):
+    """wrap: "tape" (DistributedGradientTape) or "optimizer" (DistributedOptimizer)."""
     x, y = data(vocab)
     per_worker = GLOBAL_BATCH // size
     model, reference = make_model(vocab), make_model(vocab)
     optimizer, reference_optimizer = keras.optimizers.SGD(0.5), keras.optimizers.SGD(0.5)
+    if wrap == "optimizer":
+        optimizer = bps_tf.DistributedOptimizer(optimizer)
     loss_fn = lambda m, a, b: tf.reduce_mean(tf.square(m(a) - b))
     before = len(sparse_calls)
 
@@ -87,7 +90,9 @@ def check_tape(rank, size, vocab, expect_sparse):
     def step(a, b):
         with tf.GradientTape() as tape:
             loss = loss_fn(model, a, b)
-        grads = bps_tf.DistributedGradientTape(tape).gradient(loss, model.trainable_variables)
+        if wrap == "tape":
+            tape = bps_tf.DistributedGradientTape(tape)
+        grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
 
     for i in range(STEPS):
@@ -116,8 +121,9 @@ def main():
     # fit's batches have no static size: the row count is unknown when the step is traced, so rows are gathered.
     check_strategy_fit(strategy, 200, expect_sparse=True)
     check_strategy_fit(strategy, 20, expect_sparse=True)
-    check_tape(rank, size, 200, expect_sparse=True)
-    check_tape(rank, size, 20, expect_sparse=False)
+    for wrap in ["tape", "optimizer"]:
+        check_horovod_api(rank, size, 200, expect_sparse=True, wrap=wrap)
+        check_horovod_api(rank, size, 20, expect_sparse=False, wrap=wrap)
     print(f"rank {rank}: sparse gradients equal single-process training", flush=True)
     bps_tf.shutdown()
 
