@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every figure of docs/performance.md, in the order there: results (JSON) and plots (PNG) in docs/performance/.
-# Needs root for the emulated clusters (network namespaces and tc). About 40 minutes on 2 cores.
+# Needs root for the emulated clusters (network namespaces and tc). About 50 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -25,5 +25,6 @@ run benchmarks.train_cluster --workers 4 --servers 4 --rate 1gbit --models mlp -
 
 # 4. Scheduling and partition size.
 run benchmarks.tuning_cluster --workers 4 --servers 4 --rate 1gbit --models bert --output $OUT/tuning_w4_s4_1gbit.json
+run benchmarks.tuning_cluster --workers 4 --servers 4 --rate 1gbit --models mlp --output $OUT/tuning_w4_s4_1gbit_mlp.json
 
 run benchmarks.plots $OUT
