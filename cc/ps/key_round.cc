@@ -1,5 +1,7 @@
 #include "cc/ps/key_round.h"
 
+#include <utility>
+
 #include "cc/common/clock.h"
 #include "cc/reducer/cpu_reducer.h"
 
@@ -28,7 +30,13 @@ StatusOr<bool> KeyRound::Add(int rank, uint32_t round) {
   }
   if (pushed_.size() == 1) {
     round_started_at_ = NowSeconds();
-    StoreToAccumulator(dtype_, accumulator_.get(), receive_[rank].get(), num_elements_);
+    if (AccumulatorType(dtype_) == dtype_) {
+      // The first push is the sum so far: take its buffer instead of copying it. The worker's next push
+      // (after this round's result reached it) lands in the old accumulator, of the same size.
+      std::swap(accumulator_, receive_[rank]);
+    } else {
+      StoreToAccumulator(dtype_, accumulator_.get(), receive_[rank].get(), num_elements_);
+    }
   } else {
     AddToAccumulator(dtype_, accumulator_.get(), receive_[rank].get(), num_elements_);
   }
