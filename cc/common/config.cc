@@ -137,11 +137,12 @@ StatusOr<Config> Config::FromEnvironment(const Environment& environment) {
   value = static_cast<long>(c.slice_bytes);
   BPS_RETURN_IF_ERROR(env.Int("BYTEPS_SLICE_BYTES", 0, 1L << 40, &value, "a number of bytes (0: whole partitions)"));
   c.slice_bytes = static_cast<size_t>(value);
-  value = 0;
-  BPS_RETURN_IF_ERROR(
-      env.Int("BYTEPS_SCHEDULING_CREDIT", 0, 1L << 50, &value, "a number of bytes in flight (0: unlimited)"));
-  c.scheduling_credit = static_cast<size_t>(value);
-  c.scheduling_credit_auto = !env.Has("BYTEPS_SCHEDULING_CREDIT");
+  if (env.Has("BYTEPS_SCHEDULING_CREDIT")) {
+    value = 0;
+    BPS_RETURN_IF_ERROR(
+        env.Int("BYTEPS_SCHEDULING_CREDIT", 0, 1L << 50, &value, "a number of bytes in flight (0: unlimited)"));
+    c.scheduling_credit = static_cast<size_t>(value);
+  }
   value = c.server_engine_threads;
   BPS_RETURN_IF_ERROR(env.Int("BYTEPS_SERVER_ENGINE_THREAD", 1, 256, &value, "a positive number of threads"));
   c.server_engine_threads = static_cast<int>(value);

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "cc/common/status.h"
@@ -40,8 +41,7 @@ struct Config {
   // is on this host (memory-bound); otherwise (network-bound) a few slices (kSlicesInFlight), or one
   // partition where partitions are not sliced, so that pushes cross the link in priority order and pulls of
   // early ones overlap pushes of later ones.
-  size_t scheduling_credit = 0;
-  bool scheduling_credit_auto = true;
+  std::optional<size_t> scheduling_credit;
   int server_engine_threads = 2;
   double timeout_s = 300;        // every wait on a peer gives up after this
   bool force_distributed = false;  // BYTEPS_FORCE_DISTRIBUTED: push/pull even with one worker machine

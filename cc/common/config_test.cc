@@ -18,7 +18,7 @@ TEST(ConfigTest, ParsesAWorker) {
   EXPECT_EQ(config.value().rank(), 1);
   EXPECT_EQ(config.value().partition_bytes, 4096000u);
   EXPECT_EQ(config.value().slice_bytes, 256000u);
-  EXPECT_TRUE(config.value().scheduling_credit_auto);
+  EXPECT_FALSE(config.value().scheduling_credit.has_value());
   Environment whole = Base();
   whole["BYTEPS_SLICE_BYTES"] = "0";
   EXPECT_EQ(Config::FromEnvironment(whole).value().slice_bytes, 0u);

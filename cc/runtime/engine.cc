@@ -5,7 +5,7 @@
 namespace bps {
 
 Engine::Engine(const Config& config, std::unique_ptr<Transport> transport)
-    : config_(config), transport_(std::move(transport)), ready_(config.scheduling_credit) {
+    : config_(config), transport_(std::move(transport)), ready_(config.scheduling_credit.value_or(0)) {
   client_ = std::make_unique<WorkerClient>(config_, transport_.get());
 }
 
@@ -17,7 +17,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Start(const Config& config, std::uniqu
     return started;
   }
   Engine* raw = engine.get();
-  if (config.scheduling_credit_auto) {
+  if (!config.scheduling_credit) {
     const size_t slice = raw->client_->slice_bytes();
     const size_t across_hosts = slice > 0 ? Config::kSlicesInFlight * slice : config.partition_bytes;
     raw->ready_.set_credit_bytes(raw->client_->AllServersOnThisHost() ? 0 : across_hosts);
