@@ -191,6 +191,8 @@ void Scheduler::HandleDeclare(PeerId from, const Message& m) {
     d.error = InvalidArgument("tensor '" + d.spec.name + "' is pushed once per worker machine, but workers " +
                               std::to_string(twice->second) + " and " + std::to_string(rank) +
                               " of machine " + std::to_string(participant) + " both pushed it.");
+    // The other machines may already hold the plan: only ending the job tells every worker.
+    if (d.planned) return Abort(d.error);
   }
   d.declared[participant] = rank;
   if (d.error.ok() && !d.planned && static_cast<int>(d.declared.size()) == expected_participants(d.spec)) {

@@ -279,6 +279,24 @@ TEST(EngineTest, TwoProcessesOfOneMachinePushingAPerMachineTensorFail) {
   }
 }
 
+TEST(EngineTest, ASecondProcessPushingAPerMachineTensorAfterThePlanFailsEveryWorker) {
+  LocalJob job(2, 1, /*timeout_s=*/20, /*credit_bytes=*/4 * 4096, /*local_size=*/2);
+  std::vector<std::vector<float>> data(4, std::vector<float>(8));
+  auto push = [&](int rank) {
+    return PushPull(job.worker(rank), "slice", DataType::kFloat32, {8}, data[rank].data(), data[rank].data(), 0,
+                    TensorScope::kMachine);
+  };
+  auto first = push(0), second = push(2);  // one process of each machine: planned and summed
+  ASSERT_TRUE(Await(first).ok());
+  ASSERT_TRUE(Await(second).ok());
+  for (int rank : {1, 0, 2}) {  // rank 1 (machine 0) pushes it too: the job ends, every worker hears why
+    auto f = push(rank);
+    Status s = Await(f);
+    EXPECT_FALSE(s.ok()) << "rank " << rank;
+    EXPECT_NE(s.message().find("once per worker machine"), std::string::npos) << s.message();
+  }
+}
+
 TEST(EngineTest, AMachineThatNeverPushesAPerMachineTensorIsNamed) {
   LocalJob job(2, 1, /*timeout_s=*/1.5, /*credit_bytes=*/4 * 4096, /*local_size=*/2);
   std::vector<float> a(10);
