@@ -1,5 +1,7 @@
 #include "cc/ps/node_setup.h"
 
+#include <sstream>
+
 #include "cc/transport/address.h"
 
 namespace bps {
@@ -11,6 +13,19 @@ StatusOr<std::string> AdvertisedHost(const Config& config) {
   return RouteSourceAddress(config.root_uri, config.root_port);
 }
 
+// Whole names only: "cuda_copy" is not "ud".
+bool ListsRdmaTransport(const std::string& tls) {
+  if (!tls.empty() && tls[0] == '^') return false;  // an exclusion list names what is not used
+  std::stringstream names(tls);
+  for (std::string name; std::getline(names, name, ',');) {
+    if (name == "ib") return true;
+    for (const char* family : {"rc", "ud", "dc"}) {
+      if (name.rfind(family, 0) == 0 && (name.size() == 2 || name[2] == '_')) return true;
+    }
+  }
+  return false;
+}
+
 UcxOptions UcxOptionsFor(const Config& config, const Environment& env) {
   UcxOptions options;
   if (!config.ucx_tls.empty()) {
@@ -20,8 +35,7 @@ UcxOptions UcxOptionsFor(const Config& config, const Environment& env) {
   }
   // Between hosts over TCP, eager beats rendezvous (see EagerPayloads); RDMA keeps its zero-copy rendezvous.
   const std::string& tls = options.tls.empty() ? (env.count("UCX_TLS") ? env.at("UCX_TLS") : "") : options.tls;
-  bool rdma = config.enable_rdma || tls.find("rc") != std::string::npos || tls.find("ud") != std::string::npos ||
-              tls.find("dc") != std::string::npos || tls.find("ib") != std::string::npos;
+  bool rdma = config.enable_rdma || ListsRdmaTransport(tls);
   options.eager = rdma ? EagerPayloads::kNever : EagerPayloads::kBetweenHosts;
   return options;
 }

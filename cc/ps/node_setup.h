@@ -18,6 +18,9 @@ StatusOr<std::string> AdvertisedHost(const Config& config);
 // (unless the user set UCX_TLS themselves). Without RDMA, payloads between hosts go eager.
 UcxOptions UcxOptionsFor(const Config& config, const Environment& env);
 
+// Whether a UCX_TLS list names an RDMA transport (ib; rc, ud, dc and their variants such as rc_x).
+bool ListsRdmaTransport(const std::string& tls);
+
 // Listens on the advertised host, connects to the scheduler and sends REGISTER. The role's handler
 // receives the ADDRESS_BOOK reply.
 Status JoinJob(const Config& config, Transport* transport, PeerId* scheduler);

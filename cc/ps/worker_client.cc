@@ -90,7 +90,7 @@ void WorkerClient::PushPull(const Partition& part, uint32_t round, Participant m
                             void* output, std::function<void()> on_sent, Done done) {
   Status failed = failure();
   if (!failed.ok()) {
-    on_sent();
+    if (on_sent) on_sent();
     return done(failed);
   }
   Pending p;

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -42,6 +43,15 @@ sockaddr_un SocketAddress(const std::string& name, socklen_t* length) {
   std::memcpy(address.sun_path + 1, path.data(), n);
   *length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
   return address;
+}
+
+// A process of this machine that stops reading (frozen, not dead) must not block the sender, which may
+// hold the coordinator's lock, beyond the job's timeout: its sends then fail and the machine fails.
+void LimitSendTime(int fd, double timeout_s) {
+  timeval limit;
+  limit.tv_sec = static_cast<time_t>(timeout_s);
+  limit.tv_usec = static_cast<suseconds_t>((timeout_s - limit.tv_sec) * 1e6);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit));
 }
 
 Status SendFrame(int fd, Frame type, const std::string& first, const std::string& second = "") {
@@ -281,7 +291,10 @@ class Root : public SocketEnd {
       std::lock_guard<std::mutex> lock(mu_);
       if (ready > 0 && listener_ >= 0 && (fds[0].revents & POLLIN)) {
         int fd = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd >= 0) peers_.push_back(Peer{fd});
+        if (fd >= 0) {
+          LimitSendTime(fd, timeout_s_);
+          peers_.push_back(Peer{fd});
+        }
       }
       for (size_t i = first_peer; ready > 0 && i < fds.size(); ++i) {
         if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
@@ -406,6 +419,7 @@ StatusOr<std::unique_ptr<LocalCoordinator>> LocalCoordinator::Connect(const std:
     fd = new_socket();  // rank 0 is not listening yet: try again with a fresh socket
     if (fd < 0) return Internal(std::string("socket(AF_UNIX): ") + std::strerror(errno));
   }
+  LimitSendTime(fd, timeout_s);
   Status hello = SendFrame(fd, Frame::kHello, std::to_string(local_rank));
   if (!hello.ok()) {
     close(fd);

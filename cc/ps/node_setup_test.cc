@@ -1,0 +1,26 @@
+#include "cc/ps/node_setup.h"
+
+#include <gtest/gtest.h>
+
+namespace bps {
+namespace {
+
+TEST(NodeSetupTest, RdmaTransportsAreRecognisedByWholeName) {
+  for (const char* tls : {"rc", "rc_x,sm,self", "tcp,ud_v", "dc_mlx5", "ib", "sm,self,rc_verbs"}) {
+    EXPECT_TRUE(ListsRdmaTransport(tls)) << tls;
+  }
+  for (const char* tls : {"", "tcp,sm,self", "tcp,cuda_copy,cuda_ipc", "posix,sysv,cma", "^rc", "tcp,rcache"}) {
+    EXPECT_FALSE(ListsRdmaTransport(tls)) << tls;
+  }
+}
+
+TEST(NodeSetupTest, GpuCopyTransportsKeepEagerPayloadsBetweenHosts) {
+  Config config;
+  config.ucx_tls = "tcp,cuda_copy,cuda_ipc";
+  EXPECT_EQ(UcxOptionsFor(config, {}).eager, EagerPayloads::kBetweenHosts);
+  config.ucx_tls = "rc_x,sm,self";
+  EXPECT_EQ(UcxOptionsFor(config, {}).eager, EagerPayloads::kNever);
+}
+
+}  // namespace
+}  // namespace bps
