@@ -75,10 +75,12 @@ if [ "$gpus" -ge 2 ]; then
   BYTEPS_FORCE_DISTRIBUTED=1 run_job check_per_gpu_forced 1 2 check
 fi
 step "GPU push_pull benchmark (2 machines x 1 worker process)"
-run_job bench 2 1 bench | tee "$out/gpu_push_pull_bench.jsonl"
+run_job bench 2 1 bench > "$out/gpu_push_pull_bench.jsonl"  # not through a pipe: run_job counts failures
+cat "$out/gpu_push_pull_bench.jsonl"
 if [ "$gpus" -ge 2 ]; then
   step "GPU push_pull benchmark (2 machines x 2 worker processes, one per GPU)"
-  run_job bench_per_gpu 2 2 bench | tee "$out/gpu_push_pull_bench_per_gpu.jsonl"
+  run_job bench_per_gpu 2 2 bench > "$out/gpu_push_pull_bench_per_gpu.jsonl"
+  cat "$out/gpu_push_pull_bench_per_gpu.jsonl"
 fi
 step "gpu_bench"
 timeout 600 "$here/bin/gpu_bench" | tee "$out/gpu_bench.jsonl" || failures=$((failures + 1))

@@ -746,7 +746,9 @@ class TestRealCore:
                                       start_new_session=True)
                      for args, role_env in roles]
         try:
-            results = [(process.wait(timeout=120), *process.communicate()) for process in processes]
+            # communicate() drains both pipes while waiting, so a chatty role cannot block on a full pipe.
+            results = [(lambda out, err, p=process: (p.returncode, out, err))(*process.communicate(timeout=120))
+                       for process in processes]
         finally:
             for process in processes:
                 if process.poll() is None:

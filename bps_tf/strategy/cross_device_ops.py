@@ -56,7 +56,10 @@ def _to_destinations(reduced, destinations):
         picked = [by_device.get(tf.DeviceSpec.from_string(d).to_string()) for d in devices]
         if all(p is not None for p in picked):
             return value_lib.Mirrored(picked) if len(picked) > 1 else picked[0]
-        reduced = reduced[0]
+        # Keep every GPU's op: inside a tf.function an unused one would be pruned and the others would wait
+        # for its part of the local reduction.
+        with tf.control_dependencies(reduced):
+            reduced = tf.identity(reduced[0])
     return cross_device_ops_lib.simple_broadcast(reduced, destinations, always_mirrored=True)
 
 
@@ -128,9 +131,10 @@ class BytePSCrossDeviceOps(cross_device_ops_lib.CrossDeviceOps):
             label = _label(value)
             # Same label, different shapes (two metrics' "total") must not share a tensor.
             names.append(None if label is None else f"strategy.{label}.{i}.{_signature(group[0])}")
-        if not tf.executing_eagerly() or len(groups) == 1:
+        if not tf.executing_eagerly() or (len(groups) == 1 and len(groups[0]) == 1):
             return self._reduce_groups(reduce_op, groups, names)
-        # Eagerly each op would wait for its own result: run the batch as one function so they overlap.
+        # Eagerly each op would wait for its own result (and one GPU's op for the others' part of the local
+        # reduction): run the batch as one function so they overlap.
         key = (reduce_op, tuple(names), tuple(len(g) for g in groups))
         function = self._eager_batches.get(key)
         if function is None:
@@ -151,7 +155,8 @@ class BytePSCrossDeviceOps(cross_device_ops_lib.CrossDeviceOps):
         local = [_dense(v) for v in _local_values(per_replica_value)]
         with tf.device(local[0].device):
             mine = local[0] if len(local) == 1 else tf.concat(local, axis=axis)
-            gathered = all_gather(mine, axis, naming.tensor_name(mine, None, "gather"))
+            # Not named after the shape: workers' lengths along `axis` may differ.
+            gathered = all_gather(mine, axis, naming.tensor_name(mine, None, "gather", with_shape=False))
         return cross_device_ops_lib.simple_broadcast(gathered, destinations, always_mirrored=True)
 
     def broadcast_implementation(self, tensor, destinations):

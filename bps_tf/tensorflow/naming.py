@@ -25,12 +25,14 @@ def _signature(tensor):
     return f"{tensor.dtype.name}[{dims}]"
 
 
-def tensor_name(tensor, name, kind):
-    """The name `tensor` is declared under: `name` if given, else one derived deterministically."""
+def tensor_name(tensor, name, kind, with_shape=True):
+    """The name `tensor` is declared under: `name` if given, else one derived deterministically (in eager
+    mode from the call site and, unless `with_shape` is False, the dtype and shape)."""
     if name:
         return f"{kind}.{name}"
     if not tf.executing_eagerly():
         graph = tf.compat.v1.get_default_graph()
         graph_name = getattr(graph, "name", "") or "graph"
         return f"{kind}.{graph_name}/{tensor.name}"
-    return f"{kind}.eager.{_caller_location()}.{_signature(tensor)}"
+    signature = _signature(tensor) if with_shape else tensor.dtype.name
+    return f"{kind}.eager.{_caller_location()}.{signature}"
