@@ -12,25 +12,17 @@ from benchmarks import cluster_job, machine
 from benchmarks.job_env import parse_env_items
 from benchmarks.netns import EmulatedCluster
 from benchmarks.report_table import train_table
-from benchmarks.train_runs import run_training
+from benchmarks.train_runs import add_training_arguments, run_training
 from benchmarks.results import save_result
 
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--servers", type=int, default=4)
-    parser.add_argument("--rate", default="1gbit", help="each host's link, each direction (tc syntax)")
-    parser.add_argument("--models", default="bert,mlp")
+    add_training_arguments(parser)
     parser.add_argument("--strategies", default="local,mwms,bps",
                         help="local, mwms, bps (bps_tf's defaults), bps-tuned (bps with the --env settings), "
                              "bps-dense (bps with sparse gradients densified)")
-    parser.add_argument("--batch-bert", type=int, default=8, help="per-worker batch of the BERT-like model")
-    parser.add_argument("--batch-mlp", type=int, default=32, help="per-worker batch of the MLP")
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="for the bps-tuned runs")
-    parser.add_argument("--output", help="JSON result file (default: print only)")
     return parser.parse_args()
 
 

@@ -13,6 +13,19 @@ from benchmarks import cluster_job
 LEGACY_KERAS = {"TF_USE_LEGACY_KERAS": "1"}  # MultiWorkerMirroredStrategy needs tf-keras; both use it
 
 
+def add_training_arguments(parser):
+    """The cluster, models and step counts that every training benchmark takes."""
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--servers", type=int, default=4)
+    parser.add_argument("--rate", default="1gbit", help="each host's link, each direction (tc syntax)")
+    parser.add_argument("--models", default="bert,mlp")
+    parser.add_argument("--batch-bert", type=int, default=8, help="per-worker batch of the BERT-like model")
+    parser.add_argument("--batch-mlp", type=int, default=32, help="per-worker batch of the MLP")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    parser.add_argument("--output", help="JSON result file (default: print only)")
+
+
 def run_training(cluster, strategy, model, workers, servers, batch_per_worker, steps, warmup, extra_env=(),
                  no_priority=False, sparse_as_dense=False, timeout=900):
     """Returns train_worker.py's result of rank 0 (local: of every process, step times pooled)."""

@@ -11,7 +11,7 @@ import argparse
 from benchmarks import cluster_job, machine
 from benchmarks.netns import EmulatedCluster
 from benchmarks.report_table import tuning_table
-from benchmarks.train_runs import run_training
+from benchmarks.train_runs import add_training_arguments, run_training
 from benchmarks.results import save_result
 
 MB = 1024000  # BytePS counts partition sizes in these units (default 4096000)
@@ -29,15 +29,7 @@ VARIANTS = {
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--servers", type=int, default=4)
-    parser.add_argument("--rate", default="1gbit")
-    parser.add_argument("--models", default="bert,mlp")
-    parser.add_argument("--batch-bert", type=int, default=8)
-    parser.add_argument("--batch-mlp", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--output")
+    add_training_arguments(parser)
     return parser.parse_args()
 
 
