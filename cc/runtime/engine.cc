@@ -1,5 +1,6 @@
 #include "cc/runtime/engine.h"
 
+#include "cc/common/huge_pages.h"
 #include "cc/common/logging.h"
 
 namespace bps {
@@ -34,6 +35,12 @@ void Engine::Run(Callbacks& callbacks) {
 }
 
 void Engine::Enqueue(PushPullRequest request) {
+  if (request.output != request.input) {
+    // A separate output is usually fresh memory that the pulled sums fault in page by page.
+    uint64_t elements = 1;
+    for (int64_t d : request.shape) elements *= static_cast<uint64_t>(d);
+    AdviseHugePages(request.output, elements * DataTypeSize(request.dtype));
+  }
   Callbacks later;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -35,7 +35,7 @@ class BroadcastOp : public AsyncOpKernel {
         std::memset(output->data(), 0, output->TotalBytes());
       }
     }
-    EnqueueInPlace(context, engine, "broadcast/" + tensor_name_, 0, output, std::move(done));
+    Enqueue(context, engine, "broadcast/" + tensor_name_, 0, *output, output, std::move(done));
   }
 
  private:

@@ -18,8 +18,8 @@ Engine* EngineOrFail(OpKernelContext* context, const std::string& op_name) {
   return engine;
 }
 
-void EnqueueInPlace(OpKernelContext* context, Engine* engine, const std::string& name, int priority,
-                    tensorflow::Tensor* output, AsyncOpKernel::DoneCallback done) {
+void Enqueue(OpKernelContext* context, Engine* engine, const std::string& name, int priority,
+             const tensorflow::Tensor& input, tensorflow::Tensor* output, AsyncOpKernel::DoneCallback done) {
   DataType dtype;
   if (!tf_adapter::ToCoreDtype(output->dtype(), &dtype)) {
     context->SetStatus(absl::InvalidArgumentError("unsupported dtype for '" + name + "'"));
@@ -29,7 +29,7 @@ void EnqueueInPlace(OpKernelContext* context, Engine* engine, const std::string&
   request.name = name;
   request.dtype = dtype;
   request.shape = tf_adapter::Shape(*output);
-  request.input = output->data();
+  request.input = input.data();
   request.output = output->data();
   request.priority = priority;
   request.done = [context, done](const Status& status) {
@@ -52,12 +52,10 @@ class PushPullOp : public AsyncOpKernel {
     if (engine == nullptr) return done();
     const tensorflow::Tensor& input = context->input(0);
     tensorflow::Tensor* output = nullptr;
+    // In place when TF lets us reuse the input; otherwise the input is pushed and the sum lands in the output.
     OP_REQUIRES_OK_ASYNC(context, context->forward_input_or_allocate_output({0}, 0, input.shape(), &output), done);
-    if (output->data() != input.data() && input.TotalBytes() > 0) {
-      std::memcpy(output->data(), input.data(), input.TotalBytes());
-    }
     std::string name = shape_in_name_ ? tensor_name_ + "/" + input.shape().DebugString() : tensor_name_;
-    EnqueueInPlace(context, engine, name, priority_, output, std::move(done));
+    Enqueue(context, engine, name, priority_, input, output, std::move(done));
   }
 
  private:

@@ -12,9 +12,10 @@ namespace bps {
 // The process's engine, or nullptr with an error set on the context.
 Engine* EngineOrFail(tensorflow::OpKernelContext* context, const std::string& op_name);
 
-// Sums `output` (already filled with this worker's contribution) in place across workers under `name`;
-// calls done() when finished, with the core's status converted to a TF status.
-void EnqueueInPlace(tensorflow::OpKernelContext* context, Engine* engine, const std::string& name, int priority,
-                    tensorflow::Tensor* output, tensorflow::AsyncOpKernel::DoneCallback done);
+// Sums `input` across workers under `name` into `output` (the same shape and dtype; it may share
+// `input`'s buffer); calls done() when finished, with the core's status converted to a TF status.
+void Enqueue(tensorflow::OpKernelContext* context, Engine* engine, const std::string& name, int priority,
+             const tensorflow::Tensor& input, tensorflow::Tensor* output,
+             tensorflow::AsyncOpKernel::DoneCallback done);
 
 }  // namespace bps
