@@ -13,6 +13,17 @@ if not os.path.exists(_LIBRARY):
     raise ImportError(f"{_LIBRARY} is missing: build bps_tf first (`make build`, see README.md)")
 _ops = tf.load_op_library(_LIBRARY)
 
+
+def _run_in_any_order():
+    """tf.function runs stateful ops in program order unless they are known to be order-insensitive, as TF's
+    own collectives are. Ours must not wait for one another: their overlap is the point."""
+    from tensorflow.python.framework import auto_control_deps
+
+    auto_control_deps.ASYNC_STATEFUL_OPS = auto_control_deps.ASYNC_STATEFUL_OPS | {"BytepsPushPull", "BytepsBroadcast"}
+
+
+_run_in_any_order()
+
 # Reduction ops, as in Horovod.
 Sum = "Sum"
 Average = "Average"

@@ -1,4 +1,7 @@
 // Op registrations: both ops return a tensor of the input's shape and dtype.
+// Both are stateful: each call communicates, so TensorFlow must neither fold one with a constant input into a
+// constant (it would run once, at graph optimisation, while other workers run theirs every step) nor merge
+// two identical ones. bps_tf/tensorflow/ops.py keeps tf.function from also ordering them one after another.
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 
@@ -12,6 +15,7 @@ REGISTER_OP("BytepsPushPull")
     .Attr("local_devices: int = 1")
     .Input("tensor: T")
     .Output("sum: T")
+    .SetIsStateful()
     .SetShapeFn(tensorflow::shape_inference::UnchangedShape)
     .Doc("Sum of `tensor` across all workers, through the parameter servers. `tensor_name` identifies the "
          "tensor on every worker; with `shape_in_name` the runtime shape is part of the name, for tensors "
@@ -24,6 +28,7 @@ REGISTER_OP("BytepsBroadcast")
     .Attr("root_rank: int")
     .Input("tensor: T")
     .Output("value: T")
+    .SetIsStateful()
     .SetShapeFn(tensorflow::shape_inference::UnchangedShape)
     .Doc("The value of `tensor` on worker `root_rank`, on every worker.");
 

@@ -94,6 +94,23 @@ def check_broadcast_helpers(rank, size):
     assert obj == list(range(size - 1 + 100))
 
 
+def check_every_call_communicates(rank, size):
+    """A push_pull runs at every call of a tf.function, however its input is made: constant on one worker and
+    a variable's value on another must still pair call for call (an op TensorFlow may fold or merge would
+    run once on the first and every time on the second)."""
+    variable = tf.Variable(float(rank + 1))
+    source = (lambda: tf.constant(1.0)) if rank == 0 else variable.read_value
+
+    @tf.function
+    def twice():
+        return bps.push_pull(source(), name="every-call", op=bps.Sum), bps.push_pull(source(), name="again", op=bps.Sum)
+
+    expected = 1.0 + sum(float(r + 1) for r in range(1, size))
+    for _ in range(3):
+        first, second = twice()
+        assert first.numpy() == expected and second.numpy() == expected, (first.numpy(), second.numpy(), expected)
+
+
 def check_misuse(rank):
     try:
         bps.push_pull(tf.constant([1, 2], tf.uint8), name="u8")
@@ -122,6 +139,7 @@ def main():
     check_compression(rank, size)
     check_sparse(rank, size)
     check_broadcast_helpers(rank, size)
+    check_every_call_communicates(rank, size)
     check_misuse(rank)
     print(f"rank {rank}: tf ops exact", flush=True)
     bps.shutdown()
