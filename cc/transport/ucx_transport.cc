@@ -249,10 +249,9 @@ bool UcxTransport::SleepUntilEvent() {
 }
 
 void UcxTransport::ProgressLoop() {
-  // Spin briefly after activity (low latency while messages flow), then sleep on the event fds
-  // (no CPU burned while idle: workers and servers share cores with training).
-  constexpr double kSpinSeconds = 50e-6;
-  double last_activity = NowSeconds();
+  // Progress until there is nothing to do, then sleep on the event fds. No spinning: workers and servers
+  // share cores with training, and on a busy machine a spinning thread delays the very peer it waits for
+  // (2 cores, 4 workers + 4 servers: BERT-like steps 4-8% faster without a 50 us spin, small push_pulls too).
   while (!exit_) {
     RunCommands();
     bool active = false;
@@ -261,12 +260,7 @@ void UcxTransport::ProgressLoop() {
       FetchPendingReceives();
       active = true;
     }
-    double now = NowSeconds();
-    if (active) {
-      last_activity = now;
-    } else if (now - last_activity > kSpinSeconds && SleepUntilEvent()) {
-      last_activity = NowSeconds();
-    }
+    if (!active) SleepUntilEvent();
   }
 }
 
