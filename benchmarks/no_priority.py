@@ -13,4 +13,10 @@ def install():
     def push_pull_without_priority(*args, priority=0, **kwargs):
         return ops.push_pull(*args, priority=0, **kwargs)
 
+    gather_rows = gather._gather_rows
+
+    def gather_rows_without_priority(rows, before, total, name, priority):
+        return gather_rows(rows, before, total, name, 0)
+
     cross_device_ops.push_pull = gather.push_pull = push_pull_without_priority
+    gather._gather_rows = gather_rows_without_priority

@@ -10,27 +10,39 @@ as TensorFlow's own collectives do, when that moves fewer bytes than the dense t
 import tensorflow as tf
 
 from bps_tf.process import rank, size
-from bps_tf.tensorflow.ops import Average, Sum, push_pull
+from bps_tf.tensorflow.ops import Average, Sum, _ops, push_pull
 
 
 def _offsets(length, name, priority):
-    """(rows before this worker's, rows after it) in the rank-ordered concatenation of every worker's rows."""
+    """(rows before this worker's, rows of all workers) in the rank-ordered concatenation of every worker's rows."""
     counts = push_pull(tf.scatter_nd([[rank()]], [length], [size()]), name=f"{name}/counts", op=Sum,
                        priority=priority)
-    before = tf.reduce_sum(counts[:rank()])
-    return before, tf.reduce_sum(counts) - before - length
+    return tf.reduce_sum(counts[:rank()]), tf.reduce_sum(counts)
 
 
-def _place_and_sum(tensor, axis, before, after, name, priority):
-    paddings = tf.tensor_scatter_nd_update(tf.zeros([tensor.shape.rank, 2], tf.int64), [[axis]], [[before, after]])
-    return push_pull(tf.pad(tensor, paddings), name=name, op=Sum, priority=priority, shape_in_name=True)
+def _gather_rows(rows, before, total, name, priority):
+    """Every worker's `rows` concatenated along axis 0; this worker's start at row `before` of `total`."""
+    return _ops.byteps_gather(rows, before, total, tensor_name=f"gather.{name}", priority=int(priority))
+
+
+@tf.RegisterGradient("BytepsGather")
+def _gather_grad(op, grad):
+    """Each worker's rows fed every worker's output: their gradient is the sum of the gradients at their rows."""
+    rows, before = op.inputs[0], op.inputs[1]
+    summed = push_pull(grad, name=op.get_attr("tensor_name").decode() + "/grad", op=Sum,
+                       priority=op.get_attr("priority"), shape_in_name=True)
+    return summed[before:before + tf.shape(rows, out_type=tf.int64)[0]], None, None
 
 
 def all_gather(tensor, axis, name, priority=0):
     """Concatenation along `axis` of every worker's `tensor`, in rank order (lengths along `axis` may differ)."""
     axis = axis % tensor.shape.rank
-    before, after = _offsets(tf.shape(tensor, out_type=tf.int64)[axis], name, priority)
-    return _place_and_sum(tensor, axis, before, after, f"{name}/data", priority)
+    before, total = _offsets(tf.shape(tensor, out_type=tf.int64)[axis], name, priority)
+    if axis == 0:
+        return _gather_rows(tensor, before, total, f"{name}/data", priority)
+    to_front = [axis] + [d for d in range(tensor.shape.rank) if d != axis]
+    gathered = _gather_rows(tf.transpose(tensor, to_front), before, total, f"{name}/data", priority)
+    return tf.transpose(gathered, tf.math.invert_permutation(to_front))
 
 
 def gather_is_smaller(local_slices):
@@ -48,9 +60,9 @@ def push_pull_slices(local_slices, name, op=Sum, priority=0, replicas=None):
     as IndexedSlices: every worker's rows and indices (this process's `local_slices` first concatenated)."""
     values = tf.concat([s.values for s in local_slices], 0)
     indices = tf.concat([tf.cast(s.indices, tf.int64) for s in local_slices], 0)
-    before, after = _offsets(tf.shape(indices, out_type=tf.int64)[0], name, priority)
-    values = _place_and_sum(values, 0, before, after, f"{name}/values", priority)
-    indices = _place_and_sum(indices, 0, before, after, f"{name}/indices", priority)
+    before, total = _offsets(tf.shape(indices, out_type=tf.int64)[0], name, priority)
+    values = _gather_rows(values, before, total, f"{name}/values", priority)
+    indices = _gather_rows(indices, before, total, f"{name}/indices", priority)
     if op == Average:
         values = values / tf.cast(replicas or size(), values.dtype)
     return tf.IndexedSlices(values, indices, local_slices[0].dense_shape)

@@ -19,7 +19,7 @@ def _run_in_any_order():
     own collectives are. Ours must not wait for one another: their overlap is the point."""
     from tensorflow.python.framework import auto_control_deps
 
-    auto_control_deps.ASYNC_STATEFUL_OPS = auto_control_deps.ASYNC_STATEFUL_OPS | {"BytepsPushPull", "BytepsBroadcast"}
+    auto_control_deps.ASYNC_STATEFUL_OPS = auto_control_deps.ASYNC_STATEFUL_OPS | {"BytepsPushPull", "BytepsGather", "BytepsBroadcast"}
 
 
 _run_in_any_order()

@@ -1,5 +1,6 @@
 #include "cc/ps/key_round.h"
 
+#include <cstring>
 #include <utility>
 
 #include "cc/common/clock.h"
@@ -19,7 +20,7 @@ void* KeyRound::ReceiveBuffer(int rank) {
   return receive_[rank].get();
 }
 
-StatusOr<bool> KeyRound::Add(int rank, uint32_t round) {
+Status KeyRound::Admit(int rank, uint32_t round) {
   if (round != accumulating_round()) {
     return FailedPrecondition("worker " + std::to_string(rank) + " pushed round " + std::to_string(round) +
                               " while the server expects round " + std::to_string(accumulating_round()));
@@ -28,8 +29,20 @@ StatusOr<bool> KeyRound::Add(int rank, uint32_t round) {
     return FailedPrecondition("worker " + std::to_string(rank) + " pushed round " + std::to_string(round) +
                               " twice");
   }
+  if (pushed_.size() == 1) round_started_at_ = NowSeconds();
+  return Status::OK();
+}
+
+// Whether the push just admitted completed the round (which is then completed).
+bool KeyRound::Counted() {
+  if (static_cast<int>(pushed_.size()) < num_workers_) return false;
+  CompleteRound();
+  return true;
+}
+
+StatusOr<bool> KeyRound::Add(int rank, uint32_t round) {
+  BPS_RETURN_IF_ERROR(Admit(rank, round));
   if (pushed_.size() == 1) {
-    round_started_at_ = NowSeconds();
     if (AccumulatorType(dtype_) == dtype_) {
       // The first push is the sum so far: take its buffer instead of copying it. The worker's next push
       // (after this round's result reached it) lands in the old accumulator, of the same size.
@@ -40,9 +53,15 @@ StatusOr<bool> KeyRound::Add(int rank, uint32_t round) {
   } else {
     AddToAccumulator(dtype_, accumulator_.get(), receive_[rank].get(), num_elements_);
   }
-  if (static_cast<int>(pushed_.size()) < num_workers_) return false;
-  CompleteRound();
-  return true;
+  return Counted();
+}
+
+StatusOr<bool> KeyRound::AddZeros(int rank, uint32_t round) {
+  BPS_RETURN_IF_ERROR(Admit(rank, round));
+  if (pushed_.size() == 1) {
+    std::memset(accumulator_.get(), 0, num_elements_ * DataTypeSize(AccumulatorType(dtype_)));
+  }
+  return Counted();
 }
 
 void KeyRound::CompleteRound() {

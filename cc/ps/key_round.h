@@ -34,6 +34,8 @@ class KeyRound {
   // Adds worker `rank`'s pushed data (already in its receive buffer) to round `round`.
   // Returns true when this push completed the round.
   StatusOr<bool> Add(int rank, uint32_t round);
+  // The same for a push of zeros (no data, nothing to add).
+  StatusOr<bool> AddZeros(int rank, uint32_t round);
 
   uint32_t completed_round() const { return completed_round_; }
   uint32_t accumulating_round() const { return completed_round_ + 1; }
@@ -45,6 +47,8 @@ class KeyRound {
   double round_started_at() const { return round_started_at_; }
 
  private:
+  Status Admit(int rank, uint32_t round);
+  bool Counted();
   void CompleteRound();
 
   const DataType dtype_;

@@ -15,6 +15,7 @@ TEST(MessageTest, RoundTrips) {
   m.dtype = DataType::kBFloat16;
   m.num_elements = 12345;
   m.participants = 2;
+  m.zeros = true;
   m.set_status(DeadlineExceeded("slow"));
   auto back = Message::Decode(m.Encode());
   ASSERT_TRUE(back.ok());
@@ -26,6 +27,7 @@ TEST(MessageTest, RoundTrips) {
   EXPECT_EQ(back.value().dtype, DataType::kBFloat16);
   EXPECT_EQ(back.value().num_elements, 12345u);
   EXPECT_EQ(back.value().participants, 2);
+  EXPECT_TRUE(back.value().zeros);
   EXPECT_EQ(back.value().status().code(), Code::kDeadlineExceeded);
   EXPECT_EQ(back.value().text, "slow");
 }

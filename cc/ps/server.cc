@@ -131,18 +131,19 @@ void Server::ReplyError(PeerId to, MessageType type, const Message& request, con
 void Server::HandlePush(PeerId from, const Message& m, void* payload) {
   Status error;
   KeyEntry* entry = FindOrCreateKey(m, &error);
-  if (entry != nullptr && payload == nullptr && m.num_elements > 0) {
+  if (entry != nullptr && payload == nullptr && m.num_elements > 0 && !m.zeros) {
     error = InvalidArgument("push payload of worker " + std::to_string(m.sender) + " could not be received");
   }
   if (!error.ok() || entry == nullptr) return ReplyError(from, MessageType::kPullReply, m, error);
   uint64_t key = m.key;
   int rank = m.sender;
   ParkedPull pull{from, m.request_id, m.round};
-  EngineFor(key).Post([this, key, entry, rank, pull] { SumPush(key, entry, rank, pull); });
+  const bool zeros = m.zeros;
+  EngineFor(key).Post([this, key, entry, rank, zeros, pull] { SumPush(key, entry, rank, zeros, pull); });
 }
 
-void Server::SumPush(uint64_t key, KeyEntry* entry, int rank, const ParkedPull& pull) {
-  auto completed = entry->round->Add(rank, pull.round);
+void Server::SumPush(uint64_t key, KeyEntry* entry, int rank, bool zeros, const ParkedPull& pull) {
+  auto completed = zeros ? entry->round->AddZeros(rank, pull.round) : entry->round->Add(rank, pull.round);
   if (!completed.ok()) {
     BPS_LOG(Error) << "key " << key << ": " << completed.status().message();
     Message request;

@@ -47,7 +47,7 @@ class Server : public MessageHandler {
   KeyEntry* FindOrCreateKey(const Message& m, Status* error);
   WorkThread& EngineFor(uint64_t key) { return *engines_[key % engines_.size()]; }
   void HandlePush(PeerId from, const Message& m, void* payload);
-  void SumPush(uint64_t key, KeyEntry* entry, int rank, const ParkedPull& pull);
+  void SumPush(uint64_t key, KeyEntry* entry, int rank, bool zeros, const ParkedPull& pull);
   void AnswerPull(uint64_t key, KeyEntry* entry, const ParkedPull& pull);
   void CheckStaleRounds(size_t engine_index);
   void ReplyError(PeerId to, MessageType type, const Message& request, const Status& error);

@@ -107,8 +107,10 @@ void WorkerClient::PushPull(const Partition& part, uint32_t round, Participant m
   m.round = round;
   m.dtype = dtype;
   m.num_elements = part.count;
+  m.zeros = input == nullptr;
   m.request_id = Track(std::move(p));
-  SendOrFail(servers_[part.server], m, input, part.count * DataTypeSize(dtype), m.request_id, std::move(on_sent));
+  const size_t bytes = m.zeros ? 0 : part.count * DataTypeSize(dtype);
+  SendOrFail(servers_[part.server], m, input, bytes, m.request_id, std::move(on_sent));
 }
 
 void* WorkerClient::PayloadDestination(PeerId, const std::string& header, size_t length) {

@@ -43,9 +43,9 @@ class WorkerClient : public MessageHandler {
 
   // Callbacks run on the transport thread (or inline, on failure).
   void Declare(const TensorSpec& spec, DeclareDone done);
-  // Pushes `input` and receives the round's sum into `output` (which may be `input`). `on_sent` runs
-  // once `input` has left (its bytes no longer count against the credit window), `done` once the sum is in
-  // `output`.
+  // Pushes `input` and receives the round's sum into `output` (which may be `input`). A null `input` is a
+  // partition of zeros: only the header is sent. `on_sent` runs once `input` has left (its bytes no longer
+  // count against the credit window), `done` once the sum is in `output`.
   void PushPull(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input, void* output,
                 std::function<void()> on_sent, Done done);
 

@@ -4,6 +4,18 @@
 #include "cc/common/logging.h"
 
 namespace bps {
+namespace {
+
+bool AllZeros(const PushPullRequest& request, const Partition& part) {
+  return part.offset + part.count <= request.nonzero_begin || part.offset >= request.nonzero_end;
+}
+
+// What a partition's push puts on the wire, and so counts against the credit window.
+size_t PushedBytes(const PushPullRequest& request, const Partition& part, DataType dtype) {
+  return AllZeros(request, part) ? 0 : part.count * DataTypeSize(dtype);
+}
+
+}  // namespace
 
 Engine::Engine(const Config& config, std::unique_ptr<Transport> transport)
     : config_(config), transport_(std::move(transport)), ready_(config.scheduling_credit.value_or(0)) {
@@ -105,7 +117,7 @@ void Engine::Advance(Tensor* tensor, Callbacks* later) {
     return;
   }
   for (const Partition& part : tensor->plan.partitions) {
-    size_t bytes = part.count * DataTypeSize(tensor->spec.dtype);
+    size_t bytes = PushedBytes(op->request, part, tensor->spec.dtype);
     ready_.Add(ReadyPartition{op->request.priority, part.key, bytes, [this, op, part] { StartPartition(op, part); }});
   }
 }
@@ -139,9 +151,10 @@ void Engine::Dispatch() {
 void Engine::StartPartition(Operation* op, const Partition& part) {
   const DataType dtype = op->tensor->spec.dtype;
   const size_t element = DataTypeSize(dtype);
-  const size_t bytes = part.count * element;
+  const size_t bytes = PushedBytes(op->request, part, dtype);
   const uint32_t round = op->tensor->round;
-  const char* input = static_cast<const char*>(op->request.input) + part.offset * element;
+  const bool all_zeros = AllZeros(op->request, part);
+  const char* input = all_zeros ? nullptr : static_cast<const char*>(op->request.input) + part.offset * element;
   char* output = static_cast<char*>(op->request.output) + part.offset * element;
   // The credit covers the push only: the sum waits on the other workers, and holding credit across that
   // wait would let two workers that started different tensors first wait on each other forever.

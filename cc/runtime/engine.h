@@ -3,6 +3,7 @@
 // its own, so the push of one partition overlaps the pull of another.
 #pragma once
 
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
@@ -28,6 +29,10 @@ struct PushPullRequest {
   const void* input = nullptr;  // may equal output (in place)
   void* output = nullptr;
   int priority = 0;             // higher first
+  // Elements of `input` outside [nonzero_begin, nonzero_end) are zero: partitions that lie wholly outside
+  // are pushed as "zeros" without their bytes (a gathered tensor is mostly other workers' rows).
+  uint64_t nonzero_begin = 0;
+  uint64_t nonzero_end = UINT64_MAX;
   // kMachine: exactly one process of each worker machine pushes this name (its part of the machine's
   // locally reduced sum); the servers then sum one contribution per machine.
   TensorScope scope = TensorScope::kProcess;

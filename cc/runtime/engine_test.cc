@@ -151,6 +151,62 @@ TEST(EngineTest, OppositeOrdersUnderATinyCreditWindowDoNotDeadlock) {
   }
 }
 
+// A gather: each worker's rows sit at its own offset of a tensor that is zero elsewhere. Partitions wholly
+// outside a worker's rows go as "zeros" without bytes: the input there holds garbage (which would spoil the
+// sums if it were sent), while partitions that straddle a range's edge are sent with their real zeros.
+// Row counts change from round to round, so a round's first push is sometimes zeros, sometimes data.
+TEST(EngineTest, PartitionsOutsideTheNonzeroRangeArePushedAsZeros) {
+  const int workers = 3;
+  LocalJob job(workers, 2);
+  for (DataType dtype : {DataType::kFloat32, DataType::kFloat16, DataType::kInt64}) {
+    const size_t element = DataTypeSize(dtype);
+    const uint64_t per_partition = 4096 / element;  // the job's partition size
+    for (int round = 0; round < 6; ++round) {
+      std::vector<uint64_t> begin(workers), end(workers);
+      uint64_t total = 0;
+      for (int w = 0; w < workers; ++w) {
+        begin[w] = total;
+        total += ((round * 7 + w * 3) % 5) * 700;  // 0 to 2800 elements, some workers none
+        end[w] = total;
+      }
+      total += 1500;  // a tail that no worker fills
+      std::string name = std::string(DataTypeName(dtype)) + "/" + std::to_string(total);
+      std::vector<std::vector<char>> in(workers, std::vector<char>(total * element, 0)), out(workers);
+      std::vector<std::future<Status>> done;
+      for (int w = 0; w < workers; ++w) {
+        for (uint64_t i = 0; i < total; ++i) {
+          const bool mine = i >= begin[w] && i < end[w];
+          const bool unsent = (i / per_partition + 1) * per_partition <= begin[w] || i / per_partition * per_partition >= end[w];
+          if (mine) test_data::Write(dtype, Value(w, i), in[w].data() + i * element);
+          if (unsent) test_data::Write(dtype, 99, in[w].data() + i * element);
+        }
+        out[w].assign(total * element, 1);
+        auto done_promise = std::make_shared<std::promise<Status>>();
+        done.push_back(done_promise->get_future());
+        PushPullRequest r;
+        r.name = name;
+        r.dtype = dtype;
+        r.shape = {int64_t(total)};
+        r.input = in[w].data();
+        r.output = out[w].data();
+        r.nonzero_begin = begin[w];
+        r.nonzero_end = end[w];
+        r.done = [done_promise](const Status& s) { done_promise->set_value(s); };
+        job.worker(w).Enqueue(std::move(r));
+      }
+      for (int w = 0; w < workers; ++w) {
+        Status s = Await(done[w]);
+        ASSERT_TRUE(s.ok()) << name << ": " << s.ToString();
+        for (uint64_t i = 0; i < total; ++i) {
+          double expected = 0;
+          for (int v = 0; v < workers; ++v) expected += i >= begin[v] && i < end[v] ? Value(v, i) : 0;
+          ASSERT_EQ(Read(dtype, out[w], i), expected) << name << " element " << i << " worker " << w;
+        }
+      }
+    }
+  }
+}
+
 TEST(EngineTest, HundredRoundsOfTheSameTensor) {
   LocalJob job(3, 2);
   const int n = 5000;

@@ -1,5 +1,5 @@
-// Op registrations: both ops return a tensor of the input's shape and dtype.
-// Both are stateful: each call communicates, so TensorFlow must neither fold one with a constant input into a
+// Op registrations.
+// All are stateful: each call communicates, so TensorFlow must neither fold one with a constant input into a
 // constant (it would run once, at graph optimisation, while other workers run theirs every step) nor merge
 // two identical ones. bps_tf/tensorflow/ops.py keeps tf.function from also ordering them one after another.
 #include "tensorflow/core/framework/common_shape_fns.h"
@@ -21,6 +21,26 @@ REGISTER_OP("BytepsPushPull")
          "tensor on every worker; with `shape_in_name` the runtime shape is part of the name, for tensors "
          "whose shape changes between steps (every worker must still agree on it at each step). On GPUs, "
          "`local_devices` replicas of the tensor in this process (one per GPU) are reduced together.");
+
+REGISTER_OP("BytepsGather")
+    .Attr("T: {half, bfloat16, float, double, int32, int64}")
+    .Attr("tensor_name: string")
+    .Attr("priority: int = 0")
+    .Input("rows: T")
+    .Input("offset: int64")
+    .Input("total: int64")
+    .Output("gathered: T")
+    .SetIsStateful()
+    .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) {
+      tensorflow::shape_inference::ShapeHandle rows;
+      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, &rows));
+      tensorflow::shape_inference::ShapeHandle out;
+      TF_RETURN_IF_ERROR(c->ReplaceDim(rows, 0, c->UnknownDim(), &out));
+      c->set_output(0, out);
+      return absl::OkStatus();
+    })
+    .Doc("Every worker's `rows` concatenated along the first dimension in rank order: this worker's start at "
+         "row `offset` of `total` (every worker passes the same total). Each worker sends only its own rows.");
 
 REGISTER_OP("BytepsBroadcast")
     .Attr("T: {half, bfloat16, float, double, int32, int64}")

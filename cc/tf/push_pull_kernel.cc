@@ -19,7 +19,8 @@ Engine* EngineOrFail(OpKernelContext* context, const std::string& op_name) {
 }
 
 void Enqueue(OpKernelContext* context, Engine* engine, const std::string& name, int priority,
-             const tensorflow::Tensor& input, tensorflow::Tensor* output, AsyncOpKernel::DoneCallback done) {
+             const tensorflow::Tensor& input, tensorflow::Tensor* output, AsyncOpKernel::DoneCallback done,
+             uint64_t nonzero_begin, uint64_t nonzero_end) {
   DataType dtype;
   if (!tf_adapter::ToCoreDtype(output->dtype(), &dtype)) {
     context->SetStatus(absl::InvalidArgumentError("unsupported dtype for '" + name + "'"));
@@ -32,6 +33,8 @@ void Enqueue(OpKernelContext* context, Engine* engine, const std::string& name, 
   request.input = input.data();
   request.output = output->data();
   request.priority = priority;
+  request.nonzero_begin = nonzero_begin;
+  request.nonzero_end = nonzero_end;
   request.done = [context, done](const Status& status) {
     context->SetStatus(tf_adapter::ToTfStatus(status));
     done();

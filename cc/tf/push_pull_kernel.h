@@ -14,8 +14,10 @@ Engine* EngineOrFail(tensorflow::OpKernelContext* context, const std::string& op
 
 // Sums `input` across workers under `name` into `output` (the same shape and dtype; it may share
 // `input`'s buffer); calls done() when finished, with the core's status converted to a TF status.
+// Elements of `input` outside [nonzero_begin, nonzero_end) are zero (see PushPullRequest).
 void Enqueue(tensorflow::OpKernelContext* context, Engine* engine, const std::string& name, int priority,
              const tensorflow::Tensor& input, tensorflow::Tensor* output,
-             tensorflow::AsyncOpKernel::DoneCallback done);
+             tensorflow::AsyncOpKernel::DoneCallback done, uint64_t nonzero_begin = 0,
+             uint64_t nonzero_end = UINT64_MAX);
 
 }  // namespace bps

@@ -63,6 +63,34 @@ def check_gathered_rows(rank, size):
     assert tuple(got.dense_shape.numpy()) == (100, 2)
 
 
+def check_all_gather(rank, size):
+    """Uneven lengths along either axis (worker 0 has none along axis 1), eagerly and in tf.function, with the
+    gradient: each worker's part receives the sum of every worker's gradient at its place."""
+    lengths = [r for r in range(size)]
+
+    def part(r):
+        return tf.reshape(tf.range(2 * lengths[r] * 3, dtype=tf.float32) + 100.0 * r, [2, lengths[r], 3])
+
+    want = np.concatenate([part(r).numpy() for r in range(size)], axis=1)
+    weights = tf.reshape(tf.range(want.size, dtype=tf.float32), want.shape)
+    mine = tf.Variable(part(rank))
+
+    def gathered_and_grad():
+        with tf.GradientTape() as tape:
+            got = gather.all_gather(mine, 1, "test.axis1")
+            loss = tf.reduce_sum(got * weights)
+        return got, tape.gradient(loss, mine)
+
+    before = sum(lengths[:rank])
+    for run in (gathered_and_grad, tf.function(gathered_and_grad)):
+        got, grad = run()
+        np.testing.assert_array_equal(got.numpy(), want)
+        np.testing.assert_array_equal(grad.numpy(), size * weights.numpy()[:, before:before + lengths[rank], :])
+    rows = tf.fill([rank + 1, 2], rank + 1)  # int32 along axis 0
+    got = tf.function(lambda t: gather.all_gather(t, 0, "test.axis0"))(rows)
+    np.testing.assert_array_equal(got.numpy(), np.concatenate([np.full([r + 1, 2], r + 1) for r in range(size)]))
+
+
 def check_strategy_fit(strategy, vocab, expect_sparse):
     x, y = data(vocab)
     reference = fit(make_model(vocab), x, y)
@@ -117,6 +145,7 @@ def main():
     strategy = BytePSStrategy()
     rank, size = bps_tf.rank(), bps_tf.size()
     check_gathered_rows(rank, size)
+    check_all_gather(rank, size)
     # 12 examples x 4 tokens: 48 rows in all, against a table of 200 rows (sparse) or of 20 (dense).
     # fit's batches have no static size: the row count is unknown when the step is traced, so rows are gathered.
     check_strategy_fit(strategy, 200, expect_sparse=True)

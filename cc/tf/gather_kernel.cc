@@ -1,0 +1,65 @@
+// Concatenation of every worker's rows through the parameter servers (sparse gradients, strategy.gather).
+// A server sums, so this worker's rows are placed at row `offset` of a zero tensor of `total` rows and the
+// other workers fill the other rows. Only the partitions that hold this worker's rows carry bytes; the
+// rest are pushed as zeros (headers only), so each worker sends its own rows, not the whole.
+#include <cstring>
+
+#include "cc/tf/push_pull_kernel.h"
+
+namespace bps {
+
+using tensorflow::AsyncOpKernel;
+using tensorflow::OpKernelConstruction;
+using tensorflow::OpKernelContext;
+
+class GatherOp : public AsyncOpKernel {
+ public:
+  explicit GatherOp(OpKernelConstruction* context) : AsyncOpKernel(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("tensor_name", &tensor_name_));
+    OP_REQUIRES_OK(context, context->GetAttr("priority", &priority_));
+  }
+
+  void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
+    Engine* engine = EngineOrFail(context, "gather of '" + tensor_name_ + "'");
+    if (engine == nullptr) return done();
+    const tensorflow::Tensor& rows = context->input(0);
+    const tensorflow::Tensor& offset_tensor = context->input(1);
+    const tensorflow::Tensor& total_tensor = context->input(2);
+    OP_REQUIRES_ASYNC(context, rows.dims() >= 1 && offset_tensor.dims() == 0 && total_tensor.dims() == 0,
+                      absl::InvalidArgumentError("gather of '" + tensor_name_ +
+                                                 "': rows need a first dimension; offset and total are scalars"),
+                      done);
+    const int64_t count = rows.dim_size(0);
+    const int64_t offset = offset_tensor.scalar<int64_t>()();
+    const int64_t total = total_tensor.scalar<int64_t>()();
+    OP_REQUIRES_ASYNC(context, offset >= 0 && count <= total - offset,
+                      absl::InvalidArgumentError("gather of '" + tensor_name_ + "': rows [" + std::to_string(offset) +
+                                                 ", " + std::to_string(offset + count) + ") do not fit in " +
+                                                 std::to_string(total) + " rows"),
+                      done);
+    tensorflow::TensorShape shape = rows.shape();
+    shape.set_dim(0, total);
+    tensorflow::Tensor* output = nullptr;
+    OP_REQUIRES_OK_ASYNC(context, context->allocate_output(0, shape, &output), done);
+    const uint64_t row_elements = total > 0 ? output->NumElements() / total : 0;
+    const size_t row_bytes = row_elements * tensorflow::DataTypeSize(rows.dtype());
+    char* out = static_cast<char*>(output->data());
+    if (total > 0) {
+      std::memset(out, 0, offset * row_bytes);
+      if (rows.TotalBytes() > 0) std::memcpy(out + offset * row_bytes, rows.data(), rows.TotalBytes());
+      std::memset(out + (offset + count) * row_bytes, 0, (total - offset - count) * row_bytes);
+    }
+    // The total changes from step to step: it is part of the name, as every worker agrees on it.
+    Enqueue(context, engine, tensor_name_ + "/" + shape.DebugString(), priority_, *output, output, std::move(done),
+            offset * row_elements, (offset + count) * row_elements);
+  }
+
+ private:
+  std::string tensor_name_;
+  int priority_ = 0;
+};
+
+REGISTER_KERNEL_BUILDER(Name("BytepsGather").Device(tensorflow::DEVICE_CPU).HostMemory("offset").HostMemory("total"),
+                        GatherOp);
+
+}  // namespace bps
