@@ -42,6 +42,7 @@ bool KeyRound::Counted() {
 
 StatusOr<bool> KeyRound::Add(int rank, uint32_t round) {
   BPS_RETURN_IF_ERROR(Admit(rank, round));
+  data_from_ = data_from_ == kNobody ? rank : kSeveral;
   if (pushed_.size() == 1) {
     if (AccumulatorType(dtype_) == dtype_) {
       // The first push is the sum so far: take its buffer instead of copying it. The worker's next push
@@ -72,6 +73,8 @@ void KeyRound::CompleteRound() {
     LoadFromAccumulator(dtype_, accumulator_.get(), result_storage_.get(), num_elements_);
   }
   result_ = result_storage_.get();
+  result_from_ = data_from_;
+  data_from_ = kNobody;
   pushed_.clear();
   ++completed_round_;
 }

@@ -41,6 +41,10 @@ class KeyRound {
   uint32_t accumulating_round() const { return completed_round_ + 1; }
   // The sum of completed_round(), in dtype().
   const void* result() const { return result_; }
+  // Whether every push of completed_round() was zeros.
+  bool result_is_zero() const { return result_from_ == kNobody; }
+  // The rank whose push was the only one with data in completed_round(), or -1.
+  int result_sole_contributor() const { return result_from_ >= 0 ? result_from_ : -1; }
   // Workers that have not pushed the accumulating round yet (for timeout messages).
   std::set<int> MissingWorkers() const;
   bool round_started() const { return !pushed_.empty(); }
@@ -59,6 +63,11 @@ class KeyRound {
   std::unique_ptr<char[]> result_storage_;
   void* result_ = nullptr;
   std::set<int> pushed_;
+  // Who pushed data (not zeros) in the accumulating round, and in the completed one: a rank, or:
+  static constexpr int kNobody = -1;
+  static constexpr int kSeveral = -2;
+  int data_from_ = kNobody;
+  int result_from_ = kSeveral;
   uint32_t completed_round_ = 0;
   double round_started_at_ = 0;
 };

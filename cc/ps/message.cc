@@ -39,6 +39,7 @@ std::string Message::Encode() const {
   w.Put<uint64_t>(num_elements);
   w.Put<int32_t>(participants);
   w.Put<uint8_t>(zeros ? 1 : 0);
+  w.Put<uint8_t>(echo ? 1 : 0);
   w.Put<uint8_t>(static_cast<uint8_t>(code));
   w.PutString(text);
   return w.Take();
@@ -57,16 +58,18 @@ StatusOr<Message> Message::Decode(const std::string& bytes) {
   m.num_elements = r.Get<uint64_t>();
   m.participants = r.Get<int32_t>();
   uint8_t zeros = r.Get<uint8_t>();
+  uint8_t echo = r.Get<uint8_t>();
   uint8_t code = r.Get<uint8_t>();
   m.text = r.GetString();
   if (r.failed() || type < 1 || type > static_cast<uint8_t>(MessageType::kServerReady) || !IsValidDataType(dtype) ||
-      code > static_cast<uint8_t>(Code::kInternal) || zeros > 1) {
+      code > static_cast<uint8_t>(Code::kInternal) || zeros > 1 || echo > 1) {
     return Truncated("protocol");
   }
   m.type = static_cast<MessageType>(type);
   m.dtype = static_cast<DataType>(dtype);
   m.code = static_cast<Code>(code);
   m.zeros = zeros == 1;
+  m.echo = echo == 1;
   return m;
 }
 

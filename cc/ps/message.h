@@ -34,7 +34,8 @@ struct Message {
   DataType dtype = DataType::kFloat32;
   uint64_t num_elements = 0;
   int32_t participants = 0;  // PUSH: how many pushes complete a round of this key (sender < participants)
-  bool zeros = false;        // PUSH: the partition is all zeros and carries no payload
+  bool zeros = false;        // PUSH: the partition is all zeros and carries no payload; PULL_REPLY: so is the sum
+  bool echo = false;         // PULL_REPLY: the sum is the receiver's own push (all others pushed zeros): no payload
   Code code = Code::kOk;     // replies: the outcome
   std::string text;          // error message, or a type-specific body
 

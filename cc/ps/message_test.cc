@@ -16,6 +16,7 @@ TEST(MessageTest, RoundTrips) {
   m.num_elements = 12345;
   m.participants = 2;
   m.zeros = true;
+  m.echo = true;
   m.set_status(DeadlineExceeded("slow"));
   auto back = Message::Decode(m.Encode());
   ASSERT_TRUE(back.ok());
@@ -28,6 +29,7 @@ TEST(MessageTest, RoundTrips) {
   EXPECT_EQ(back.value().num_elements, 12345u);
   EXPECT_EQ(back.value().participants, 2);
   EXPECT_TRUE(back.value().zeros);
+  EXPECT_TRUE(back.value().echo);
   EXPECT_EQ(back.value().status().code(), Code::kDeadlineExceeded);
   EXPECT_EQ(back.value().text, "slow");
 }

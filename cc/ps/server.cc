@@ -137,7 +137,7 @@ void Server::HandlePush(PeerId from, const Message& m, void* payload) {
   if (!error.ok() || entry == nullptr) return ReplyError(from, MessageType::kPullReply, m, error);
   uint64_t key = m.key;
   int rank = m.sender;
-  ParkedPull pull{from, m.request_id, m.round};
+  ParkedPull pull{from, rank, m.request_id, m.round};
   const bool zeros = m.zeros;
   EngineFor(key).Post([this, key, entry, rank, zeros, pull] { SumPush(key, entry, rank, zeros, pull); });
 }
@@ -181,7 +181,11 @@ void Server::AnswerPull(uint64_t key, KeyEntry* entry, const ParkedPull& pull) {
   reply.round = pull.round;
   reply.dtype = round.dtype();
   reply.num_elements = round.num_elements();
-  transport_->Send(pull.peer, reply.Encode(), round.result(), round.bytes(), nullptr);
+  // A gather's partitions are mostly zeros or one worker's rows: those need no bytes back.
+  reply.zeros = round.result_is_zero();
+  reply.echo = round.result_sole_contributor() == pull.rank;
+  const bool payload = !reply.zeros && !reply.echo;
+  transport_->Send(pull.peer, reply.Encode(), payload ? round.result() : nullptr, payload ? round.bytes() : 0, nullptr);
 }
 
 // A round that started but did not complete within BYTEPS_TIMEOUT: tell the workers waiting on it who is

@@ -35,6 +35,7 @@ class Server : public MessageHandler {
  private:
   struct ParkedPull {
     PeerId peer;
+    int rank;  // the pusher's contribution index
     uint64_t request_id;
     uint32_t round;
   };

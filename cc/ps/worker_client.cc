@@ -1,5 +1,6 @@
 #include "cc/ps/worker_client.h"
 
+#include <cstring>
 #include <sstream>
 
 #include "cc/common/clock.h"
@@ -95,6 +96,7 @@ void WorkerClient::PushPull(const Partition& part, uint32_t round, Participant m
   }
   Pending p;
   p.done = std::move(done);
+  p.source = input;
   p.destination = output;
   p.bytes = part.count * DataTypeSize(dtype);
   p.what = "the sum of round " + std::to_string(round) + " from " + ServerName(part.server) +
@@ -138,7 +140,7 @@ void WorkerClient::OnMessage(PeerId from, const std::string& header, void* paylo
       Fail(m.status());
       break;
     case MessageType::kPullReply:
-      if (m.status().ok() && payload == nullptr && length > 0) {
+      if (m.status().ok() && payload == nullptr && length > 0 && !m.zeros && !m.echo) {
         m.set_status(Internal("the pulled data could not be received"));
       }
       Complete(m.request_id, m, payload);
@@ -165,6 +167,14 @@ void WorkerClient::Complete(uint64_t request_id, const Message& reply, void*) {
     return p.declare_done(plan);
   }
   if (!status.ok()) status = Status(status.code(), status.message() + " (while waiting for " + p.what + ")");
+  if (status.ok() && (reply.zeros || reply.echo)) {
+    // The sum came without bytes: it is zeros, or what this worker pushed.
+    if (reply.zeros || p.source == nullptr) {
+      std::memset(p.destination, 0, p.bytes);
+    } else if (p.source != p.destination) {
+      std::memcpy(p.destination, p.source, p.bytes);
+    }
+  }
   p.done(status);
 }
 

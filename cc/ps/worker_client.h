@@ -68,6 +68,7 @@ class WorkerClient : public MessageHandler {
   struct Pending {
     Done done;
     DeclareDone declare_done;
+    const void* source = nullptr;  // the pushed data (null: zeros), for a reply that echoes it
     void* destination = nullptr;
     size_t bytes = 0;
     double started = 0;
