@@ -28,3 +28,4 @@ run benchmarks.tuning_cluster --workers 4 --servers 4 --rate 1gbit --models bert
 run benchmarks.tuning_cluster --workers 4 --servers 4 --rate 1gbit --models mlp --output $OUT/tuning_w4_s4_1gbit_mlp.json
 
 run benchmarks.plots $OUT
+run benchmarks.doc_tables docs/performance.md

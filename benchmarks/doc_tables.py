@@ -1,0 +1,47 @@
+"""Rewrites the result tables of docs/performance.md from the JSON files they cite.
+
+Each table follows a line naming its result file as "(NAME.json, plot: ...)"; the table under it (the next
+block of lines starting with "|") is replaced by one made from docs/performance/NAME.json. Run after a
+benchmark so that the page and the files cannot disagree:
+    python -m benchmarks.doc_tables docs/performance.md
+"""
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from benchmarks.report_table import push_pull_table, train_table, tuning_table
+
+CITATION = re.compile(r"\(([\w.-]+\.json), plot:")
+
+
+def table_for(result):
+    if result.get("benchmark") == "train":
+        return train_table(result)
+    if result.get("benchmark") == "tuning":
+        return tuning_table(result)
+    return push_pull_table(result)
+
+
+def rewrite(page):
+    lines = page.read_text().splitlines()
+    out, i = [], 0
+    while i < len(lines):
+        out.append(lines[i])
+        cited = CITATION.search(lines[i])
+        i += 1
+        if not cited:
+            continue
+        while i < len(lines) and not lines[i].startswith("|"):  # the blank line(s) before the table
+            out.append(lines[i])
+            i += 1
+        while i < len(lines) and lines[i].startswith("|"):  # the old table
+            i += 1
+        result = json.loads((page.parent / "performance" / cited.group(1)).read_text())
+        out.extend(table_for(result).splitlines())
+    page.write_text("\n".join(out) + "\n")
+
+
+if __name__ == "__main__":
+    rewrite(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/performance.md"))
