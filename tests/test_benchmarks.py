@@ -32,8 +32,8 @@ def test_rates_and_bounds():
 
 
 @pytest.mark.timeout(120)
-def test_loopback_push_pull_benchmark_and_plot(tmp_path):
-    out = tmp_path / "loopback.json"
+def test_loopback_push_pull_benchmark_plot_and_page_table(tmp_path):
+    out = tmp_path / "performance" / "loopback.json"
     done = run_module("benchmarks.push_pull_loopback", "--workers", 2, "--servers", 1, "--sizes", "4096,65536",
                       "--budget-mb", 0.1, "--timeout", 90, "--output", out)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -41,9 +41,15 @@ def test_loopback_push_pull_benchmark_and_plot(tmp_path):
     assert [row["bytes"] for row in result["results"]] == [4096, 65536]
     assert all(row[k]["median_s"] > 0 for row in result["results"] for k in ("bps_tf", "bps_core", "tf_ring"))
     assert "| 64 KB |" in done.stdout
-    plotted = run_module("benchmarks.plots", tmp_path, timeout=60)
+    plotted = run_module("benchmarks.plots", tmp_path / "performance", timeout=60)
     assert plotted.returncode == 0, plotted.stderr[-3000:]
-    assert (tmp_path / "loopback.png").stat().st_size > 0
+    assert (tmp_path / "performance" / "loopback.png").stat().st_size > 0
+    page = tmp_path / "page.md"
+    page.write_text("Loopback (loopback.json, plot: loopback.png)\n\n| stale |\n|---|\n| 1 |\n\nafter\n")
+    rewritten = run_module("benchmarks.doc_tables", page, timeout=60)
+    assert rewritten.returncode == 0, rewritten.stderr[-3000:]
+    text = page.read_text()
+    assert "stale" not in text and "| 64 KB |" in text and text.endswith("\nafter\n"), text
 
 
 @pytest.mark.skipif(not can_make_namespaces, reason="needs root, ip and tc")
