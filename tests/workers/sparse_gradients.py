@@ -3,20 +3,13 @@ the gathered rows themselves (uneven row counts per worker), BytePSStrategy's Ke
 logical devices, DistributedGradientTape and DistributedOptimizer. The sparse path must be the one taken where gathering is
 smaller (or the row count is unknown), and the dense one where the table is smaller than all workers' rows."""
 
-import os
-import sys
 
 import numpy as np
 import tensorflow as tf
 
-LOCAL_DEVICES = int(sys.argv[1]) if len(sys.argv) > 1 else 2
-tf.config.set_logical_device_configuration(
-    tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * LOCAL_DEVICES)
+from worker_setup import devices_from_argv_and_keras  # noqa: E402
 
-if os.environ.get("TF_USE_LEGACY_KERAS") == "1":
-    import tf_keras as keras  # noqa: E402
-else:
-    import keras  # noqa: E402
+LOCAL_DEVICES, keras = devices_from_argv_and_keras()
 
 import bps_tf  # noqa: E402
 import bps_tf.tensorflow.gather as gather  # noqa: E402

@@ -1,20 +1,13 @@
 """BytePSStrategy on N workers x D logical CPU devices ends with the same weights as single-process,
 single-device training with the same global batch and data order: Keras fit, and a strategy.run loop."""
 
-import os
-import sys
 
 import numpy as np
 import tensorflow as tf
 
-LOCAL_DEVICES = int(sys.argv[1]) if len(sys.argv) > 1 else 2
-tf.config.set_logical_device_configuration(
-    tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * LOCAL_DEVICES)
+from worker_setup import devices_from_argv_and_keras  # noqa: E402
 
-if os.environ.get("TF_USE_LEGACY_KERAS") == "1":
-    import tf_keras as keras  # noqa: E402
-else:
-    import keras  # noqa: E402
+LOCAL_DEVICES, keras = devices_from_argv_and_keras()
 
 import bps_tf  # noqa: E402
 from bps_tf.strategy import BytePSStrategy  # noqa: E402

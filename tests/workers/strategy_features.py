@@ -6,8 +6,9 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-tf.config.set_logical_device_configuration(
-    tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+from worker_setup import split_cpu  # noqa: E402
+
+split_cpu(2)
 
 import keras  # noqa: E402
 

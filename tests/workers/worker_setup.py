@@ -1,0 +1,24 @@
+"""Set-up shared by the test workers that give their process several logical CPU devices."""
+
+import os
+import sys
+
+import tensorflow as tf
+
+
+def split_cpu(devices):
+    """Makes this process's CPU `devices` logical devices; must run before TensorFlow runs anything."""
+    tf.config.set_logical_device_configuration(
+        tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * devices)
+
+
+def devices_from_argv_and_keras():
+    """Splits the CPU into argv[1] logical devices (default 2), then imports the Keras the test runs under
+    (tf_keras when TF_USE_LEGACY_KERAS=1). Returns (devices, keras)."""
+    devices = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+    split_cpu(devices)
+    if os.environ.get("TF_USE_LEGACY_KERAS") == "1":
+        import tf_keras as keras
+    else:
+        import keras
+    return devices, keras
