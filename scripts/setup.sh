@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(bazel-bootstrap libucx-dev ucx-utils libgtest-dev libgmock-dev pkg-config g++ python3-dev python3-venv iproute2)
+APT_PACKAGES=(make bazel-bootstrap libucx-dev ucx-utils libgtest-dev libgmock-dev pkg-config g++ python3-dev python3-venv iproute2)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
