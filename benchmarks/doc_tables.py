@@ -33,12 +33,17 @@ def rewrite(page):
         i += 1
         if not cited:
             continue
-        while i < len(lines) and not lines[i].startswith("|"):  # the blank line(s) before the table
+        while i < len(lines) and not lines[i].strip():  # the blank line(s) before the table
             out.append(lines[i])
             i += 1
+        if i == len(lines) or not lines[i].startswith("|"):
+            sys.exit(f"{page}: no table follows the line citing {cited.group(1)}")
         while i < len(lines) and lines[i].startswith("|"):  # the old table
             i += 1
-        result = json.loads((page.parent / "performance" / cited.group(1)).read_text())
+        source = page.parent / "performance" / cited.group(1)
+        if not source.exists():
+            sys.exit(f"{page} cites {source}, which does not exist: run the benchmark first")
+        result = json.loads(source.read_text())
         out.extend(table_for(result).splitlines())
     page.write_text("\n".join(out) + "\n")
 

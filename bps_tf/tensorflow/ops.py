@@ -19,7 +19,12 @@ def _run_in_any_order():
     own collectives are. Ours must not wait for one another: their overlap is the point."""
     from tensorflow.python.framework import auto_control_deps
 
-    auto_control_deps.ASYNC_STATEFUL_OPS = auto_control_deps.ASYNC_STATEFUL_OPS | {"BytepsPushPull", "BytepsGather", "BytepsBroadcast"}
+    if not hasattr(auto_control_deps, "ASYNC_STATEFUL_OPS"):
+        # Without it every push_pull in a tf.function would wait for the previous one: refuse rather than crawl.
+        raise ImportError("bps_tf: this TensorFlow lacks auto_control_deps.ASYNC_STATEFUL_OPS; "
+                          "use a TensorFlow version bps_tf supports (requirements.txt)")
+    ours = {"BytepsPushPull", "BytepsGather", "BytepsBroadcast"}
+    auto_control_deps.ASYNC_STATEFUL_OPS = auto_control_deps.ASYNC_STATEFUL_OPS | ours
 
 
 _run_in_any_order()

@@ -151,9 +151,9 @@ void Engine::Dispatch() {
 void Engine::StartPartition(Operation* op, const Partition& part) {
   const DataType dtype = op->tensor->spec.dtype;
   const size_t element = DataTypeSize(dtype);
-  const size_t bytes = PushedBytes(op->request, part, dtype);
-  const uint32_t round = op->tensor->round;
   const bool all_zeros = AllZeros(op->request, part);
+  const size_t bytes = all_zeros ? 0 : part.count * element;
+  const uint32_t round = op->tensor->round;
   const char* input = all_zeros ? nullptr : static_cast<const char*>(op->request.input) + part.offset * element;
   char* output = static_cast<char*>(op->request.output) + part.offset * element;
   // The credit covers the push only: the sum waits on the other workers, and holding credit across that
