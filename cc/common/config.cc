@@ -150,6 +150,9 @@ StatusOr<Config> Config::FromEnvironment(const Environment& environment) {
   value = 0;
   BPS_RETURN_IF_ERROR(env.Int("BYTEPS_FORCE_DISTRIBUTED", 0, 1, &value, "0 or 1"));
   c.force_distributed = value == 1;
+  value = 1;
+  BPS_RETURN_IF_ERROR(env.Int("BYTEPS_SHARED_MEMORY", 0, 1, &value, "0 or 1"));
+  c.shared_memory = value == 1;
   return c;
 }
 

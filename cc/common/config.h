@@ -45,6 +45,9 @@ struct Config {
   int server_engine_threads = 2;
   double timeout_s = 300;        // every wait on a peer gives up after this
   bool force_distributed = false;  // BYTEPS_FORCE_DISTRIBUTED: push/pull even with one worker machine
+  // BYTEPS_SHARED_MEMORY: workers and servers on one host exchange tensors through the server's shared
+  // memory (cc/common/shared_arena.h) instead of the transport.
+  bool shared_memory = true;
 
   static constexpr int kSlicesInFlight = 4;
 

@@ -1,6 +1,8 @@
 #include "cc/ps/key_round.h"
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "cc/common/clock.h"
@@ -8,16 +10,45 @@
 
 namespace bps {
 
-KeyRound::KeyRound(DataType dtype, uint64_t num_elements, int num_workers)
+KeyRound::KeyRound(DataType dtype, uint64_t num_elements, int num_workers, SharedArena* arena)
     : dtype_(dtype), num_elements_(num_elements), num_workers_(num_workers), receive_(num_workers) {
-  accumulator_.reset(new char[num_elements * DataTypeSize(AccumulatorType(dtype)) + 1]);
-  result_storage_.reset(new char[bytes() + 1]);
-  result_ = result_storage_.get();
+  // All of a key's buffers are shared or none (swapped buffers must stay where a worker can find them),
+  // so they are taken from the arena in one block. Pages a worker never writes use no memory.
+  const size_t stride = (std::max<size_t>(bytes(), 1) + kPageBytes - 1) / kPageBytes * kPageBytes;
+  std::optional<SharedArena::Block> block;
+  if (arena != nullptr) block = arena->Allocate(stride * (num_workers + 2));
+  if (block) {
+    auto place = [&](Buffer& buffer, size_t index) {
+      buffer.data = block->data + index * stride;
+      buffer.offset = block->offset + index * stride;
+    };
+    place(result_, 0);
+    place(sum_, 1);
+    for (int rank = 0; rank < num_workers; ++rank) place(receive_[rank], 2 + rank);
+  } else {
+    result_ = PrivateBuffer();
+    sum_ = PrivateBuffer();
+  }
+  if (AccumulatorType(dtype) != dtype) {
+    wide_sum_.reset(new char[num_elements * DataTypeSize(AccumulatorType(dtype)) + 1]);
+  }
+}
+
+KeyRound::Buffer KeyRound::PrivateBuffer() const {
+  Buffer buffer;
+  buffer.heap.reset(new char[bytes() + 1]);
+  buffer.data = buffer.heap.get();
+  return buffer;
 }
 
 void* KeyRound::ReceiveBuffer(int rank) {
-  if (!receive_[rank]) receive_[rank].reset(new char[bytes() + 1]);
-  return receive_[rank].get();
+  if (!receive_[rank].data) receive_[rank] = PrivateBuffer();
+  return receive_[rank].data;
+}
+
+uint64_t KeyRound::ReceiveOffset(int rank) {
+  ReceiveBuffer(rank);
+  return receive_[rank].offset;
 }
 
 Status KeyRound::Admit(int rank, uint32_t round) {
@@ -44,15 +75,15 @@ StatusOr<bool> KeyRound::Add(int rank, uint32_t round) {
   BPS_RETURN_IF_ERROR(Admit(rank, round));
   data_from_ = data_from_ == kNobody ? rank : kSeveral;
   if (pushed_.size() == 1) {
-    if (AccumulatorType(dtype_) == dtype_) {
+    if (!wide_sum_) {
       // The first push is the sum so far: take its buffer instead of copying it. The worker's next push
       // (after this round's result reached it) lands in the old accumulator, of the same size.
-      std::swap(accumulator_, receive_[rank]);
+      std::swap(sum_, receive_[rank]);
     } else {
-      StoreToAccumulator(dtype_, accumulator_.get(), receive_[rank].get(), num_elements_);
+      StoreToAccumulator(dtype_, accumulator(), receive_[rank].data, num_elements_);
     }
   } else {
-    AddToAccumulator(dtype_, accumulator_.get(), receive_[rank].get(), num_elements_);
+    AddToAccumulator(dtype_, accumulator(), receive_[rank].data, num_elements_);
   }
   return Counted();
 }
@@ -60,19 +91,18 @@ StatusOr<bool> KeyRound::Add(int rank, uint32_t round) {
 StatusOr<bool> KeyRound::AddZeros(int rank, uint32_t round) {
   BPS_RETURN_IF_ERROR(Admit(rank, round));
   if (pushed_.size() == 1) {
-    std::memset(accumulator_.get(), 0, num_elements_ * DataTypeSize(AccumulatorType(dtype_)));
+    std::memset(accumulator(), 0, num_elements_ * DataTypeSize(AccumulatorType(dtype_)));
   }
   return Counted();
 }
 
 void KeyRound::CompleteRound() {
-  if (AccumulatorType(dtype_) == dtype_) {
+  if (!wide_sum_) {
     // Same layout: swap buffers instead of copying. The old result was received by every worker already.
-    std::swap(accumulator_, result_storage_);
+    std::swap(sum_, result_);
   } else {
-    LoadFromAccumulator(dtype_, accumulator_.get(), result_storage_.get(), num_elements_);
+    LoadFromAccumulator(dtype_, wide_sum_.get(), result_.data, num_elements_);
   }
-  result_ = result_storage_.get();
   result_from_ = data_from_;
   data_from_ = kNobody;
   pushed_.clear();

@@ -7,6 +7,10 @@
 // every worker has received it.
 // The same ordering lets the first push of a round become the accumulator (buffers swapped, not copied):
 // the buffer that worker receives into next was the result of round r-1, which every worker has received.
+//
+// With a SharedArena the receive buffers and results live in memory that workers on the server's host map:
+// such a worker copies its push into ReceiveOffset(rank) itself and copies the sum out of result_offset().
+// Since buffers are swapped, both offsets change from round to round; the server tells the worker each time.
 #pragma once
 
 #include <cstdint>
@@ -15,13 +19,15 @@
 #include <vector>
 
 #include "cc/common/dtype.h"
+#include "cc/common/shared_arena.h"
 #include "cc/common/status.h"
 
 namespace bps {
 
 class KeyRound {
  public:
-  KeyRound(DataType dtype, uint64_t num_elements, int num_workers);
+  // `arena` (may be null) provides shared buffers; where it is full the key's buffers are private.
+  KeyRound(DataType dtype, uint64_t num_elements, int num_workers, SharedArena* arena = nullptr);
 
   DataType dtype() const { return dtype_; }
   uint64_t num_elements() const { return num_elements_; }
@@ -30,6 +36,11 @@ class KeyRound {
 
   // Where worker `rank`'s pushed data should land.
   void* ReceiveBuffer(int rank);
+  // Whether the buffers below are in the shared arena.
+  bool shared() const { return result_.shared(); }
+  // The arena offsets of ReceiveBuffer(rank) and result() (shared() only).
+  uint64_t ReceiveOffset(int rank);
+  uint64_t result_offset() const { return result_.offset; }
 
   // Adds worker `rank`'s pushed data (already in its receive buffer) to round `round`.
   // Returns true when this push completed the round.
@@ -40,7 +51,7 @@ class KeyRound {
   uint32_t completed_round() const { return completed_round_; }
   uint32_t accumulating_round() const { return completed_round_ + 1; }
   // The sum of completed_round(), in dtype().
-  const void* result() const { return result_; }
+  const void* result() const { return result_.data; }
   // Whether every push of completed_round() was zeros.
   bool result_is_zero() const { return result_from_ == kNobody; }
   // The rank whose push was the only one with data in completed_round(), or -1.
@@ -51,6 +62,19 @@ class KeyRound {
   double round_started_at() const { return round_started_at_; }
 
  private:
+  // A buffer of bytes(): in the shared arena, or on the heap.
+  struct Buffer {
+    char* data = nullptr;
+    uint64_t offset = kPrivate;
+    std::unique_ptr<char[]> heap;
+    static constexpr uint64_t kPrivate = ~uint64_t(0);
+    bool shared() const { return offset != kPrivate; }
+  };
+  Buffer PrivateBuffer() const;
+  static constexpr size_t kPageBytes = 4096;
+  // The running sum: the `sum_` buffer itself when the accumulator type is the dtype, else `wide_sum_`.
+  void* accumulator() { return wide_sum_ ? wide_sum_.get() : sum_.data; }
+
   Status Admit(int rank, uint32_t round);
   bool Counted();
   void CompleteRound();
@@ -58,10 +82,10 @@ class KeyRound {
   const DataType dtype_;
   const uint64_t num_elements_;
   const int num_workers_;
-  std::vector<std::unique_ptr<char[]>> receive_;  // per worker rank
-  std::unique_ptr<char[]> accumulator_;           // AccumulatorType(dtype)
-  std::unique_ptr<char[]> result_storage_;
-  void* result_ = nullptr;
+  std::vector<Buffer> receive_;  // per worker rank, allocated on first use
+  Buffer sum_;
+  std::unique_ptr<char[]> wide_sum_;  // when AccumulatorType(dtype) is wider than dtype
+  Buffer result_;
   std::set<int> pushed_;
   // Who pushed data (not zeros) in the accumulating round, and in the completed one: a rank, or:
   static constexpr int kNobody = -1;

@@ -40,6 +40,10 @@ std::string Message::Encode() const {
   w.Put<int32_t>(participants);
   w.Put<uint8_t>(zeros ? 1 : 0);
   w.Put<uint8_t>(echo ? 1 : 0);
+  w.Put<uint8_t>(static_cast<uint8_t>(share));
+  w.Put<uint8_t>(in_shared ? 1 : 0);
+  w.Put<uint64_t>(shared_result);
+  w.Put<uint64_t>(shared_receive);
   w.Put<uint8_t>(static_cast<uint8_t>(code));
   w.PutString(text);
   return w.Take();
@@ -59,10 +63,15 @@ StatusOr<Message> Message::Decode(const std::string& bytes) {
   m.participants = r.Get<int32_t>();
   uint8_t zeros = r.Get<uint8_t>();
   uint8_t echo = r.Get<uint8_t>();
+  uint8_t share = r.Get<uint8_t>();
+  uint8_t in_shared = r.Get<uint8_t>();
+  m.shared_result = r.Get<uint64_t>();
+  m.shared_receive = r.Get<uint64_t>();
   uint8_t code = r.Get<uint8_t>();
   m.text = r.GetString();
   if (r.failed() || type < 1 || type > static_cast<uint8_t>(MessageType::kServerReady) || !IsValidDataType(dtype) ||
-      code > static_cast<uint8_t>(Code::kInternal) || zeros > 1 || echo > 1) {
+      code > static_cast<uint8_t>(Code::kInternal) || zeros > 1 || echo > 1 ||
+      share > static_cast<uint8_t>(ShareMode::kMapped) || in_shared > 1) {
     return Truncated("protocol");
   }
   m.type = static_cast<MessageType>(type);
@@ -70,6 +79,8 @@ StatusOr<Message> Message::Decode(const std::string& bytes) {
   m.code = static_cast<Code>(code);
   m.zeros = zeros == 1;
   m.echo = echo == 1;
+  m.share = static_cast<ShareMode>(share);
+  m.in_shared = in_shared == 1;
   return m;
 }
 
@@ -105,6 +116,7 @@ std::string AddressBook::Encode() const {
   w.Put(num_workers);
   w.Put(local_size);
   w.Put(slice_bytes);
+  w.Put(workers_on_your_host);
   w.Put<uint32_t>(static_cast<uint32_t>(servers.size()));
   for (const auto& s : servers) w.PutString(s);
   return w.Take();
@@ -117,6 +129,7 @@ StatusOr<AddressBook> AddressBook::Decode(const std::string& bytes) {
   b.num_workers = r.Get<int32_t>();
   b.local_size = r.Get<int32_t>();
   b.slice_bytes = r.Get<uint64_t>();
+  b.workers_on_your_host = r.Get<int32_t>();
   uint32_t n = r.Get<uint32_t>();
   for (uint32_t i = 0; i < n && !r.failed(); ++i) b.servers.push_back(r.GetString());
   if (r.failed()) return Truncated("ADDRESS_BOOK");

@@ -25,6 +25,13 @@ enum class MessageType : uint8_t {
 
 const char* MessageTypeName(MessageType type);
 
+// A worker's use of the shared memory of a server on its host (cc/common/shared_arena.h).
+enum class ShareMode : uint8_t {
+  kNone = 0,
+  kOffer,   // PUSH: "I am on your host": the reply names the arena (text) and this key's receive buffer
+  kMapped,  // PUSH: "I have mapped your arena": the reply's sum stays in it (shared_result)
+};
+
 struct Message {
   MessageType type = MessageType::kRegister;
   int32_t sender = -1;       // sender's rank within its role (worker rank, server rank)
@@ -36,8 +43,13 @@ struct Message {
   int32_t participants = 0;  // PUSH: how many pushes complete a round of this key (sender < participants)
   bool zeros = false;        // PUSH: the partition is all zeros and carries no payload; PULL_REPLY: so is the sum
   bool echo = false;         // PULL_REPLY: the sum is the receiver's own push (all others pushed zeros): no payload
+  ShareMode share = ShareMode::kNone;  // PUSH
+  bool in_shared = false;    // PUSH: the data is already in the sender's receive buffer in the arena: no payload
+  static constexpr uint64_t kNoOffset = ~uint64_t(0);
+  uint64_t shared_result = kNoOffset;   // PULL_REPLY: the sum is at this arena offset: no payload
+  uint64_t shared_receive = kNoOffset;  // PULL_REPLY: where the receiver's next push of this key goes
   Code code = Code::kOk;     // replies: the outcome
-  std::string text;          // error message, or a type-specific body
+  std::string text;          // error message, or a type-specific body (PULL_REPLY to kOffer: the arena's locator)
 
   Status status() const { return code == Code::kOk ? Status::OK() : Status(code, text); }
   void set_status(const Status& s) {
@@ -68,6 +80,7 @@ struct AddressBook {
   int32_t num_workers = 0;  // worker processes in the job
   int32_t local_size = 1;
   uint64_t slice_bytes = 0;  // partitions cross the network in slices of this size (0: whole)
+  int32_t workers_on_your_host = 0;  // to a server: worker processes that share its host
   std::vector<std::string> servers;  // listen addresses by server rank
   std::string Encode() const;
   static StatusOr<AddressBook> Decode(const std::string& bytes);

@@ -17,6 +17,10 @@ TEST(MessageTest, RoundTrips) {
   m.participants = 2;
   m.zeros = true;
   m.echo = true;
+  m.share = ShareMode::kMapped;
+  m.in_shared = true;
+  m.shared_result = 8192;
+  m.shared_receive = 0;
   m.set_status(DeadlineExceeded("slow"));
   auto back = Message::Decode(m.Encode());
   ASSERT_TRUE(back.ok());
@@ -30,6 +34,11 @@ TEST(MessageTest, RoundTrips) {
   EXPECT_EQ(back.value().participants, 2);
   EXPECT_TRUE(back.value().zeros);
   EXPECT_TRUE(back.value().echo);
+  EXPECT_EQ(back.value().share, ShareMode::kMapped);
+  EXPECT_TRUE(back.value().in_shared);
+  EXPECT_EQ(back.value().shared_result, 8192u);
+  EXPECT_EQ(back.value().shared_receive, 0u);
+  EXPECT_EQ(Message::Decode(Message().Encode()).value().shared_result, Message::kNoOffset);
   EXPECT_EQ(back.value().status().code(), Code::kDeadlineExceeded);
   EXPECT_EQ(back.value().text, "slow");
 }
@@ -71,11 +80,13 @@ TEST(MessageTest, BodiesRoundTrip) {
   book.num_workers = 4;
   book.servers = {"a:1", "b:2"};
   book.slice_bytes = 256000;
+  book.workers_on_your_host = 3;
   auto book_back = AddressBook::Decode(book.Encode());
   ASSERT_TRUE(book_back.ok());
   EXPECT_EQ(book_back.value().servers, book.servers);
   EXPECT_EQ(book_back.value().num_workers, 4);
   EXPECT_EQ(book_back.value().slice_bytes, 256000u);
+  EXPECT_EQ(book_back.value().workers_on_your_host, 3);
 }
 
 }  // namespace

@@ -121,11 +121,21 @@ size_t Scheduler::ChooseSliceBytes() {
   if (UcxOptionsFor(config_, ProcessEnvironment()).eager != EagerPayloads::kBetweenHosts) return 0;
   std::set<std::string> hosts;
   for (const auto& entry : nodes_) {
-    if (entry.second.role == Role::kScheduler) continue;
-    auto parsed = ParseHostPort(entry.second.address);
-    hosts.insert(parsed.ok() ? parsed.value().host : entry.second.address);
+    if (entry.second.role != Role::kScheduler) hosts.insert(HostOf(entry.second.address));
   }
   return hosts.size() > 1 ? config_.slice_bytes : 0;
+}
+
+std::string Scheduler::HostOf(const std::string& address) {
+  auto parsed = ParseHostPort(address);
+  return parsed.ok() ? parsed.value().host : address;
+}
+
+int Scheduler::WorkersOnHostOf(PeerId node) {
+  const std::string host = HostOf(nodes_[node].address);
+  int count = 0;
+  for (const auto& worker : workers_) count += HostOf(nodes_[worker.second].address) == host ? 1 : 0;
+  return count;
 }
 
 void Scheduler::SendAddressBooks() {
@@ -149,6 +159,7 @@ void Scheduler::SendAddressBooks() {
 
 void Scheduler::SendAddressBook(PeerId to) {
   address_book_.your_rank = nodes_[to].rank;
+  address_book_.workers_on_your_host = nodes_[to].role == Role::kServer ? WorkersOnHostOf(to) : 0;
   Message m;
   m.type = MessageType::kAddressBook;
   m.text = address_book_.Encode();

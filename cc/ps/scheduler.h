@@ -49,6 +49,8 @@ class Scheduler : public MessageHandler {
   void HandleDeclare(PeerId from, const Message& m);
   void HandleFinish(PeerId from);
   size_t ChooseSliceBytes();
+  static std::string HostOf(const std::string& address);
+  int WorkersOnHostOf(PeerId node);  // worker processes advertising the same host as `node`
   void SendAddressBooks();
   void SendAddressBook(PeerId to);
   void HandleServerReady(PeerId from);

@@ -45,6 +45,16 @@ Status Server::Run() {
 
 void Server::Finish(const Status& result) { finished_.Set(result); }
 
+void Server::CreateSharedArena() {
+  auto arena = SharedArena::Create(kSharedArenaBytes);
+  if (!arena.ok()) {
+    BPS_LOG(Warning) << "workers on this host will use the transport: no shared memory ("
+                     << arena.status().message() << ")";
+    return;
+  }
+  arena_ = std::move(arena.value());
+}
+
 Server::KeyEntry* Server::FindOrCreateKey(const Message& m, Status* error) {
   // Every worker process pushes a key, or one process per worker machine (TensorScope::kMachine).
   if (m.participants < 1 || m.participants > num_workers_ || m.sender < 0 || m.sender >= m.participants) {
@@ -57,7 +67,7 @@ Server::KeyEntry* Server::FindOrCreateKey(const Message& m, Status* error) {
   auto it = keys_.find(m.key);
   if (it == keys_.end()) {
     KeyEntry& entry = keys_[m.key];
-    entry.round = std::make_unique<KeyRound>(m.dtype, m.num_elements, m.participants);
+    entry.round = std::make_unique<KeyRound>(m.dtype, m.num_elements, m.participants, arena_.get());
     return &entry;
   }
   const KeyRound& round = *it->second.round;
@@ -98,6 +108,7 @@ void Server::OnMessage(PeerId from, const std::string& header, void* payload, si
       auto book = AddressBook::Decode(m.text);
       if (book.ok() && m.status().ok()) {
         num_workers_ = book.value().num_workers;
+        if (config_.shared_memory && book.value().workers_on_your_host > 0) CreateSharedArena();
         Message ready;
         ready.type = MessageType::kServerReady;
         transport_->Send(scheduler_, ready.Encode(), nullptr, 0, nullptr);
@@ -131,13 +142,15 @@ void Server::ReplyError(PeerId to, MessageType type, const Message& request, con
 void Server::HandlePush(PeerId from, const Message& m, void* payload) {
   Status error;
   KeyEntry* entry = FindOrCreateKey(m, &error);
-  if (entry != nullptr && payload == nullptr && m.num_elements > 0 && !m.zeros) {
+  if (entry != nullptr && m.in_shared && !entry->round->shared()) {
+    error = InvalidArgument("worker " + std::to_string(m.sender) + " put its push in shared memory, but this key is not shared");
+  } else if (entry != nullptr && payload == nullptr && m.num_elements > 0 && !m.zeros && !m.in_shared) {
     error = InvalidArgument("push payload of worker " + std::to_string(m.sender) + " could not be received");
   }
   if (!error.ok() || entry == nullptr) return ReplyError(from, MessageType::kPullReply, m, error);
   uint64_t key = m.key;
   int rank = m.sender;
-  ParkedPull pull{from, rank, m.request_id, m.round};
+  ParkedPull pull{from, rank, m.share, m.request_id, m.round};
   const bool zeros = m.zeros;
   EngineFor(key).Post([this, key, entry, rank, zeros, pull] { SumPush(key, entry, rank, zeros, pull); });
 }
@@ -184,7 +197,17 @@ void Server::AnswerPull(uint64_t key, KeyEntry* entry, const ParkedPull& pull) {
   // A gather's partitions are mostly zeros or one worker's rows: those need no bytes back.
   reply.zeros = round.result_is_zero();
   reply.echo = round.result_sole_contributor() == pull.rank;
-  const bool payload = !reply.zeros && !reply.echo;
+  bool payload = !reply.zeros && !reply.echo;
+  if (pull.share != ShareMode::kNone && round.shared()) {
+    // A worker on this host: its next push goes straight into its receive buffer, and once it has mapped
+    // the arena it copies the sum out itself.
+    reply.shared_receive = entry->round->ReceiveOffset(pull.rank);
+    if (pull.share == ShareMode::kOffer) reply.text = arena_->locator();
+    if (pull.share == ShareMode::kMapped && payload) {
+      reply.shared_result = round.result_offset();
+      payload = false;
+    }
+  }
   transport_->Send(pull.peer, reply.Encode(), payload ? round.result() : nullptr, payload ? round.bytes() : 0, nullptr);
 }
 

@@ -10,6 +10,7 @@
 
 #include "cc/common/config.h"
 #include "cc/common/one_shot.h"
+#include "cc/common/shared_arena.h"
 #include "cc/common/work_thread.h"
 #include "cc/ps/key_round.h"
 #include "cc/ps/message.h"
@@ -36,6 +37,7 @@ class Server : public MessageHandler {
   struct ParkedPull {
     PeerId peer;
     int rank;  // the pusher's contribution index
+    ShareMode share;
     uint64_t request_id;
     uint32_t round;
   };
@@ -44,7 +46,7 @@ class Server : public MessageHandler {
     std::vector<ParkedPull> parked;  // pushers waiting for their round's sum; engine thread only
   };
 
-  Status Register();
+  void CreateSharedArena();
   KeyEntry* FindOrCreateKey(const Message& m, Status* error);
   WorkThread& EngineFor(uint64_t key) { return *engines_[key % engines_.size()]; }
   void HandlePush(PeerId from, const Message& m, void* payload);
@@ -55,6 +57,8 @@ class Server : public MessageHandler {
   void Finish(const Status& result);
 
   static constexpr double kAbortLingerSeconds = 0.5;
+  // Address space reserved for keys shared with workers on this host; memory is used only as written.
+  static constexpr size_t kSharedArenaBytes = size_t(256) << 30;
 
   const Config config_;
   Transport* transport_;
@@ -64,6 +68,7 @@ class Server : public MessageHandler {
   OneShot<Message> address_book_;
   OneShot<Status> finished_;
   int num_workers_ = 0;  // set by the address book before any push can arrive
+  std::unique_ptr<SharedArena> arena_;  // likewise; null without workers on this host
 
   std::mutex keys_mu_;  // guards the map; a KeyEntry is used by its engine thread once created
   std::map<uint64_t, KeyEntry> keys_;

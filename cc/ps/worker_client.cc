@@ -32,15 +32,23 @@ Status WorkerClient::Start() {
     if (!peer.ok()) return Status(peer.status().code(), "cannot reach a server: " + peer.status().message());
     servers_.push_back(peer.value());
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  shared_.resize(servers_.size());
+  for (size_t i = 0; i < servers_.size(); ++i) {
+    shared_[i].on_this_host = config_.shared_memory && ServerOnThisHost(static_cast<int>(i));
+  }
   return Status::OK();
 }
 
-bool WorkerClient::AllServersOnThisHost() const {
+bool WorkerClient::ServerOnThisHost(int server) const {
   auto mine = AdvertisedHost(config_);
-  if (!mine.ok()) return false;
-  for (const std::string& address : server_addresses_) {
-    auto server = ParseHostPort(address);
-    if (!server.ok() || server.value().host != mine.value()) return false;
+  auto theirs = ParseHostPort(server_addresses_[server]);
+  return mine.ok() && theirs.ok() && theirs.value().host == mine.value();
+}
+
+bool WorkerClient::AllServersOnThisHost() const {
+  for (int i = 0; i < num_servers(); ++i) {
+    if (!ServerOnThisHost(i)) return false;
   }
   return true;
 }
@@ -94,8 +102,14 @@ void WorkerClient::PushPull(const Partition& part, uint32_t round, Participant m
     if (on_sent) on_sent();
     return done(failed);
   }
+  const size_t bytes = input == nullptr ? 0 : part.count * DataTypeSize(dtype);
+  SharedPush shared = PlanSharedPush(part, bytes, input != nullptr);
+  // A server on this host sums straight from its arena: the data crosses in one memcpy, not the transport.
+  if (shared.destination != nullptr) std::memcpy(shared.destination, input, bytes);
   Pending p;
   p.done = std::move(done);
+  p.server = part.server;
+  p.key = part.key;
   p.source = input;
   p.destination = output;
   p.bytes = part.count * DataTypeSize(dtype);
@@ -110,9 +124,49 @@ void WorkerClient::PushPull(const Partition& part, uint32_t round, Participant m
   m.dtype = dtype;
   m.num_elements = part.count;
   m.zeros = input == nullptr;
+  m.share = shared.share;
+  m.in_shared = shared.destination != nullptr;
   m.request_id = Track(std::move(p));
-  const size_t bytes = m.zeros ? 0 : part.count * DataTypeSize(dtype);
-  SendOrFail(servers_[part.server], m, input, bytes, m.request_id, std::move(on_sent));
+  const bool payload = !m.zeros && !m.in_shared;
+  SendOrFail(servers_[part.server], m, payload ? input : nullptr, payload ? bytes : 0, m.request_id,
+             std::move(on_sent));
+}
+
+WorkerClient::SharedPush WorkerClient::PlanSharedPush(const Partition& part, size_t bytes, bool has_data) {
+  SharedPush push;
+  std::lock_guard<std::mutex> lock(mu_);
+  const SharedServer& server = shared_[part.server];
+  if (!server.on_this_host || server.unusable) return push;
+  push.share = server.view ? ShareMode::kMapped : ShareMode::kOffer;
+  auto it = next_receive_.find(part.key);
+  if (server.view && has_data && it != next_receive_.end()) push.destination = server.view->At(it->second, bytes);
+  return push;
+}
+
+Status WorkerClient::TakeSharedReply(const Pending& p, const Message& reply) {
+  if (reply.shared_receive == Message::kNoOffset) return Status::OK();
+  const SharedArenaView* view = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    SharedServer& server = shared_[p.server];
+    if (!server.view && !server.unusable && !reply.text.empty()) {
+      auto opened = SharedArenaView::Open(reply.text);
+      if (opened.ok()) {
+        server.view = std::move(opened.value());
+      } else {
+        server.unusable = true;
+        BPS_LOG(Info) << ServerName(p.server) << " is on this host, but its shared memory cannot be mapped ("
+                      << opened.status().message() << "): tensors go through the transport";
+      }
+    }
+    view = server.view.get();
+    if (view != nullptr) next_receive_[p.key] = reply.shared_receive;
+  }
+  if (reply.shared_result == Message::kNoOffset) return Status::OK();
+  const char* sum = view == nullptr ? nullptr : view->At(reply.shared_result, p.bytes);
+  if (sum == nullptr) return Internal("the sum from " + ServerName(p.server) + " is not in its shared memory");
+  std::memcpy(p.destination, sum, p.bytes);
+  return Status::OK();
 }
 
 void* WorkerClient::PayloadDestination(PeerId, const std::string& header, size_t length) {
@@ -140,7 +194,8 @@ void WorkerClient::OnMessage(PeerId from, const std::string& header, void* paylo
       Fail(m.status());
       break;
     case MessageType::kPullReply:
-      if (m.status().ok() && payload == nullptr && length > 0 && !m.zeros && !m.echo) {
+      if (m.status().ok() && payload == nullptr && length > 0 && !m.zeros && !m.echo &&
+          m.shared_result == Message::kNoOffset) {
         m.set_status(Internal("the pulled data could not be received"));
       }
       Complete(m.request_id, m, payload);
@@ -166,6 +221,7 @@ void WorkerClient::Complete(uint64_t request_id, const Message& reply, void*) {
     auto plan = PartitionPlan::Decode(reply.text);
     return p.declare_done(plan);
   }
+  if (status.ok()) status = TakeSharedReply(p, reply);
   if (!status.ok()) status = Status(status.code(), status.message() + " (while waiting for " + p.what + ")");
   if (status.ok() && (reply.zeros || reply.echo)) {
     // The sum came without bytes: it is zeros, or what this worker pushed.

@@ -11,6 +11,7 @@
 
 #include "cc/common/config.h"
 #include "cc/common/one_shot.h"
+#include "cc/common/shared_arena.h"
 #include "cc/ps/message.h"
 #include "cc/transport/transport.h"
 
@@ -38,6 +39,7 @@ class WorkerClient : public MessageHandler {
   int num_servers() const { return static_cast<int>(servers_.size()); }
   // Whether every server listens on this worker's own host (a local job).
   bool AllServersOnThisHost() const;
+  bool ServerOnThisHost(int server) const;
   // The scheduler's choice: partitions cross the network in slices of this size (0: whole).
   size_t slice_bytes() const { return slice_bytes_; }
 
@@ -68,12 +70,30 @@ class WorkerClient : public MessageHandler {
   struct Pending {
     Done done;
     DeclareDone declare_done;
+    int server = -1;
+    uint64_t key = 0;
     const void* source = nullptr;  // the pushed data (null: zeros), for a reply that echoes it
     void* destination = nullptr;
     size_t bytes = 0;
     double started = 0;
     std::string what;  // for timeout messages
   };
+
+  // A server on this worker's host, whose shared memory (cc/common/shared_arena.h) this worker maps once
+  // the server names it. Guarded by mu_; a view, once set, stays until the client is destroyed.
+  struct SharedServer {
+    bool on_this_host = false;
+    bool unusable = false;  // mapping failed (another PID namespace, permissions): use the transport
+    std::unique_ptr<SharedArenaView> view;
+  };
+  // Where this worker's next push of each key goes in its server's arena, once the server said.
+  struct SharedPush {
+    ShareMode share = ShareMode::kNone;
+    char* destination = nullptr;
+  };
+  SharedPush PlanSharedPush(const Partition& part, size_t bytes, bool has_data);
+  // Takes what a reply says about shared memory; copies a sum that stayed in the server's arena.
+  Status TakeSharedReply(const Pending& p, const Message& reply);
 
   uint64_t Track(Pending pending);
   void Fail(const Status& why);
@@ -96,6 +116,8 @@ class WorkerClient : public MessageHandler {
 
   std::mutex mu_;
   std::map<uint64_t, Pending> pending_;
+  std::vector<SharedServer> shared_;           // by server rank
+  std::map<uint64_t, uint64_t> next_receive_;  // key -> arena offset of this worker's receive buffer
   uint64_t next_request_ = 1;
   Status failure_;
   bool finishing_ = false;

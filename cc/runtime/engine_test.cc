@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <future>
 #include <random>
 #include <thread>
@@ -55,31 +56,45 @@ double Read(DataType dtype, const std::vector<char>& bytes, uint64_t i) {
   return test_data::Read(dtype, bytes.data() + i * DataTypeSize(dtype));
 }
 
-// Every worker push_pulls test data of every (dtype, size) at once; each must get the exact sum.
+// Every worker push_pulls test data of every (dtype, size), twice with different data (the first round of a
+// key sets up what later rounds use, such as shared memory); each must get the exact sum.
 void ExpectEveryWorkerGetsTheSum(LocalJob& job, const std::vector<DataType>& dtypes,
                                  const std::vector<uint64_t>& sizes) {
   const int workers = job.workers();
   for (DataType dtype : dtypes) {
     for (uint64_t n : sizes) {
       std::string name = std::string(DataTypeName(dtype)) + "/" + std::to_string(n);
-      std::vector<std::vector<char>> in(workers), out(workers);
-      std::vector<std::future<Status>> done;
-      for (int w = 0; w < workers; ++w) {
-        Fill(dtype, w, n, &in[w]);
-        out[w].assign(in[w].size(), 0);
-        done.push_back(PushPull(job.worker(w), name, dtype, {int64_t(n)}, in[w].data(), out[w].data()));
-      }
-      for (int w = 0; w < workers; ++w) {
-        Status s = Await(done[w]);
-        ASSERT_TRUE(s.ok()) << name << ": " << s.ToString();
-        for (uint64_t i = 0; i < n; ++i) {
-          double expected = 0;
-          for (int v = 0; v < workers; ++v) expected += Value(v, i);
-          ASSERT_EQ(Read(dtype, out[w], i), expected) << name << " element " << i << " worker " << w;
+      for (int round = 0; round < 2; ++round) {
+        const int shift = round * 5;  // another rank's data: different values each round
+        std::vector<std::vector<char>> in(workers), out(workers);
+        std::vector<std::future<Status>> done;
+        for (int w = 0; w < workers; ++w) {
+          Fill(dtype, w + shift, n, &in[w]);
+          out[w].assign(in[w].size(), 0);
+          done.push_back(PushPull(job.worker(w), name, dtype, {int64_t(n)}, in[w].data(), out[w].data()));
+        }
+        for (int w = 0; w < workers; ++w) {
+          Status s = Await(done[w]);
+          ASSERT_TRUE(s.ok()) << name << ": " << s.ToString();
+          for (uint64_t i = 0; i < n; ++i) {
+            double expected = 0;
+            for (int v = 0; v < workers; ++v) expected += Value(v + shift, i);
+            ASSERT_EQ(Read(dtype, out[w], i), expected) << name << " round " << round << " element " << i
+                                                        << " worker " << w;
+          }
         }
       }
     }
   }
+}
+
+// How many times this process maps a server's shared arena (cc/common/shared_arena.h): once per server that
+// has workers on its host, once more per worker that maps it.
+int SharedArenaMappings() {
+  std::ifstream maps("/proc/self/maps");
+  int count = 0;
+  for (std::string line; std::getline(maps, line);) count += line.find("memfd:bps_tf_server") != std::string::npos;
+  return count;
 }
 
 class SumTest : public ::testing::TestWithParam<std::tuple<int, int>> {};
@@ -90,6 +105,8 @@ TEST_P(SumTest, EveryDtypeAndSizeMatchesTheReference) {
   // 4096-byte partitions: for float32 1024 elements is exactly one partition.
   ExpectEveryWorkerGetsTheSum(job, {std::begin(test_data::kAllTypes), std::end(test_data::kAllTypes)},
                               {0, 1, 7, 1023, 1024, 1025, 100000});
+  const int workers = std::get<0>(GetParam()), servers = std::get<1>(GetParam());
+  EXPECT_EQ(SharedArenaMappings(), servers * (1 + workers)) << "each server's arena, and each worker's view of it";
 }
 
 // Workers and servers on hosts of their own: partitions cross the "network" in slices (1000 bytes here,
@@ -98,6 +115,7 @@ TEST(EngineTest, SlicedPartitionsBetweenHostsSumExactly) {
   LocalJob job(3, 2, /*timeout_s=*/20, /*credit_bytes=*/4 * 4096, /*local_size=*/1, /*separate_hosts=*/true,
                /*slice_bytes=*/1000);
   ASSERT_EQ(job.worker(0).slice_bytes(), 1000u);
+  ASSERT_EQ(SharedArenaMappings(), 0) << "no server shares a host with a worker";
   ExpectEveryWorkerGetsTheSum(job, {DataType::kFloat16, DataType::kFloat32, DataType::kFloat64, DataType::kInt64},
                               {1, 249, 250, 1025, 100003});
 }
@@ -224,6 +242,9 @@ TEST(EngineTest, HundredRoundsOfTheSameTensor) {
       for (int i = 0; i < n; i += 97) ASSERT_EQ(out[w][i], 3 * (round * 1000 + i) + 30);
     }
   }
+  // Every node advertises one host: both servers share memory with all three workers, so after the
+  // first round the rounds above went through it.
+  EXPECT_EQ(SharedArenaMappings(), 2 + 3 * 2);
 }
 
 TEST(EngineTest, MismatchedShapesFailOnEveryWorker) {

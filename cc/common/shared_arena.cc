@@ -1,0 +1,101 @@
+#include "cc/common/shared_arena.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <sstream>
+
+namespace bps {
+namespace {
+
+constexpr size_t kPage = 4096;
+// The first page holds the token; blocks follow.
+constexpr size_t kHeaderBytes = kPage;
+
+std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+size_t RoundUpToPage(size_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
+
+}  // namespace
+
+StatusOr<std::unique_ptr<SharedArena>> SharedArena::Create(size_t capacity) {
+  capacity = RoundUpToPage(capacity);
+  if (capacity <= kHeaderBytes) return InvalidArgument("a shared arena needs more than one page");
+  int fd = memfd_create("bps_tf_server", MFD_CLOEXEC);
+  if (fd < 0) return Unavailable(Errno("memfd_create"));
+  // A sparse file: pages exist only once written.
+  if (ftruncate(fd, static_cast<off_t>(capacity)) != 0) {
+    Status error = Unavailable(Errno("ftruncate of the shared arena"));
+    close(fd);
+    return error;
+  }
+  void* base = mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  if (base == MAP_FAILED) {
+    Status error = Unavailable(Errno("mmap of the shared arena"));
+    close(fd);
+    return error;
+  }
+  uint64_t token = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  std::memcpy(base, &token, sizeof(token));
+  std::ostringstream locator;
+  locator << getpid() << " " << fd << " " << token;
+  return std::unique_ptr<SharedArena>(new SharedArena(fd, static_cast<char*>(base), capacity, locator.str()));
+}
+
+SharedArena::SharedArena(int fd, char* base, size_t capacity, std::string locator)
+    : fd_(fd), base_(base), capacity_(capacity), locator_(std::move(locator)), used_(kHeaderBytes) {}
+
+SharedArena::~SharedArena() {
+  munmap(base_, capacity_);
+  close(fd_);
+}
+
+std::optional<SharedArena::Block> SharedArena::Allocate(size_t bytes) {
+  const size_t size = RoundUpToPage(bytes == 0 ? 1 : bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (size > capacity_ - used_) return std::nullopt;
+  Block block{base_ + used_, used_};
+  used_ += size;
+  return block;
+}
+
+StatusOr<std::unique_ptr<SharedArenaView>> SharedArenaView::Open(const std::string& locator) {
+  std::istringstream parts(locator);
+  long pid = 0;
+  int fd = -1;
+  uint64_t token = 0;
+  if (!(parts >> pid >> fd >> token)) return InvalidArgument("malformed shared arena locator '" + locator + "'");
+  const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+  int mine = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (mine < 0) return Unavailable(Errno("cannot open " + path));
+  struct stat st;
+  if (fstat(mine, &st) != 0 || st.st_size <= static_cast<off_t>(kHeaderBytes)) {
+    close(mine);
+    return Unavailable(path + " is not a shared arena");
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, mine, 0);
+  close(mine);  // the mapping keeps the memory
+  if (base == MAP_FAILED) return Unavailable(Errno("mmap of " + path));
+  uint64_t found = 0;
+  std::memcpy(&found, base, sizeof(found));
+  if (found != token) {
+    munmap(base, size);
+    return Unavailable(path + " is another process's file (the server runs in another PID namespace?)");
+  }
+  return std::unique_ptr<SharedArenaView>(new SharedArenaView(static_cast<char*>(base), size));
+}
+
+SharedArenaView::~SharedArenaView() { munmap(base_, size_); }
+
+char* SharedArenaView::At(uint64_t offset, size_t bytes) const {
+  if (offset < kHeaderBytes || offset > size_ || bytes > size_ - offset) return nullptr;
+  return base_ + offset;
+}
+
+}  // namespace bps

@@ -1,0 +1,62 @@
+#include "cc/common/shared_arena.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <sstream>
+
+namespace bps {
+namespace {
+
+TEST(SharedArenaTest, ViewSeesWhatTheArenaWritesAndTheOtherWayRound) {
+  auto arena = SharedArena::Create(size_t(1) << 30);
+  ASSERT_TRUE(arena.ok()) << arena.status().message();
+  auto a = arena.value()->Allocate(10);
+  auto b = arena.value()->Allocate(5000);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->offset % 4096, 0u);
+  EXPECT_EQ(b->offset, a->offset + 4096);  // page-aligned blocks, one after the other
+  std::memcpy(a->data, "hello", 6);
+
+  auto view = SharedArenaView::Open(arena.value()->locator());
+  ASSERT_TRUE(view.ok()) << view.status().message();
+  EXPECT_STREQ(view.value()->At(a->offset, 6), "hello");
+  std::memset(view.value()->At(b->offset, 5000), 7, 5000);
+  EXPECT_EQ(b->data[4999], 7);
+  EXPECT_EQ(b->data[0], 7);
+}
+
+TEST(SharedArenaTest, FullArenaAndOutOfRangeOffsetsSayNo) {
+  auto arena = SharedArena::Create(4 * 4096);  // the first page is the header
+  ASSERT_TRUE(arena.ok());
+  EXPECT_TRUE(arena.value()->Allocate(2 * 4096));
+  EXPECT_FALSE(arena.value()->Allocate(2 * 4096));
+  EXPECT_TRUE(arena.value()->Allocate(4096));
+  auto view = SharedArenaView::Open(arena.value()->locator());
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view.value()->At(0, 8), nullptr);  // the header is not a block
+  EXPECT_NE(view.value()->At(4096, 3 * 4096), nullptr);
+  EXPECT_EQ(view.value()->At(4096, 3 * 4096 + 1), nullptr);
+  EXPECT_EQ(view.value()->At(~uint64_t(0), 1), nullptr);
+}
+
+TEST(SharedArenaTest, WrongTokenOrFileIsRefused) {
+  auto arena = SharedArena::Create(size_t(1) << 20);
+  ASSERT_TRUE(arena.ok());
+  std::istringstream parts(arena.value()->locator());
+  long pid;
+  int fd;
+  uint64_t token;
+  parts >> pid >> fd >> token;
+  std::ostringstream wrong_token;
+  wrong_token << pid << " " << fd << " " << token + 1;
+  EXPECT_FALSE(SharedArenaView::Open(wrong_token.str()).ok());
+  std::ostringstream not_a_file;
+  not_a_file << pid << " " << 987654 << " " << token;
+  EXPECT_FALSE(SharedArenaView::Open(not_a_file.str()).ok());
+  EXPECT_FALSE(SharedArenaView::Open("garbage").ok());
+}
+
+}  // namespace
+}  // namespace bps
