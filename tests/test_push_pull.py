@@ -22,6 +22,19 @@ def assert_job_ok(result, workers, marker):
 def test_every_dtype_and_size_sums_exactly(workers, servers):
     result = run_local("sums.py", workers, servers)
     assert_job_ok(result, workers, "42 dtype/size cases exact")
+    # One host: every worker maps every server's shared memory, and tensors go through it.
+    assert_job_ok(result, workers, f"{servers} server arenas mapped")
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("without_shared_memory", ["all", "worker 1"])
+def test_sums_exact_with_shared_memory_off_for_some_or_all_workers(without_shared_memory):
+    env = {"BYTEPS_SHARED_MEMORY": 0} if without_shared_memory == "all" else {"NO_SHARED_MEMORY_WORKER": 1}
+    result = run_local("sums.py", 2, 2, **env)
+    assert_job_ok(result, 2, "42 dtype/size cases exact")
+    assert f"[worker 1] rank 1: 0 server arenas mapped" in result.stdout, result.stdout
+    mapped_by_worker_0 = 0 if without_shared_memory == "all" else 2
+    assert f"[worker 0] rank 0: {mapped_by_worker_0} server arenas mapped" in result.stdout, result.stdout
 
 
 @pytest.mark.timeout(300)

@@ -1,4 +1,8 @@
-"""Every dtype and size summed across the job's workers, checked against NumPy."""
+"""Every dtype and size summed across the job's workers, checked against NumPy, two rounds each (a key's
+first round sets up what later rounds use, such as a server's shared memory).
+
+NO_SHARED_MEMORY_WORKER=<id>: that worker runs with BYTEPS_SHARED_MEMORY=0. Each worker reports how many
+server arenas it mapped."""
 
 import os
 import zlib
@@ -21,17 +25,17 @@ def sizes(itemsize):
     return [0, 1, 7, per_partition - 1, per_partition, per_partition + 1, 50_000_000 // itemsize]
 
 
-def data(rank, dtype_name, n):
-    rng = np.random.default_rng(zlib.crc32(f"{rank}/{dtype_name}/{n}".encode()))
+def data(rank, dtype_name, n, round_):
+    rng = np.random.default_rng(zlib.crc32(f"{rank}/{dtype_name}/{n}/{round_}".encode()))
     if dtype_name in HALF_EPS:  # arbitrary values: the sum is rounded once
         return (rng.standard_normal(n) * 4).astype(dtype_of(dtype_name))
     # Integer-valued: the sum is exact whatever order the server adds in.
     return rng.integers(-1000, 1000, size=n).astype(dtype_of(dtype_name))
 
 
-def check(dtype_name, got, size):
+def check(dtype_name, got, size, round_):
     n = got.size
-    inputs = [data(r, dtype_name, n) for r in range(size)]
+    inputs = [data(r, dtype_name, n, round_) for r in range(size)]
     if dtype_name in HALF_EPS:
         exact = np.sum([x.astype(np.float64) for x in inputs], axis=0)
         rounded_once = exact.astype(dtype_of(dtype_name)).astype(np.float64)
@@ -43,15 +47,23 @@ def check(dtype_name, got, size):
         np.testing.assert_array_equal(got, expected, err_msg=f"{dtype_name}[{n}]")
 
 
+def shared_arenas_mapped():
+    with open("/proc/self/maps") as maps:
+        return sum("memfd:bps_tf_server" in line for line in maps)
+
+
 def main():
+    if os.environ.get("NO_SHARED_MEMORY_WORKER") == os.environ.get("DMLC_WORKER_ID"):
+        os.environ["BYTEPS_SHARED_MEMORY"] = "0"
     bps.init()
     rank, size = bps.rank(), bps.size()
     checked = 0
     for dtype_name in DTYPES:
         for n in sizes(dtype_of(dtype_name).itemsize):
-            got = bps.push_pull(data(rank, dtype_name, n), f"{dtype_name}/{n}")
-            assert got.dtype == dtype_of(dtype_name) and got.shape == (n,)
-            check(dtype_name, got, size)
+            for round_ in range(2):
+                got = bps.push_pull(data(rank, dtype_name, n, round_), f"{dtype_name}/{n}")
+                assert got.dtype == dtype_of(dtype_name) and got.shape == (n,)
+                check(dtype_name, got, size, round_)
             checked += 1
     # Shapes other than vectors, scalars, and an average.
     scalar = bps.push_pull(np.array(rank + 1.5, dtype=np.float64), "scalar")
@@ -63,6 +75,7 @@ def main():
     mean = bps.push_pull(np.full(10, float(rank), np.float32), "mean", average=True)
     np.testing.assert_allclose(mean, np.full(10, (size - 1) / 2))
     print(f"rank {rank}: {checked} dtype/size cases exact", flush=True)
+    print(f"rank {rank}: {shared_arenas_mapped()} server arenas mapped", flush=True)
     bps.shutdown()
 
 
