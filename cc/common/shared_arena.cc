@@ -21,6 +21,9 @@ std::string Errno(const std::string& what) { return what + ": " + std::strerror(
 
 size_t RoundUpToPage(size_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
 
+// The reservation is mostly never written; a core dump of the process should not try to include it.
+void KeepOutOfCoreDumps(void* base, size_t size) { madvise(base, size, MADV_DONTDUMP); }
+
 }  // namespace
 
 StatusOr<std::unique_ptr<SharedArena>> SharedArena::Create(size_t capacity) {
@@ -40,6 +43,7 @@ StatusOr<std::unique_ptr<SharedArena>> SharedArena::Create(size_t capacity) {
     close(fd);
     return error;
   }
+  KeepOutOfCoreDumps(base, capacity);
   uint64_t token = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   std::memcpy(base, &token, sizeof(token));
   std::ostringstream locator;
@@ -71,10 +75,12 @@ StatusOr<std::unique_ptr<SharedArenaView>> SharedArenaView::Open(const std::stri
   uint64_t token = 0;
   if (!(parts >> pid >> fd >> token)) return InvalidArgument("malformed shared arena locator '" + locator + "'");
   const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
-  int mine = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  // In another PID namespace the path may name any file of another process: open nothing that could
+  // block or become a terminal, and map only a regular file.
+  int mine = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (mine < 0) return Unavailable(Errno("cannot open " + path));
   struct stat st;
-  if (fstat(mine, &st) != 0 || st.st_size <= static_cast<off_t>(kHeaderBytes)) {
+  if (fstat(mine, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= static_cast<off_t>(kHeaderBytes)) {
     close(mine);
     return Unavailable(path + " is not a shared arena");
   }
@@ -82,6 +88,7 @@ StatusOr<std::unique_ptr<SharedArenaView>> SharedArenaView::Open(const std::stri
   void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, mine, 0);
   close(mine);  // the mapping keeps the memory
   if (base == MAP_FAILED) return Unavailable(Errno("mmap of " + path));
+  KeepOutOfCoreDumps(base, size);
   uint64_t found = 0;
   std::memcpy(&found, base, sizeof(found));
   if (found != token) {

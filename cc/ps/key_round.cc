@@ -9,12 +9,20 @@
 #include "cc/reducer/cpu_reducer.h"
 
 namespace bps {
+namespace {
+
+constexpr size_t kPageBytes = 4096;
+constexpr size_t kCacheLineBytes = 64;
+
+}  // namespace
 
 KeyRound::KeyRound(DataType dtype, uint64_t num_elements, int num_workers, SharedArena* arena)
     : dtype_(dtype), num_elements_(num_elements), num_workers_(num_workers), receive_(num_workers) {
   // All of a key's buffers are shared or none (swapped buffers must stay where a worker can find them),
-  // so they are taken from the arena in one block. Pages a worker never writes use no memory.
-  const size_t stride = (std::max<size_t>(bytes(), 1) + kPageBytes - 1) / kPageBytes * kPageBytes;
+  // so they are taken from the arena in one block. Pages nobody writes use no memory. Buffers of a page or
+  // more start on a page; smaller ones on a cache line, so that small keys stay small.
+  const size_t align = bytes() >= kPageBytes ? kPageBytes : kCacheLineBytes;
+  const size_t stride = (std::max<size_t>(bytes(), 1) + align - 1) / align * align;
   std::optional<SharedArena::Block> block;
   if (arena != nullptr) block = arena->Allocate(stride * (num_workers + 2));
   if (block) {
@@ -27,10 +35,11 @@ KeyRound::KeyRound(DataType dtype, uint64_t num_elements, int num_workers, Share
     for (int rank = 0; rank < num_workers; ++rank) place(receive_[rank], 2 + rank);
   } else {
     result_ = PrivateBuffer();
-    sum_ = PrivateBuffer();
   }
   if (AccumulatorType(dtype) != dtype) {
     wide_sum_.reset(new char[num_elements * DataTypeSize(AccumulatorType(dtype)) + 1]);
+  } else if (!sum_.data) {
+    sum_ = PrivateBuffer();
   }
 }
 
@@ -44,11 +53,6 @@ KeyRound::Buffer KeyRound::PrivateBuffer() const {
 void* KeyRound::ReceiveBuffer(int rank) {
   if (!receive_[rank].data) receive_[rank] = PrivateBuffer();
   return receive_[rank].data;
-}
-
-uint64_t KeyRound::ReceiveOffset(int rank) {
-  ReceiveBuffer(rank);
-  return receive_[rank].offset;
 }
 
 Status KeyRound::Admit(int rank, uint32_t round) {

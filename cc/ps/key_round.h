@@ -1,8 +1,8 @@
 // One key's state on a server: receive buffers per worker, the running sum of the current round,
 // and the last completed round's result that pulls are answered from.
 //
-// Threading: Receive buffers are handed out on the transport thread (under the server's lock); everything
-// else runs on the key's engine thread only. A worker pushes round r+1 only after pulling round r, so a
+// Threading: private receive buffers are allocated on the transport thread (under the server's lock) when
+// a payload arrives; everything else runs on the key's engine thread only. A worker pushes round r+1 only after pulling round r, so a
 // receive buffer is never overwritten before its data was summed, and a result is never replaced before
 // every worker has received it.
 // The same ordering lets the first push of a round become the accumulator (buffers swapped, not copied):
@@ -38,8 +38,8 @@ class KeyRound {
   void* ReceiveBuffer(int rank);
   // Whether the buffers below are in the shared arena.
   bool shared() const { return result_.shared(); }
-  // The arena offsets of ReceiveBuffer(rank) and result() (shared() only).
-  uint64_t ReceiveOffset(int rank);
+  // The arena offsets of ReceiveBuffer(rank) and result() (shared() only: all placed up front).
+  uint64_t ReceiveOffset(int rank) const { return receive_[rank].offset; }
   uint64_t result_offset() const { return result_.offset; }
 
   // Adds worker `rank`'s pushed data (already in its receive buffer) to round `round`.
@@ -71,7 +71,6 @@ class KeyRound {
     bool shared() const { return offset != kPrivate; }
   };
   Buffer PrivateBuffer() const;
-  static constexpr size_t kPageBytes = 4096;
   // The running sum: the `sum_` buffer itself when the accumulator type is the dtype, else `wide_sum_`.
   void* accumulator() { return wide_sum_ ? wide_sum_.get() : sum_.data; }
 

@@ -143,7 +143,8 @@ void Server::HandlePush(PeerId from, const Message& m, void* payload) {
   Status error;
   KeyEntry* entry = FindOrCreateKey(m, &error);
   if (entry != nullptr && m.in_shared && !entry->round->shared()) {
-    error = InvalidArgument("worker " + std::to_string(m.sender) + " put its push in shared memory, but this key is not shared");
+    error = InvalidArgument("worker " + std::to_string(m.sender) +
+                            " put its push in shared memory, but this key is not shared");
   } else if (entry != nullptr && payload == nullptr && m.num_elements > 0 && !m.zeros && !m.in_shared) {
     error = InvalidArgument("push payload of worker " + std::to_string(m.sender) + " could not be received");
   }

@@ -138,8 +138,12 @@ WorkerClient::SharedPush WorkerClient::PlanSharedPush(const Partition& part, siz
   const SharedServer& server = shared_[part.server];
   if (!server.on_this_host || server.unusable) return push;
   push.share = server.view ? ShareMode::kMapped : ShareMode::kOffer;
+  // An offset is good for one push: the server may make that buffer the round's running sum, and only a
+  // successful reply says where the next push goes. After a failed round the next push takes the transport.
   auto it = next_receive_.find(part.key);
-  if (server.view && has_data && it != next_receive_.end()) push.destination = server.view->At(it->second, bytes);
+  if (it == next_receive_.end()) return push;
+  if (server.view && has_data) push.destination = server.view->At(it->second, bytes);
+  next_receive_.erase(it);
   return push;
 }
 
@@ -194,8 +198,7 @@ void WorkerClient::OnMessage(PeerId from, const std::string& header, void* paylo
       Fail(m.status());
       break;
     case MessageType::kPullReply:
-      if (m.status().ok() && payload == nullptr && length > 0 && !m.zeros && !m.echo &&
-          m.shared_result == Message::kNoOffset) {
+      if (m.status().ok() && payload == nullptr && length > 0 && !m.zeros && !m.echo) {
         m.set_status(Internal("the pulled data could not be received"));
       }
       Complete(m.request_id, m, payload);

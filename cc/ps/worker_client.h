@@ -39,7 +39,6 @@ class WorkerClient : public MessageHandler {
   int num_servers() const { return static_cast<int>(servers_.size()); }
   // Whether every server listens on this worker's own host (a local job).
   bool AllServersOnThisHost() const;
-  bool ServerOnThisHost(int server) const;
   // The scheduler's choice: partitions cross the network in slices of this size (0: whole).
   size_t slice_bytes() const { return slice_bytes_; }
 
@@ -95,6 +94,7 @@ class WorkerClient : public MessageHandler {
   // Takes what a reply says about shared memory; copies a sum that stayed in the server's arena.
   Status TakeSharedReply(const Pending& p, const Message& reply);
 
+  bool ServerOnThisHost(int server) const;
   uint64_t Track(Pending pending);
   void Fail(const Status& why);
   void Complete(uint64_t request_id, const Message& reply, void* payload);
@@ -117,7 +117,9 @@ class WorkerClient : public MessageHandler {
   std::mutex mu_;
   std::map<uint64_t, Pending> pending_;
   std::vector<SharedServer> shared_;           // by server rank
-  std::map<uint64_t, uint64_t> next_receive_;  // key -> arena offset of this worker's receive buffer
+  // key -> arena offset of this worker's receive buffer, from the key's last reply; used by one push. A key
+  // lives on one server, and this process is its only pusher here (a per-machine key has one per machine).
+  std::map<uint64_t, uint64_t> next_receive_;
   uint64_t next_request_ = 1;
   Status failure_;
   bool finishing_ = false;

@@ -313,6 +313,26 @@ TEST(EngineTest, AWorkerThatStopsMidwayTimesOutAtTheServer) {
   EXPECT_EQ(s.code(), Code::kDeadlineExceeded) << s.ToString();
 }
 
+// Worker 0's round 2 times out (worker 1 is late), then worker 0 pushes round 3, which the server refuses.
+// Worker 1's late round 2 must still get worker 0's round-2 data: the refused push may not land in memory
+// the server is summing in (with shared memory, its buffer from the last reply had become the running sum).
+TEST(EngineTest, APushAfterATimedOutRoundLeavesThatRoundsSumIntact) {
+  LocalJob job(2, 1, /*timeout_s=*/1.5);
+  std::vector<float> a(10, 1), b(10, 2), out0(10), out1(10);
+  auto f0 = PushPull(job.worker(0), "t", DataType::kFloat32, {10}, a.data(), out0.data());
+  auto f1 = PushPull(job.worker(1), "t", DataType::kFloat32, {10}, b.data(), out1.data());
+  ASSERT_TRUE(Await(f0).ok());
+  ASSERT_TRUE(Await(f1).ok());
+  std::vector<float> a2(10, 10), a3(10, 1000), b2(10, 100);
+  auto round2 = PushPull(job.worker(0), "t", DataType::kFloat32, {10}, a2.data(), out0.data());
+  EXPECT_EQ(Await(round2, 20).code(), Code::kDeadlineExceeded);
+  auto round3 = PushPull(job.worker(0), "t", DataType::kFloat32, {10}, a3.data(), out0.data());
+  EXPECT_FALSE(Await(round3, 20).ok());
+  auto late = PushPull(job.worker(1), "t", DataType::kFloat32, {10}, b2.data(), out1.data());
+  ASSERT_TRUE(Await(late, 20).ok());
+  EXPECT_EQ(out1, std::vector<float>(10, 110));
+}
+
 // One process per GPU: local rank l of every machine pushes slice l of its machine's reduced tensor, and the
 // servers sum one contribution per machine; tensors of every process still sum over all processes.
 TEST(EngineTest, PerMachineTensorsSumOneContributionPerMachine) {
