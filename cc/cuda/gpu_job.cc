@@ -59,19 +59,22 @@ int Check(Worker& w) {
     for (uint64_t n : {uint64_t(0), uint64_t(1), uint64_t(7), per - 1, per, per + 1, 50000000 / DataTypeSize(dtype)}) {
       void* data = nullptr;
       cudaMalloc(&data, std::max<uint64_t>(1, n * DataTypeSize(dtype)));
-      LaunchFill(dtype, data, n, w.rank, w.stream);
       std::string name = std::string(DataTypeName(dtype)) + "/" + std::to_string(n);
-      Status s = RunOnce(w, name, dtype, n, data);
-      if (!s.ok()) return Fail(name, s);
-      unsigned long long wrong = 0;
-      cudaMemsetAsync(mismatches, 0, sizeof(*mismatches), w.stream);
-      LaunchCountMismatches(dtype, data, n, w.size, mismatches, w.stream);
-      cudaMemcpyAsync(&wrong, mismatches, sizeof(wrong), cudaMemcpyDeviceToHost, w.stream);
-      s = CudaStatus(cudaStreamSynchronize(w.stream), "check");
-      if (!s.ok()) return Fail(name, s);
-      if (wrong != 0) {
-        std::fprintf(stderr, "gpu_job: %s: %llu wrong elements\n", name.c_str(), wrong);
-        return 1;
+      // Twice: a key's first round sets up what later ones use (a server's shared memory on this host).
+      for (int round = 0; round < 2; ++round) {
+        LaunchFill(dtype, data, n, w.rank, w.stream);
+        Status s = RunOnce(w, name, dtype, n, data);
+        if (!s.ok()) return Fail(name, s);
+        unsigned long long wrong = 0;
+        cudaMemsetAsync(mismatches, 0, sizeof(*mismatches), w.stream);
+        LaunchCountMismatches(dtype, data, n, w.size, mismatches, w.stream);
+        cudaMemcpyAsync(&wrong, mismatches, sizeof(wrong), cudaMemcpyDeviceToHost, w.stream);
+        s = CudaStatus(cudaStreamSynchronize(w.stream), "check");
+        if (!s.ok()) return Fail(name, s);
+        if (wrong != 0) {
+          std::fprintf(stderr, "gpu_job: %s round %d: %llu wrong elements\n", name.c_str(), round, wrong);
+          return 1;
+        }
       }
       cudaFree(data);
       ++cases;
