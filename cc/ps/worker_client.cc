@@ -1,5 +1,6 @@
 #include "cc/ps/worker_client.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -32,25 +33,18 @@ Status WorkerClient::Start() {
     if (!peer.ok()) return Status(peer.status().code(), "cannot reach a server: " + peer.status().message());
     servers_.push_back(peer.value());
   }
+  auto mine = AdvertisedHost(config_);
+  for (const std::string& address : server_addresses_) {
+    auto theirs = ParseHostPort(address);
+    server_on_this_host_.push_back(mine.ok() && theirs.ok() && theirs.value().host == mine.value());
+  }
   std::lock_guard<std::mutex> lock(mu_);
   shared_.resize(servers_.size());
-  for (size_t i = 0; i < servers_.size(); ++i) {
-    shared_[i].on_this_host = config_.shared_memory && ServerOnThisHost(static_cast<int>(i));
-  }
   return Status::OK();
 }
 
-bool WorkerClient::ServerOnThisHost(int server) const {
-  auto mine = AdvertisedHost(config_);
-  auto theirs = ParseHostPort(server_addresses_[server]);
-  return mine.ok() && theirs.ok() && theirs.value().host == mine.value();
-}
-
 bool WorkerClient::AllServersOnThisHost() const {
-  for (int i = 0; i < num_servers(); ++i) {
-    if (!ServerOnThisHost(i)) return false;
-  }
-  return true;
+  return std::find(server_on_this_host_.begin(), server_on_this_host_.end(), false) == server_on_this_host_.end();
 }
 
 std::string WorkerClient::ServerName(int server) const {
@@ -136,7 +130,7 @@ WorkerClient::SharedPush WorkerClient::PlanSharedPush(const Partition& part, siz
   SharedPush push;
   std::lock_guard<std::mutex> lock(mu_);
   const SharedServer& server = shared_[part.server];
-  if (!server.on_this_host || server.unusable) return push;
+  if (!config_.shared_memory || !server_on_this_host_[part.server] || server.unusable) return push;
   push.share = server.view ? ShareMode::kMapped : ShareMode::kOffer;
   // An offset is good for one push: the server may make that buffer the round's running sum, and only a
   // successful reply says where the next push goes. After a failed round the next push takes the transport.

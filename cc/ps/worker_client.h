@@ -78,10 +78,9 @@ class WorkerClient : public MessageHandler {
     std::string what;  // for timeout messages
   };
 
-  // A server on this worker's host, whose shared memory (cc/common/shared_arena.h) this worker maps once
-  // the server names it. Guarded by mu_; a view, once set, stays until the client is destroyed.
+  // The shared memory (cc/common/shared_arena.h) of a server on this worker's host, which this worker maps
+  // once the server names it. Guarded by mu_; a view, once set, stays until the client is destroyed.
   struct SharedServer {
-    bool on_this_host = false;
     bool unusable = false;  // mapping failed (another PID namespace, permissions): use the transport
     std::unique_ptr<SharedArenaView> view;
   };
@@ -94,7 +93,6 @@ class WorkerClient : public MessageHandler {
   // Takes what a reply says about shared memory; copies a sum that stayed in the server's arena.
   Status TakeSharedReply(const Pending& p, const Message& reply);
 
-  bool ServerOnThisHost(int server) const;
   uint64_t Track(Pending pending);
   void Fail(const Status& why);
   void Complete(uint64_t request_id, const Message& reply, void* payload);
@@ -107,6 +105,7 @@ class WorkerClient : public MessageHandler {
   PeerId scheduler_ = -1;
   std::vector<PeerId> servers_;
   std::vector<std::string> server_addresses_;
+  std::vector<bool> server_on_this_host_;  // by server rank, set by Start()
   int rank_ = 0;
   int num_workers_ = 0;
   size_t slice_bytes_ = 0;

@@ -47,11 +47,10 @@ void Engine::Run(Callbacks& callbacks) {
 }
 
 void Engine::Enqueue(PushPullRequest request) {
+  const TensorSpec spec{request.name, request.dtype, request.shape, request.scope};
   if (request.output != request.input) {
     // A separate output is usually fresh memory that the pulled sums fault in page by page.
-    uint64_t elements = 1;
-    for (int64_t d : request.shape) elements *= static_cast<uint64_t>(d);
-    AdviseHugePages(request.output, elements * DataTypeSize(request.dtype));
+    AdviseHugePages(request.output, spec.num_elements() * DataTypeSize(request.dtype));
   }
   Callbacks later;
   {
@@ -60,7 +59,6 @@ void Engine::Enqueue(PushPullRequest request) {
       auto done = request.done;
       later.push_back([done] { done(FailedPrecondition("bps_tf has been shut down; call init() first")); });
     } else {
-      TensorSpec spec{request.name, request.dtype, request.shape, request.scope};
       auto found = tensors_.find(request.name);
       if (found == tensors_.end()) {
         found = tensors_.emplace(request.name, Tensor()).first;
@@ -152,7 +150,7 @@ void Engine::StartPartition(Operation* op, const Partition& part) {
   const DataType dtype = op->tensor->spec.dtype;
   const size_t element = DataTypeSize(dtype);
   const bool all_zeros = AllZeros(op->request, part);
-  const size_t bytes = all_zeros ? 0 : part.count * element;
+  const size_t bytes = PushedBytes(op->request, part, dtype);
   const uint32_t round = op->tensor->round;
   const char* input = all_zeros ? nullptr : static_cast<const char*>(op->request.input) + part.offset * element;
   char* output = static_cast<char*>(op->request.output) + part.offset * element;
