@@ -22,6 +22,7 @@ def parse_args():
     parser.add_argument("--strategies", default="local,mwms,bps",
                         help="local, mwms, bps (bps_tf's defaults), bps-tuned (bps with the --env settings), "
                              "bps-dense (bps with sparse gradients densified)")
+    parser.add_argument("--colocate", action="store_true", help="server i on worker i's host")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="for the bps-tuned runs")
     return parser.parse_args()
 
@@ -30,20 +31,21 @@ def main():
     args = parse_args()
     bps_env = parse_env_items(args.env)
     runs = []
-    with EmulatedCluster(cluster_job.hosts_for(args.workers, args.servers), args.rate) as cluster:
+    with EmulatedCluster(cluster_job.hosts_for(args.workers, args.servers, args.colocate), args.rate) as cluster:
         for model in args.models.split(","):
             batch = args.batch_bert if model == "bert" else args.batch_mlp
             for name in args.strategies.split(","):
                 strategy = "bps" if name.startswith("bps") else name
                 run = run_training(cluster, strategy, model, args.workers, args.servers, batch, args.steps,
                                    args.warmup, bps_env if name == "bps-tuned" else {},
-                                   sparse_as_dense=name == "bps-dense")
+                                   sparse_as_dense=name == "bps-dense", colocate=args.colocate)
                 run["variant"] = name
                 run["tuned"] = name != strategy  # a variant of bps_tf's defaults
                 print(f"{model} {name}: {run['median_step_s'] * 1e3:.0f} ms/step, "
                       f"{run['samples_per_s']:.1f} samples/s", flush=True)
                 runs.append(run)
     result = {"benchmark": "train", "rate": args.rate, "workers": args.workers, "servers": args.servers,
+              "colocate": args.colocate,
               "runs": runs, "machine": machine.describe()}
     print(train_table(result))
     save_result(args.output, result)

@@ -27,7 +27,7 @@ def add_training_arguments(parser):
 
 
 def run_training(cluster, strategy, model, workers, servers, batch_per_worker, steps, warmup, extra_env=(),
-                 no_priority=False, sparse_as_dense=False, timeout=900):
+                 no_priority=False, sparse_as_dense=False, colocate=False, timeout=900):
     """Returns train_worker.py's result of rank 0 (local: of every process, step times pooled)."""
     env = dict(LEGACY_KERAS, **dict(extra_env))
     with tempfile.TemporaryDirectory() as logs:
@@ -39,7 +39,7 @@ def run_training(cluster, strategy, model, workers, servers, batch_per_worker, s
                              ["--no-priority"] if no_priority else []) + (
                              ["--sparse-as-dense"] if sparse_as_dense else [])
         if strategy == "bps":
-            cluster_job.run_job(cluster, workers, servers, argv, logs, env, timeout)
+            cluster_job.run_job(cluster, workers, servers, argv, logs, env, timeout, colocate)
         else:
             cluster_job.run_plain(cluster, workers, argv, logs, env, timeout)
         results = [json.loads(Path(out(i)).read_text()) for i in range(workers) if Path(out(i)).exists()]

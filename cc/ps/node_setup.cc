@@ -1,10 +1,13 @@
 #include "cc/ps/node_setup.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "cc/transport/address.h"
 
 namespace bps {
+
+constexpr double kUcxKeepaliveDefaultS = 20;  // UCX 1.13's own UCX_KEEPALIVE_INTERVAL
 
 StatusOr<std::string> AdvertisedHost(const Config& config) {
   if (!config.node_host.empty()) return config.node_host;
@@ -37,6 +40,10 @@ UcxOptions UcxOptionsFor(const Config& config, const Environment& env) {
   const std::string& tls = options.tls.empty() ? (env.count("UCX_TLS") ? env.at("UCX_TLS") : "") : options.tls;
   bool rdma = config.enable_rdma || ListsRdmaTransport(tls);
   options.eager = rdma ? EagerPayloads::kNever : EagerPayloads::kBetweenHosts;
+  // A dead peer must be reported well within BYTEPS_TIMEOUT, even when UCX misses its socket closing.
+  if (!env.count("UCX_KEEPALIVE_INTERVAL")) {
+    options.keepalive_interval_s = std::max(1.0, std::min(kUcxKeepaliveDefaultS, config.timeout_s / 4));
+  }
   return options;
 }
 

@@ -22,5 +22,16 @@ TEST(NodeSetupTest, GpuCopyTransportsKeepEagerPayloadsBetweenHosts) {
   EXPECT_EQ(UcxOptionsFor(config, {}).eager, EagerPayloads::kNever);
 }
 
+TEST(NodeSetupTest, WatchedLinksAreProbedWellWithinTheTimeout) {
+  Config config;
+  config.timeout_s = 20;
+  EXPECT_DOUBLE_EQ(UcxOptionsFor(config, {}).keepalive_interval_s, 5);
+  config.timeout_s = 300;
+  EXPECT_DOUBLE_EQ(UcxOptionsFor(config, {}).keepalive_interval_s, 20);
+  config.timeout_s = 2;
+  EXPECT_DOUBLE_EQ(UcxOptionsFor(config, {}).keepalive_interval_s, 1);
+  EXPECT_EQ(UcxOptionsFor(config, {{"UCX_KEEPALIVE_INTERVAL", "3s"}}).keepalive_interval_s, 0);  // the user's
+}
+
 }  // namespace
 }  // namespace bps

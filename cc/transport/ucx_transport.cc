@@ -153,6 +153,14 @@ Status UcxTransport::Init(const UcxOptions& options) {
                              "' (BYTEPS_UCX_TLS): " + ucs_status_string(status));
     }
   }
+  if (options.keepalive_interval_s > 0) {
+    std::string interval = std::to_string(static_cast<long>(options.keepalive_interval_s * 1000)) + "ms";
+    ucs_status_t status = ucp_config_modify(config, "KEEPALIVE_INTERVAL", interval.c_str());
+    if (status != UCS_OK) {
+      ucp_config_release(config);
+      return Internal("UCX does not accept KEEPALIVE_INTERVAL=" + interval + ": " + ucs_status_string(status));
+    }
+  }
   ucp_params_t params;
   std::memset(&params, 0, sizeof(params));
   params.field_mask = UCP_PARAM_FIELD_FEATURES;

@@ -20,6 +20,9 @@ struct UcxOptions {
   // else every transport UCX finds).
   std::string tls;
   EagerPayloads eager = EagerPayloads::kNever;
+  // How often UCX probes watched links (UCX_KEEPALIVE_INTERVAL); 0 keeps UCX's setting. A peer that dies is
+  // normally seen at once, by its socket closing; the probe is the fallback when that event is missed.
+  double keepalive_interval_s = 0;
 };
 
 StatusOr<std::unique_ptr<Transport>> CreateUcxTransport(const UcxOptions& options);
