@@ -11,6 +11,7 @@ import subprocess
 
 PREFIX = "bpsbench-"
 SUBNET = "10.213.0"  # host i gets 10.213.0.(i+1)/24; private to these namespaces
+HOST_QUEUE = "50ms"
 
 
 def _run(*argv):
@@ -49,9 +50,10 @@ def netem_available():
         subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=30)
 
 
-def _limit(ns, dev, rate, delay):
-    """Egress of `dev` in `ns`: at most `rate`, after `delay` (one-way) when given."""
-    tbf = ["tbf", "rate", rate, "burst", "256kb", "latency", "50ms"]
+def _limit(ns, dev, rate, delay, queue):
+    """Egress of `dev` in `ns`: at most `rate`, after `delay` (one-way) when given; packets that would wait
+    longer than `queue` in the rate limiter are dropped (the link's buffer, as time at the link's rate)."""
+    tbf = ["tbf", "rate", rate, "burst", "256kb", "latency", queue]
     if delay and delay not in ("0", "0ms"):
         if not netem_available():
             raise RuntimeError("--delay needs tc's netem qdisc, which this kernel lacks (sch_netem); "
@@ -83,11 +85,13 @@ class EmulatedCluster:
     """with EmulatedCluster(["sched", "w0", "s0"], rate="1gbit", delay="0.1ms") as cluster: ...
 
     rate: each host's link speed, in each direction (tc syntax; None: unlimited). delay: one-way latency added
-    to what each host sends, so host-to-host round trips take 2 * delay."""
+    to what each host sends, so host-to-host round trips take 2 * delay. switch_queue: how much the switch
+    buffers for each port, as time at the port's rate (50 ms of 1 Gbit/s: 6.25 MB; data-centre switches hold
+    far less). A host's own egress always queues 50 ms: a real NIC pushes back on TCP instead of dropping."""
 
-    def __init__(self, hosts, rate="1gbit", delay=None):
+    def __init__(self, hosts, rate="1gbit", delay=None, switch_queue=HOST_QUEUE):
         self.hosts = list(hosts)
-        self.rate, self.delay = rate, delay
+        self.rate, self.delay, self.switch_queue = rate, delay, switch_queue
         self._tag = f"{PREFIX}{os.getpid()}-"
         self._created = []
         self._processes = []
@@ -129,8 +133,8 @@ class EmulatedCluster:
             _run("ip", "-n", ns, "addr", "add", f"{self.address(host)}/24", "dev", "eth0")
             _run("ip", "-n", ns, "link", "set", "eth0", "up")
             if self.rate:
-                _limit(ns, "eth0", self.rate, self.delay)  # what the host sends
-                _limit(switch, port, self.rate, None)  # what the host receives
+                _limit(ns, "eth0", self.rate, self.delay, HOST_QUEUE)  # what the host sends
+                _limit(switch, port, self.rate, None, self.switch_queue)  # what the host receives
 
     def popen(self, host, argv, env, log_path):
         """Starts `argv` inside `host`'s namespace, output to `log_path`; killed (whole group) by close()."""

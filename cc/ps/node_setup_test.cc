@@ -33,5 +33,13 @@ TEST(NodeSetupTest, WatchedLinksAreProbedWellWithinTheTimeout) {
   EXPECT_EQ(UcxOptionsFor(config, {{"UCX_KEEPALIVE_INTERVAL", "3s"}}).keepalive_interval_s, 0);  // the user's
 }
 
+TEST(NodeSetupTest, TcpSocketsGetASmallSendBufferUnlessTheUserSetOneOrRdmaIsOn) {
+  Config config;
+  EXPECT_EQ(UcxOptionsFor(config, {}).tcp_send_buffer_bytes, 65536u);
+  EXPECT_EQ(UcxOptionsFor(config, {{"UCX_TCP_SNDBUF", "1m"}}).tcp_send_buffer_bytes, 0u);
+  config.enable_rdma = true;
+  EXPECT_EQ(UcxOptionsFor(config, {}).tcp_send_buffer_bytes, 0u);
+}
+
 }  // namespace
 }  // namespace bps

@@ -13,8 +13,10 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cc/common/clock.h"
@@ -145,20 +147,21 @@ Status UcxTransport::Init(const UcxOptions& options) {
   options_ = options;
   ucp_config_t* config = nullptr;
   BPS_RETURN_IF_ERROR(FromUcs(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read"));
-  if (!options.tls.empty()) {
-    ucs_status_t status = ucp_config_modify(config, "TLS", options.tls.c_str());
-    if (status != UCS_OK) {
-      ucp_config_release(config);
-      return InvalidArgument("UCX does not accept the transport list '" + options.tls +
-                             "' (BYTEPS_UCX_TLS): " + ucs_status_string(status));
-    }
-  }
+  std::vector<std::pair<std::string, std::string>> settings;
+  if (!options.tls.empty()) settings.emplace_back("TLS", options.tls);
   if (options.keepalive_interval_s > 0) {
-    std::string interval = std::to_string(static_cast<long>(options.keepalive_interval_s * 1000)) + "ms";
-    ucs_status_t status = ucp_config_modify(config, "KEEPALIVE_INTERVAL", interval.c_str());
+    settings.emplace_back("KEEPALIVE_INTERVAL",
+                          std::to_string(static_cast<long>(options.keepalive_interval_s * 1000)) + "ms");
+  }
+  if (options.tcp_send_buffer_bytes > 0) {
+    settings.emplace_back("TCP_SNDBUF", std::to_string(options.tcp_send_buffer_bytes));
+  }
+  for (const auto& [name, value] : settings) {
+    ucs_status_t status = ucp_config_modify(config, name.c_str(), value.c_str());
     if (status != UCS_OK) {
       ucp_config_release(config);
-      return Internal("UCX does not accept KEEPALIVE_INTERVAL=" + interval + ": " + ucs_status_string(status));
+      return InvalidArgument("UCX does not accept " + name + "=" + value +
+                             (name == "TLS" ? " (BYTEPS_UCX_TLS)" : "") + ": " + ucs_status_string(status));
     }
   }
   ucp_params_t params;

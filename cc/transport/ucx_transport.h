@@ -23,6 +23,9 @@ struct UcxOptions {
   // How often UCX probes watched links (UCX_KEEPALIVE_INTERVAL); 0 keeps UCX's setting. A peer that dies is
   // normally seen at once, by its socket closing; the probe is the fallback when that event is missed.
   double keepalive_interval_s = 0;
+  // SO_SNDBUF of UCX's TCP sockets (UCX_TCP_SNDBUF); 0 keeps the kernel's autotuning. Bytes written to a
+  // socket count as sent: a small buffer keeps them in our credit window, where priority still orders them.
+  size_t tcp_send_buffer_bytes = 0;
 };
 
 StatusOr<std::unique_ptr<Transport>> CreateUcxTransport(const UcxOptions& options);
