@@ -8,7 +8,7 @@
 namespace bps {
 
 constexpr double kUcxKeepaliveDefaultS = 20;  // UCX 1.13's own UCX_KEEPALIVE_INTERVAL
-constexpr size_t kTcpSendBufferBytes = 64 << 10;  // the kernel doubles it; measured: docs/performance.md
+constexpr size_t kTcpSendBufferBytes = 64 << 10;  // the kernel doubles it; sizes measured: docs/performance.md
 
 StatusOr<std::string> AdvertisedHost(const Config& config) {
   if (!config.node_host.empty()) return config.node_host;

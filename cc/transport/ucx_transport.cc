@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <future>
@@ -145,6 +146,11 @@ class UcxTransport : public Transport {
 
 Status UcxTransport::Init(const UcxOptions& options) {
   options_ = options;
+  if (options.tcp_send_buffer_bytes > 0) {
+    // Through the environment: ucp_config_modify does not reach the sockets of UCX 1.13's TCP connection
+    // manager, which carry the data (checked with `ss -tm`). No overwrite: a user's setting stays.
+    setenv("UCX_TCP_SNDBUF", std::to_string(options.tcp_send_buffer_bytes).c_str(), 0);
+  }
   ucp_config_t* config = nullptr;
   BPS_RETURN_IF_ERROR(FromUcs(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read"));
   std::vector<std::pair<std::string, std::string>> settings;
@@ -152,9 +158,6 @@ Status UcxTransport::Init(const UcxOptions& options) {
   if (options.keepalive_interval_s > 0) {
     settings.emplace_back("KEEPALIVE_INTERVAL",
                           std::to_string(static_cast<long>(options.keepalive_interval_s * 1000)) + "ms");
-  }
-  if (options.tcp_send_buffer_bytes > 0) {
-    settings.emplace_back("TCP_SNDBUF", std::to_string(options.tcp_send_buffer_bytes));
   }
   for (const auto& [name, value] : settings) {
     ucs_status_t status = ucp_config_modify(config, name.c_str(), value.c_str());
