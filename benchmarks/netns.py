@@ -11,7 +11,7 @@ import subprocess
 
 PREFIX = "bpsbench-"
 SUBNET = "10.213.0"  # host i gets 10.213.0.(i+1)/24; private to these namespaces
-HOST_QUEUE = "50ms"
+QUEUE = "50ms"  # a link direction's buffer, as time at its rate: 6.25 MB at 1 Gbit/s
 
 
 def _run(*argv):
@@ -86,10 +86,10 @@ class EmulatedCluster:
 
     rate: each host's link speed, in each direction (tc syntax; None: unlimited). delay: one-way latency added
     to what each host sends, so host-to-host round trips take 2 * delay. switch_queue: how much the switch
-    buffers for each port, as time at the port's rate (50 ms of 1 Gbit/s: 6.25 MB; data-centre switches hold
-    far less). A host's own egress always queues 50 ms: a real NIC pushes back on TCP instead of dropping."""
+    buffers for each port, as time at the port's rate (data-centre switches hold far less than QUEUE). A
+    host's own egress always queues QUEUE: a real NIC pushes back on TCP instead of dropping."""
 
-    def __init__(self, hosts, rate="1gbit", delay=None, switch_queue=HOST_QUEUE):
+    def __init__(self, hosts, rate="1gbit", delay=None, switch_queue=QUEUE):
         self.hosts = list(hosts)
         self.rate, self.delay, self.switch_queue = rate, delay, switch_queue
         self._tag = f"{PREFIX}{os.getpid()}-"
@@ -133,7 +133,7 @@ class EmulatedCluster:
             _run("ip", "-n", ns, "addr", "add", f"{self.address(host)}/24", "dev", "eth0")
             _run("ip", "-n", ns, "link", "set", "eth0", "up")
             if self.rate:
-                _limit(ns, "eth0", self.rate, self.delay, HOST_QUEUE)  # what the host sends
+                _limit(ns, "eth0", self.rate, self.delay, QUEUE)  # what the host sends
                 _limit(switch, port, self.rate, None, self.switch_queue)  # what the host receives
 
     def popen(self, host, argv, env, log_path):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from benchmarks import cluster_job, machine
 from benchmarks.job_env import parse_env_items
-from benchmarks.netns import EmulatedCluster
+from benchmarks.netns import QUEUE, EmulatedCluster
 from benchmarks.rates import bounds
 from benchmarks.report_table import push_pull_table
 from benchmarks.results import save_result
@@ -27,7 +27,7 @@ def parse_args():
     parser.add_argument("--servers", type=int, default=4)
     parser.add_argument("--rate", default="1gbit", help="each host's link, each direction (tc syntax)")
     parser.add_argument("--delay", help="one-way delay per link (needs netem in the kernel)")
-    parser.add_argument("--switch-queue", default="50ms",
+    parser.add_argument("--switch-queue", default=QUEUE,
                         help="the switch's buffer per port, as time at the link's rate (tbf latency)")
     parser.add_argument("--colocate", action="store_true", help="server i on worker i's host")
     parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="bytes, comma-separated")
@@ -43,7 +43,8 @@ def main():
     extra = parse_env_items(args.env)
     limits = bounds(args.rate, args.workers, args.servers, args.colocate)
     hosts = cluster_job.hosts_for(args.workers, args.servers, args.colocate)
-    with tempfile.TemporaryDirectory() as logs, EmulatedCluster(hosts, args.rate, args.delay, args.switch_queue) as cluster:
+    emulated = EmulatedCluster(hosts, args.rate, args.delay, args.switch_queue)
+    with tempfile.TemporaryDirectory() as logs, emulated as cluster:
         receiver = "w1" if args.colocate else "s0"
         limits["tcp_goodput_bytes_s"] = cluster_job.measure_link(cluster, "w0", receiver)
         raw = Path(logs) / "result.json"
@@ -54,7 +55,8 @@ def main():
                             args.colocate)
         result = json.loads(raw.read_text())
     result.update(benchmark="push_pull", network="emulated", servers=args.servers, colocate=args.colocate,
-                  delay=args.delay, switch_queue=args.switch_queue, env=extra, bounds=limits, machine=machine.describe())
+                  delay=args.delay, switch_queue=args.switch_queue, env=extra, bounds=limits,
+                  machine=machine.describe())
     print(f"link {args.rate}: raw TCP goodput {limits['tcp_goodput_bytes_s'] / 1e6:.0f} MB/s "
           f"(nominal {limits['link_bytes_s'] / 1e6:.0f} MB/s)")
     print(push_pull_table(result))

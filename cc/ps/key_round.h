@@ -2,9 +2,9 @@
 // and the last completed round's result that pulls are answered from.
 //
 // Threading: private receive buffers are allocated on the transport thread (under the server's lock) when
-// a payload arrives; everything else runs on the key's engine thread only. A worker pushes round r+1 only after pulling round r, so a
-// receive buffer is never overwritten before its data was summed, and a result is never replaced before
-// every worker has received it.
+// a payload arrives; everything else runs on the key's engine thread only. A worker pushes round r+1 only
+// after pulling round r, so a receive buffer is never overwritten before its data was summed, and a result
+// is never replaced before every worker has received it.
 // The same ordering lets the first push of a round become the accumulator (buffers swapped, not copied):
 // the buffer that worker receives into next was the result of round r-1, which every worker has received.
 //

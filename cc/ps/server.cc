@@ -202,7 +202,7 @@ void Server::AnswerPull(uint64_t key, KeyEntry* entry, const ParkedPull& pull) {
   if (pull.share != ShareMode::kNone && round.shared()) {
     // A worker on this host: its next push goes straight into its receive buffer, and once it has mapped
     // the arena it copies the sum out itself.
-    reply.shared_receive = entry->round->ReceiveOffset(pull.rank);
+    reply.shared_receive = round.ReceiveOffset(pull.rank);
     if (pull.share == ShareMode::kOffer) reply.text = arena_->locator();
     if (pull.share == ShareMode::kMapped && payload) {
       reply.shared_result = round.result_offset();
