@@ -3,6 +3,8 @@
 BPS_COPTS = [
     "-fvisibility=default",
     "-Wno-sign-compare",
+    # A dropped Status ([[nodiscard]]) is an error.
+    "-Werror=unused-result",
 ]
 
 def bps_cc_library(name, copts = [], **kwargs):

@@ -113,6 +113,34 @@ ucx_configure = repository_rule(
     local = True,
 )
 
+def _openssl_configure_impl(ctx):
+    include_dir = _pkg_config(ctx, ["--variable=includedir", "libcrypto"])
+    lib_dir = _pkg_config(ctx, ["--variable=libdir", "libcrypto"])
+    if not ctx.path(lib_dir + "/libcrypto.a").exists:
+        fail("libcrypto.a not found in %s: install libssl-dev." % lib_dir)
+    ctx.symlink(include_dir + "/openssl", "include/openssl")
+    ctx.symlink(lib_dir + "/libcrypto.a", "lib/libcrypto.a")
+    # Linked statically with its symbols kept local: TensorFlow's framework library exports BoringSSL's
+    # functions of the same names (HMAC, EVP_sha256, ...) into the process, and a dynamic libcrypto would
+    # have its calls bound to those.
+    ctx.file("BUILD", """
+package(default_visibility = ["//visibility:public"])
+
+cc_library(
+    name = "crypto",
+    hdrs = glob(["include/**/*.h"]),
+    includes = ["include"],
+    srcs = ["lib/libcrypto.a"],
+    linkopts = ["-Wl,--exclude-libs,libcrypto.a", "-pthread", "-ldl"],
+)
+""")
+
+openssl_configure = repository_rule(
+    implementation = _openssl_configure_impl,
+    environ = ["PKG_CONFIG_PATH"],
+    local = True,
+)
+
 def _system_gtest_impl(ctx):
     include_dir = "/usr/include"
     lib_dir = "/usr/lib/x86_64-linux-gnu"
@@ -232,4 +260,5 @@ def bps_tf_dependencies():
     python_configure(name = "local_python")
     tf_configure(name = "local_tensorflow")
     ucx_configure(name = "local_ucx")
+    openssl_configure(name = "local_openssl")
     system_gtest(name = "local_gtest")

@@ -7,7 +7,7 @@ def bps_tf_op_library(name, srcs, deps = [], copts = []):
     native.cc_binary(
         name = name,
         srcs = srcs,
-        copts = TF_COPTS + copts + ["-Wno-sign-compare"],
+        copts = TF_COPTS + copts + ["-Wno-sign-compare", "-Werror=unused-result"],
         linkshared = True,
         linkopts = ["-Wl,-rpath,$$ORIGIN"],
         deps = deps + [

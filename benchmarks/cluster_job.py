@@ -3,6 +3,7 @@ server on a host of its own (or, with colocate, server i on worker i's host, as 
 do), each worker on its own host; every process started through `bpslaunch` with the DMLC_* variables of
 cluster mode, UCX forced onto TCP (between namespaces it would otherwise use shared memory)."""
 
+import secrets
 import subprocess
 import sys
 import time
@@ -82,7 +83,8 @@ def run_job(cluster, workers, servers, worker_argv, log_dir, extra_env=(), timeo
     """Runs the job; worker_argv(i) is worker i's command. Raises with the logs' tails when a process fails."""
     common = benchmark_env(extra_env)
     common.update(DMLC_PS_ROOT_URI=cluster.address("sched"), DMLC_PS_ROOT_PORT=str(next(_scheduler_ports)),
-                  DMLC_NUM_WORKER=str(workers), DMLC_NUM_SERVER=str(servers), BYTEPS_UCX_TLS="tcp,self")
+                  DMLC_NUM_WORKER=str(workers), DMLC_NUM_SERVER=str(servers),
+                  BYTEPS_JOB_SECRET=secrets.token_hex(16))
     log_dir = Path(log_dir)
 
     def start(name, host, role, argv, **more):

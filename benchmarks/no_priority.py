@@ -7,11 +7,11 @@ orders partitions by key alone, i.e. by the hash of their names: an arbitrary bu
 
 
 def install():
+    from bps_tf.ops import collectives, gather
     from bps_tf.strategy import cross_device_ops
-    from bps_tf.tensorflow import gather, ops
 
     def push_pull_without_priority(*args, priority=0, **kwargs):
-        return ops.push_pull(*args, priority=0, **kwargs)
+        return collectives.push_pull(*args, priority=0, **kwargs)
 
     gather_rows = gather._gather_rows
 

@@ -5,7 +5,7 @@ Used by tests and benchmarks, and by the TensorFlow layer underneath.
 
 import numpy as np
 
-from bps_tf.launcher.native_core import load_core
+from bps_tf._native import load_core
 from bps_tf.process import init, is_initialized, local_rank, local_size, rank, shutdown, size  # noqa: F401
 
 _core = load_core()

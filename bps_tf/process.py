@@ -2,7 +2,7 @@
 
 import atexit
 
-from bps_tf.launcher.native_core import load_core
+from bps_tf._native import load_core
 
 _core = load_core()
 _atexit_registered = False

@@ -40,7 +40,7 @@ grep -E "^\[ +(OK|PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|first wrong|
 run_job() {  # run_job LABEL MACHINES LOCAL WORKER_ARGS...
   local label=$1 machines=$2 local_size=$3; shift 3
   local port=$((20000 + RANDOM % 20000))
-  local common="DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$port DMLC_NUM_WORKER=$machines DMLC_NUM_SERVER=1 DMLC_NODE_HOST=127.0.0.1 BYTEPS_TIMEOUT=60 BYTEPS_LOCAL_SIZE=$local_size"
+  local common="DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$port DMLC_NUM_WORKER=$machines DMLC_NUM_SERVER=1 DMLC_NODE_HOST=127.0.0.1 BYTEPS_TIMEOUT=60 BYTEPS_LOCAL_SIZE=$local_size BYTEPS_JOB_SECRET=gpu-check-$port-$RANDOM$RANDOM$RANDOM"
   env $common DMLC_ROLE=scheduler timeout 300 "$here/bin/gpu_job" > "$out/$label.scheduler.log" 2>&1 &
   env $common DMLC_ROLE=server timeout 300 "$here/bin/gpu_job" > "$out/$label.server.log" 2>&1 &
   local pids=() logs=()

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Installs what a build needs on a fresh Debian/Ubuntu machine, skipping what is already there:
-# system packages (Bazel, UCX, gtest) and the pinned Python environment in .venv.
+# system packages (Bazel, UCX, OpenSSL, gtest) and the pinned Python environment in .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(make bazel-bootstrap libucx-dev ucx-utils libgtest-dev libgmock-dev pkg-config g++ python3-dev python3-venv iproute2)
+APT_PACKAGES=(make bazel-bootstrap libucx-dev ucx-utils libssl-dev libgtest-dev libgmock-dev pkg-config g++ python3-dev python3-venv iproute2)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

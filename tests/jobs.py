@@ -2,6 +2,7 @@
 mode) when a test needs to kill one of them. Every process is killed when the test ends, pass or fail."""
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -29,6 +30,14 @@ def run_local(script, workers, servers, *args, timeout=240, **env):
     return subprocess.run(command, env=clean_env(**env), capture_output=True, text=True, timeout=timeout + 60)
 
 
+def assert_job_ok(result, workers, marker):
+    """The job exited 0 and every worker printed `rank N: <marker>`."""
+    tail = f"{result.stdout[-6000:]}\n{result.stderr[-6000:]}"
+    assert result.returncode == 0, f"exit {result.returncode}\n{tail}"
+    for w in range(workers):
+        assert f"[worker {w}] rank {w}: {marker}" in result.stdout, tail
+
+
 def free_port():
     import socket
 
@@ -44,7 +53,8 @@ class ManualJob:
     def __init__(self, workers, servers, script, *args, **env):
         self.workers, self.servers = workers, servers
         self.base = dict(DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=free_port(),
-                         DMLC_NUM_WORKER=workers, DMLC_NUM_SERVER=servers, DMLC_NODE_HOST="127.0.0.1", **env)
+                         DMLC_NUM_WORKER=workers, DMLC_NUM_SERVER=servers, DMLC_NODE_HOST="127.0.0.1",
+                         BYTEPS_JOB_SECRET=secrets.token_hex(16), **env)
         self.processes = {}
         self._start("scheduler", [])
         for s in range(servers):

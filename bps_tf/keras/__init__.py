@@ -5,6 +5,7 @@ TF_USE_LEGACY_KERAS=1 (as TensorFlow itself resolves tf.keras).
 """
 
 from bps_tf.keras import callbacks
-from bps_tf.tensorflow import DistributedOptimizer, broadcast_variables
+from bps_tf.ops import broadcast_variables
+from bps_tf.tensorflow import DistributedOptimizer
 
 __all__ = ["callbacks", "DistributedOptimizer", "broadcast_variables"]

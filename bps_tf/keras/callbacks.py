@@ -5,7 +5,7 @@ import tensorflow as tf
 
 import bps_tf.core as core
 from bps_tf.keras.learning_rate import get_learning_rate, get_momentum, set_learning_rate, set_momentum
-from bps_tf.tensorflow.functions import broadcast_variables
+from bps_tf.ops import broadcast_variables
 
 _Callback = tf.keras.callbacks.Callback
 

@@ -16,7 +16,7 @@ from bps_tf.launcher.child_processes import (
     start_in_own_group,
     stop_process_groups,
 )
-from bps_tf.launcher.native_core import load_core
+from bps_tf._native import load_core
 from bps_tf.launcher.output import DRAIN_TIMEOUT_S, PrefixedOutput, report, worker_label
 from bps_tf.launcher.role import run_this_role
 from bps_tf.launcher.stop_signals import StopSignals

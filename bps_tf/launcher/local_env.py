@@ -1,5 +1,6 @@
 """Environment of each process of a --local job: the DMLC_* variables of a ps-lite job on loopback."""
 
+import secrets
 import socket
 
 LOOPBACK_ADDRESS = "127.0.0.1"
@@ -13,8 +14,11 @@ def find_free_port():
 
 
 def job_environment(base, num_workers, num_servers, port):
-    """`base` (the user's environment, BYTEPS_* included) plus what every process of the job shares."""
+    """`base` (the user's environment, BYTEPS_* included) plus what every process of the job shares: among
+    it a fresh job secret, unless the user chose one (BYTEPS_JOB_SECRET or BYTEPS_JOB_SECRET_FILE)."""
     env = dict(base)
+    if not env.get("BYTEPS_JOB_SECRET") and not env.get("BYTEPS_JOB_SECRET_FILE"):
+        env["BYTEPS_JOB_SECRET"] = secrets.token_hex(32)
     env.update({
         "DMLC_NUM_WORKER": str(num_workers),
         "DMLC_NUM_SERVER": str(num_servers),

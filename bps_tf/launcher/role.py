@@ -4,7 +4,7 @@ import contextlib
 import signal
 import sys
 
-from bps_tf.launcher.native_core import load_core
+from bps_tf._native import load_core
 from bps_tf.launcher.output import report
 from bps_tf.launcher.stop_signals import STOP_SIGNALS
 

@@ -3,19 +3,21 @@ process goes through the parameter servers, then the result is copied to every l
 hierarchical strategy). A batch of reductions (Keras's gradients) is issued together, so all their
 partitions pipeline, prioritised so that gradients listed first (layers nearer the input) go first.
 Sparse gradients (an embedding's IndexedSlices) stay sparse when their gathered rows are smaller than the
-dense tensor (bps_tf.tensorflow.gather)."""
+dense tensor (bps_tf.ops.gather)."""
 
 import tensorflow as tf
-from tensorflow.python.distribute import cross_device_ops as cross_device_ops_lib
-from tensorflow.python.distribute import reduce_util
-from tensorflow.python.distribute import values as value_lib
-from tensorflow.python.framework import ops
-from tensorflow.python.ops import control_flow_util
 
+from bps_tf import compat
+from bps_tf.ops import Average, Sum, all_gather, gather_is_smaller, naming, push_pull, push_pull_slices
 from bps_tf.process import size
-from bps_tf.tensorflow import naming
-from bps_tf.tensorflow.gather import all_gather, gather_is_smaller, push_pull_slices
-from bps_tf.tensorflow.ops import Average, Sum, push_pull
+
+compat.check_part(compat.STRATEGY)
+_CrossDeviceOps = compat.target("CrossDeviceOps")
+_simple_broadcast = compat.target("simple_broadcast")
+_get_devices_from = compat.target("get_devices_from")
+_values = compat.target("distribute_values")
+_in_xla_context = compat.target("GraphOrParentsInXlaContext")
+ReduceOp = tf.distribute.ReduceOp
 
 XLA_MESSAGE = (
     "BytePSStrategy does not support jit_compile=True (XLA): its push_pull ops run outside XLA. "
@@ -24,12 +26,12 @@ XLA_MESSAGE = (
 
 
 def _refuse_xla():
-    if control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph()):
+    if _in_xla_context(tf.compat.v1.get_default_graph()):
         raise ValueError(XLA_MESSAGE)
 
 
 def _local_values(value):
-    if isinstance(value, value_lib.DistributedValues):
+    if isinstance(value, _values.DistributedValues):
         return list(value.values)
     return [value]
 
@@ -51,16 +53,16 @@ def _on_gpu(tensor):
 def _to_destinations(reduced, destinations):
     """A Mirrored value on `destinations`, from one reduced tensor or from one per local GPU."""
     if isinstance(reduced, list):
-        devices = cross_device_ops_lib.get_devices_from(destinations)
+        devices = _get_devices_from(destinations)
         by_device = {tf.DeviceSpec.from_string(r.device).to_string(): r for r in reduced}
         picked = [by_device.get(tf.DeviceSpec.from_string(d).to_string()) for d in devices]
         if all(p is not None for p in picked):
-            return value_lib.Mirrored(picked) if len(picked) > 1 else picked[0]
+            return _values.Mirrored(picked) if len(picked) > 1 else picked[0]
         # Keep every GPU's op: inside a tf.function an unused one would be pruned and the others would wait
         # for its part of the local reduction.
         with tf.control_dependencies(reduced):
             reduced = tf.identity(reduced[0])
-    return cross_device_ops_lib.simple_broadcast(reduced, destinations, always_mirrored=True)
+    return _simple_broadcast(reduced, destinations, always_mirrored=True)
 
 
 def _signature(tensor):
@@ -75,7 +77,7 @@ def _stays_sparse(local_values):
     return all(isinstance(t, tf.IndexedSlices) for t in local_values) and gather_is_smaller(local_values)
 
 
-class BytePSCrossDeviceOps(cross_device_ops_lib.CrossDeviceOps):
+class BytePSCrossDeviceOps(_CrossDeviceOps):
     """Cross-device (and cross-process) reductions through bps_tf's parameter servers."""
 
     def __init__(self, num_replicas_in_sync):
@@ -90,11 +92,11 @@ class BytePSCrossDeviceOps(cross_device_ops_lib.CrossDeviceOps):
 
     def _reduce_one(self, reduce_op, local_tensors, priority, name):
         """The reduced value: one tensor, or one per local GPU (already on each GPU)."""
-        if reduce_op not in (reduce_util.ReduceOp.SUM, reduce_util.ReduceOp.MEAN):
+        if reduce_op not in (ReduceOp.SUM, ReduceOp.MEAN):
             raise ValueError(f"BytePSStrategy reduces with SUM or MEAN, not {reduce_op}")
         if isinstance(local_tensors[0], tf.IndexedSlices):
             name = name or naming.tensor_name(local_tensors[0].values, None, "strategy.sparse")
-            op = Average if reduce_op == reduce_util.ReduceOp.MEAN else Sum
+            op = Average if reduce_op == ReduceOp.MEAN else Sum
             with tf.device(local_tensors[0].device):
                 return push_pull_slices(local_tensors, name, op, priority, replicas=self._num_replicas_in_sync)
         if len(local_tensors) > 1 and all(_on_gpu(t) for t in local_tensors):
@@ -111,7 +113,7 @@ class BytePSCrossDeviceOps(cross_device_ops_lib.CrossDeviceOps):
         return self._finish_mean(reduce_op, push_pull(local, name=name, op=Sum, priority=priority))
 
     def _finish_mean(self, reduce_op, summed):
-        if reduce_op != reduce_util.ReduceOp.MEAN:
+        if reduce_op != ReduceOp.MEAN:
             return summed
         count = tf.cast(self._num_replicas_in_sync, summed.dtype)
         # Integers keep their dtype (floor division), as a mean of counters is used.
@@ -157,11 +159,11 @@ class BytePSCrossDeviceOps(cross_device_ops_lib.CrossDeviceOps):
             mine = local[0] if len(local) == 1 else tf.concat(local, axis=axis)
             # Not named after the shape: workers' lengths along `axis` may differ.
             gathered = all_gather(mine, axis, naming.tensor_name(mine, None, "gather", with_shape=False))
-        return cross_device_ops_lib.simple_broadcast(gathered, destinations, always_mirrored=True)
+        return _simple_broadcast(gathered, destinations, always_mirrored=True)
 
     def broadcast_implementation(self, tensor, destinations):
         # Within this process: every worker already holds the same cross-replica value.
-        return cross_device_ops_lib.simple_broadcast(tensor, destinations, always_mirrored=True)
+        return _simple_broadcast(tensor, destinations, always_mirrored=True)
 
     def _all_reduce(self, reduce_op, value, replica_id, options):
         _refuse_xla()

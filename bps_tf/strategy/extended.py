@@ -1,24 +1,23 @@
-"""BytePSExtended: every override of TensorFlow's private MirroredExtended in one place (DESIGN.md 4h),
-each answering one pitfall of using MirroredStrategy across processes (DESIGN.md 4a-g).
-
-Supported TensorFlow: 2.21 (checked by BytePSStrategy at construction)."""
+"""BytePSExtended: every override of TensorFlow's private MirroredExtended in one place, each answering one
+pitfall of using MirroredStrategy across processes (docs/strategy.md lists them, (a) to (g)). The methods
+overridden are checked against the installed TensorFlow by bps_tf.compat."""
 
 import itertools
 
 import tensorflow as tf
-from tensorflow.python.distribute import distribute_lib
-from tensorflow.python.distribute import distribute_utils
-from tensorflow.python.distribute.v1 import input_lib as input_lib_v1
-from tensorflow.python.distribute import input_util
-from tensorflow.python.distribute import mirrored_strategy
-from tensorflow.python.distribute import reduce_util
 
+from bps_tf import compat
+from bps_tf.ops import broadcast
 from bps_tf.process import rank, size
 from bps_tf.strategy.cross_device_ops import BytePSCrossDeviceOps
-from bps_tf.tensorflow.ops import broadcast
+
+distribute_lib = compat.target("distribute_lib")
+distribute_utils = compat.target("distribute_utils")
+input_lib_v1 = compat.target("input_lib_v1")
+input_util = compat.target("input_util")
 
 
-class BytePSExtended(mirrored_strategy.MirroredExtended):
+class BytePSExtended(compat.target("MirroredExtended")):
     def __init__(self, container_strategy, devices):
         self._num_workers = size()
         self._id_in_cluster = rank()
@@ -64,7 +63,7 @@ class BytePSExtended(mirrored_strategy.MirroredExtended):
         return self._bps_ops
 
     def _reduce_to(self, reduce_op, value, destinations, options):
-        if distribute_utils.is_mirrored(value) and reduce_op == reduce_util.ReduceOp.MEAN:
+        if distribute_utils.is_mirrored(value) and reduce_op == tf.distribute.ReduceOp.MEAN:
             return value
         if isinstance(value, (list, tuple)) or isinstance(value, dict):
             return tf.nest.map_structure(lambda v: self._reduce_to(reduce_op, v, destinations, options), value)

@@ -1,4 +1,5 @@
-"""What Keras 3 needs to train correctly under BytePSStrategy (private Keras API, kept in this one file).
+"""What Keras 3 needs to train correctly under BytePSStrategy. Every private Keras object patched here comes
+from bps_tf.compat, which checks it against the supported Keras versions.
 
 - LossScaleOptimizer decides per process whether gradients are finite; under BytePSStrategy the decision is
   made global, or one worker would skip a step (and its push_pulls) that the others take.
@@ -17,54 +18,50 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+import bps_tf.core as core
+from bps_tf import compat
+from bps_tf.ops import broadcast_object, broadcast_variables
+from bps_tf.strategy.extended import BytePSExtended
+
 _installed = False
 
 
-def _is_bps_strategy_active():
-    from bps_tf.strategy.strategy import BytePSStrategy
+def is_bps_strategy(strategy):
+    return isinstance(getattr(strategy, "extended", None), BytePSExtended)
 
-    return tf.distribute.has_strategy() and isinstance(tf.distribute.get_strategy(), BytePSStrategy)
+
+def _multi_worker(strategy):
+    return is_bps_strategy(strategy) and strategy.extended._num_workers > 1
 
 
 def _install_global_finite_check():
-    try:
-        from keras.src.optimizers.loss_scale_optimizer import LossScaleOptimizer
-    except ImportError:
-        return
-    local_check = LossScaleOptimizer.check_finite
+    local_check = compat.target("LossScaleOptimizer.check_finite")
 
     def check_finite(self, grads):
         finite = local_check(self, grads)
         context = tf.distribute.get_replica_context()
-        if not _is_bps_strategy_active() or context is None:
+        if not (tf.distribute.has_strategy() and is_bps_strategy(tf.distribute.get_strategy())) or context is None:
             return finite
         non_finite = context.all_reduce(tf.distribute.ReduceOp.SUM, tf.cast(tf.logical_not(finite), tf.float32))
         return tf.equal(non_finite, 0.0)
 
-    LossScaleOptimizer.check_finite = check_finite
+    compat.replace("LossScaleOptimizer.check_finite", check_finite)
 
 
 def _install_global_predict_concat():
-    try:
-        from keras.src.backend.tensorflow import trainer
-    except ImportError:
-        return
-    local_reduce = trainer.reduce_per_replica
+    local_reduce = compat.target("trainer.reduce_per_replica")
+    multi_worker_concat = compat.target("trainer._multi_worker_concat")
 
     def reduce_per_replica(values, strategy, reduction):
-        from bps_tf.strategy.strategy import BytePSStrategy
-
-        if reduction == "concat" and isinstance(strategy, BytePSStrategy) and strategy.extended._num_workers > 1:
-            return tf.nest.map_structure(lambda v: trainer._multi_worker_concat(v, strategy), values)
+        if reduction == "concat" and _multi_worker(strategy):
+            return tf.nest.map_structure(lambda v: multi_worker_concat(v, strategy), values)
         return local_reduce(values, strategy, reduction)
 
-    trainer.reduce_per_replica = reduce_per_replica
+    compat.replace("trainer.reduce_per_replica", reduce_per_replica)
 
 
 def _agreed_number_of_batches(local):
     """The smallest worker's number of batches, or None if any worker's is unknown."""
-    import bps_tf.core as core
-
     counts = np.zeros(core.size(), np.int64)
     counts[core.rank()] = -1 if local is None else local
     everyone = core.push_pull(counts, "strategy.epoch_batches")
@@ -72,15 +69,11 @@ def _agreed_number_of_batches(local):
 
 
 def _install_uniform_epoch_length():
-    try:
-        from keras.src.trainers.epoch_iterator import EpochIterator
-    except ImportError:
-        return
-    from bps_tf.strategy.strategy import BytePSStrategy
+    compat.target("TFEpochIterator")  # sets the _distribute_strategy read below
+    compat.target("EpochIterator")
 
     def make_uniform(iterator):
-        strategy = getattr(iterator, "_distribute_strategy", None)
-        if not isinstance(strategy, BytePSStrategy) or strategy.extended._num_workers == 1:
+        if not _multi_worker(getattr(iterator, "_distribute_strategy", None)):
             return
         agreed = _agreed_number_of_batches(iterator._num_batches)
         if agreed is None and not iterator.steps_per_epoch:
@@ -88,7 +81,7 @@ def _install_uniform_epoch_length():
                              "(the same on every worker) so that all workers take the same number of steps")
         iterator._num_batches = agreed
 
-    local_init, local_reset = EpochIterator.__init__, EpochIterator.reset
+    local_init, local_reset = compat.target("EpochIterator.__init__"), compat.target("EpochIterator.reset")
 
     def __init__(self, *args, **kwargs):
         local_init(self, *args, **kwargs)
@@ -98,48 +91,38 @@ def _install_uniform_epoch_length():
         local_reset(self)
         make_uniform(self)
 
-    EpochIterator.__init__ = __init__
-    EpochIterator.reset = reset
+    compat.replace("EpochIterator.__init__", __init__)
+    compat.replace("EpochIterator.reset", reset)
 
 
 def _secondary_worker(model):
     """True on workers other than 0 of a BytePSStrategy job (the ones that must not write files)."""
-    from bps_tf.strategy.strategy import BytePSStrategy
-
     strategy = getattr(model, "distribute_strategy", None) if model is not None else None
-    return isinstance(strategy, BytePSStrategy) and strategy.extended._id_in_cluster != 0
+    return is_bps_strategy(strategy) and strategy.extended._id_in_cluster != 0
 
 
-def _is_bps_model(model):
-    from bps_tf.strategy.strategy import BytePSStrategy
-
-    return isinstance(getattr(model, "distribute_strategy", None), BytePSStrategy)
-
-
-def _skip_on_secondary_workers(cls, method_name):
-    original = getattr(cls, method_name)
+def _skip_on_secondary_workers(key):
+    original = compat.target(key)
 
     def method(self, *args, **kwargs):
         if _secondary_worker(self.model):
             return None
         return original(self, *args, **kwargs)
 
-    setattr(cls, method_name, method)
+    compat.replace(key, method)
 
 
 def _install_worker_zero_files():
-    from keras.src.callbacks import BackupAndRestore, ModelCheckpoint, TensorBoard
+    compat.target("Trainer._initial_epoch")
+    compat.target("TensorBoard.log_dir")
+    _skip_on_secondary_workers("ModelCheckpoint._save_model")
+    _skip_on_secondary_workers("BackupAndRestore._save_model")
+    _skip_on_secondary_workers("BackupAndRestore.on_train_end")
 
-    from bps_tf.tensorflow.functions import broadcast_object, broadcast_variables
-
-    _skip_on_secondary_workers(ModelCheckpoint, "_save_model")
-    _skip_on_secondary_workers(BackupAndRestore, "_save_model")
-    _skip_on_secondary_workers(BackupAndRestore, "on_train_end")
-
-    local_restore = BackupAndRestore.on_train_begin
+    local_restore = compat.target("BackupAndRestore.on_train_begin")
 
     def on_train_begin(self, logs=None):
-        if not _is_bps_model(self.model):
+        if not is_bps_strategy(getattr(self.model, "distribute_strategy", None)):
             return local_restore(self, logs)
         if not _secondary_worker(self.model):
             local_restore(self, logs)
@@ -152,21 +135,22 @@ def _install_worker_zero_files():
         self.model._initial_epoch = broadcast_object(getattr(self.model, "_initial_epoch", None), 0,
                                                      name="backup/epoch")
 
-    BackupAndRestore.on_train_begin = on_train_begin
+    compat.replace("BackupAndRestore.on_train_begin", on_train_begin)
 
-    local_set_model = TensorBoard.set_model
+    local_set_model = compat.target("TensorBoard.set_model")
 
     def set_model(self, model):
         if _secondary_worker(model):
             self.log_dir = tempfile.mkdtemp(prefix="bps_tf_tensorboard_")
         return local_set_model(self, model)
 
-    TensorBoard.set_model = set_model
+    compat.replace("TensorBoard.set_model", set_model)
 
 
 def install():
+    """Patches Keras 3 once per process (a no-op without Keras 3: tf-keras needs none of this)."""
     global _installed
-    if _installed:
+    if _installed or compat.installed_version("keras") is None:
         return
     _installed = True
     _install_global_finite_check()

@@ -7,8 +7,6 @@ from bps_tf.process import init, is_initialized
 from bps_tf.strategy import keras_integration
 from bps_tf.strategy.extended import BytePSExtended
 
-SUPPORTED_TENSORFLOW = ("2.21.",)
-
 
 def _local_devices():
     """All GPUs, else every logical CPU device (one unless configured otherwise)."""
@@ -25,9 +23,6 @@ class BytePSStrategy(tf.distribute.MirroredStrategy):
     """
 
     def __init__(self, devices=None):
-        if not tf.__version__.startswith(SUPPORTED_TENSORFLOW):
-            raise RuntimeError(f"BytePSStrategy supports TensorFlow {', '.join(SUPPORTED_TENSORFLOW)}x "
-                               f"(it extends private parts of MirroredStrategy); found {tf.__version__}")
         if not is_initialized():
             init()
         devices = list(devices) if devices else _local_devices()

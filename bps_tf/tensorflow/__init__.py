@@ -3,13 +3,14 @@
 Horovod users switch by renaming: hvd.allreduce -> bps.push_pull.
 """
 
+from bps_tf import compat
+from bps_tf.ops import Average, Compression, Sum, broadcast, broadcast_object, broadcast_variables, push_pull
 from bps_tf.process import init, is_initialized, local_rank, local_size, rank, shutdown, size
-from bps_tf.tensorflow.compression import Compression
-from bps_tf.tensorflow.functions import broadcast_object, broadcast_variables
 from bps_tf.tensorflow.gradient_tape import DistributedGradientTape
 from bps_tf.tensorflow.hooks import BroadcastGlobalVariablesHook
-from bps_tf.tensorflow.ops import Average, Sum, broadcast, push_pull
 from bps_tf.tensorflow.optimizer import DistributedOptimizer
+
+compat.check_part(compat.HOROVOD_API)
 
 __all__ = [
     "init", "shutdown", "is_initialized", "size", "rank", "local_size", "local_rank",

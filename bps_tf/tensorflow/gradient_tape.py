@@ -2,9 +2,8 @@
 
 import tensorflow as tf
 
-from bps_tf.tensorflow.compression import Compression
+from bps_tf.ops import Average, Compression
 from bps_tf.tensorflow.gradients import push_pull_gradients
-from bps_tf.tensorflow.ops import Average
 
 
 class _DistributedGradientTape:

@@ -3,8 +3,7 @@ nearer the input (listed first) go first, and all in flight together."""
 
 import tensorflow as tf
 
-from bps_tf.tensorflow.gather import gather_is_smaller, push_pull_slices
-from bps_tf.tensorflow.ops import push_pull
+from bps_tf.ops import gather_is_smaller, push_pull, push_pull_slices
 
 
 def _variable_label(variable, index):

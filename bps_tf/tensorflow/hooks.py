@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from bps_tf.tensorflow.functions import broadcast_variables
+from bps_tf.ops import broadcast_variables
 
 
 class BroadcastGlobalVariablesHook(tf.compat.v1.train.SessionRunHook):

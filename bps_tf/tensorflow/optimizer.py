@@ -9,44 +9,32 @@ import types
 
 import tensorflow as tf
 
+from bps_tf import compat
+from bps_tf.ops import Average, Compression
 from bps_tf.tensorflow.accumulation import LocalAccumulator
-from bps_tf.tensorflow.compression import Compression
 from bps_tf.tensorflow.gradients import push_pull_gradients
-from bps_tf.tensorflow.ops import Average
-
-
-def _keras3_module():
-    try:
-        import keras
-
-        return keras if keras.__version__.startswith("3.") else None
-    except ImportError:
-        return None
-
-
-def _tf_keras_module():
-    try:
-        import tf_keras
-
-        return tf_keras
-    except ImportError:
-        return None
 
 
 def _is_keras3(optimizer):
-    keras = _keras3_module()
-    return keras is not None and isinstance(optimizer, keras.optimizers.Optimizer)
+    if compat.installed_version("keras") is None:
+        return False
+    import keras
+
+    return isinstance(optimizer, keras.optimizers.Optimizer)
 
 
 def _is_tf_keras(optimizer):
-    tf_keras = _tf_keras_module()
-    return tf_keras is not None and isinstance(
-        optimizer, (tf_keras.optimizers.Optimizer, tf_keras.optimizers.legacy.Optimizer)
-    )
+    if compat.installed_version("tf_keras") is None:
+        return False
+    import tf_keras
+
+    return isinstance(optimizer, (tf_keras.optimizers.Optimizer, tf_keras.optimizers.legacy.Optimizer))
 
 
 def _wrap_keras3(optimizer, reduce, backward_passes_per_step):
-    keras = _keras3_module()
+    import keras
+
+    compat.check(compat.HOROVOD_API, "keras")
     if getattr(optimizer, "_bps_wrapped", False):
         raise ValueError("this optimizer is already a DistributedOptimizer")
     if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
@@ -81,6 +69,7 @@ def _wrap_keras3(optimizer, reduce, backward_passes_per_step):
 
 
 def _wrap_tf_keras(optimizer, reduce, backward_passes_per_step):
+    compat.check(compat.HOROVOD_API, "tf_keras")
     if getattr(optimizer, "_bps_wrapped", False):
         raise ValueError("this optimizer is already a DistributedOptimizer")
     original_apply = optimizer.apply_gradients

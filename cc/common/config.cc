@@ -1,7 +1,15 @@
 #include "cc/common/config.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 
 extern char** environ;
 
@@ -40,8 +48,9 @@ class EnvReader {
     const std::string& text = env_.at(name);
     char* end = nullptr;
     double value = std::strtod(text.c_str(), &end);
-    if (end == text.c_str() || *end != '\0' || !(value > 0)) {
-      return InvalidArgument(name + "='" + text + "' is invalid: it must be a positive number of seconds.");
+    if (end == text.c_str() || *end != '\0' || !std::isfinite(value) || !(value > 0) || value > kMaxTimeoutS) {
+      return InvalidArgument(name + "='" + text + "' is invalid: it must be a number of seconds above 0 and at most " +
+                             std::to_string(static_cast<long>(kMaxTimeoutS)) + " (a week).");
     }
     *out = value;
     return Status::OK();
@@ -55,6 +64,53 @@ class EnvReader {
  private:
   const Environment& env_;
 };
+
+// An IPv4 address for `host` (a literal, or a name resolved now), so that a bad name fails at once.
+Status ResolveIPv4(const std::string& variable, std::string* host) {
+  in_addr literal;
+  if (inet_pton(AF_INET, host->c_str(), &literal) == 1) return Status::OK();
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  int rc = getaddrinfo(host->c_str(), nullptr, &hints, &found);
+  if (rc != 0 || found == nullptr) {
+    return InvalidArgument(variable + "='" + *host + "' is not an IPv4 address and does not resolve to one (" +
+                           gai_strerror(rc) + "): set it to an address or host name of that machine.");
+  }
+  char text[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr, text, sizeof(text));
+  freeaddrinfo(found);
+  *host = text;
+  return Status::OK();
+}
+
+// BYTEPS_JOB_SECRET, or the first line of BYTEPS_JOB_SECRET_FILE.
+Status ReadJobSecret(const EnvReader& env, std::string* secret) {
+  const char* how = "every process of a job must prove it holds the job's secret: set BYTEPS_JOB_SECRET (the same "
+                    "random string on every process, e.g. from `openssl rand -hex 32`) or BYTEPS_JOB_SECRET_FILE "
+                    "(a file holding it); `bpslaunch --local` makes one itself.";
+  if (env.Has("BYTEPS_JOB_SECRET") && env.Has("BYTEPS_JOB_SECRET_FILE")) {
+    return InvalidArgument("both BYTEPS_JOB_SECRET and BYTEPS_JOB_SECRET_FILE are set: set one of them.");
+  }
+  if (env.Has("BYTEPS_JOB_SECRET")) {
+    *secret = env.String("BYTEPS_JOB_SECRET");
+  } else if (env.Has("BYTEPS_JOB_SECRET_FILE")) {
+    const std::string path = env.String("BYTEPS_JOB_SECRET_FILE");
+    std::ifstream file(path);
+    if (!file || !std::getline(file, *secret)) {
+      return InvalidArgument("BYTEPS_JOB_SECRET_FILE='" + path + "' cannot be read: " + std::strerror(errno) + ".");
+    }
+    while (!secret->empty() && (secret->back() == '\r' || secret->back() == ' ')) secret->pop_back();
+  } else {
+    return InvalidArgument(std::string("no job secret: ") + how);
+  }
+  if (secret->size() < kMinJobSecretBytes) {
+    return InvalidArgument("the job secret has " + std::to_string(secret->size()) + " bytes; it needs at least " +
+                           std::to_string(kMinJobSecretBytes) + ": " + how);
+  }
+  return Status::OK();
+}
 
 Status ParseRole(const EnvReader& env, Role* role) {
   BPS_RETURN_IF_ERROR(env.Require("DMLC_ROLE", "set it to scheduler, server or worker (bpslaunch does this)."));
@@ -77,6 +133,21 @@ const char* RoleName(Role role) {
   return "?";
 }
 
+// Whole names only: "cuda_copy" is not "ud".
+bool ListsRdmaTransport(const std::string& tls) {
+  if (!tls.empty() && tls[0] == '^') return false;  // an exclusion list names what is not used
+  std::stringstream names(tls);
+  for (std::string name; std::getline(names, name, ',');) {
+    if (name == "ib") return true;
+    for (const char* family : {"rc", "ud", "dc"}) {
+      if (name.rfind(family, 0) == 0 && (name.size() == 2 || name[2] == '_')) return true;
+    }
+  }
+  return false;
+}
+
+bool Config::rdma() const { return enable_rdma || ListsRdmaTransport(!ucx_tls.empty() ? ucx_tls : user_ucx_tls); }
+
 Environment ProcessEnvironment() {
   Environment env;
   for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
@@ -96,6 +167,7 @@ StatusOr<Config> Config::FromEnvironment(const Environment& environment) {
   BPS_RETURN_IF_ERROR(env.Require("DMLC_NUM_WORKER", "set it to the number of worker machines."));
   BPS_RETURN_IF_ERROR(env.Require("DMLC_NUM_SERVER", "set it to the number of server processes."));
   c.root_uri = env.String("DMLC_PS_ROOT_URI");
+  BPS_RETURN_IF_ERROR(ResolveIPv4("DMLC_PS_ROOT_URI", &c.root_uri));
 
   long value = 0;
   BPS_RETURN_IF_ERROR(env.Int("DMLC_PS_ROOT_PORT", 1, 65535, &value, "a port number in [1, 65535]"));
@@ -126,10 +198,24 @@ StatusOr<Config> Config::FromEnvironment(const Environment& environment) {
 
   c.interface = env.String("DMLC_INTERFACE");
   c.node_host = env.String("DMLC_NODE_HOST");
+  if (!c.node_host.empty()) BPS_RETURN_IF_ERROR(ResolveIPv4("DMLC_NODE_HOST", &c.node_host));
   value = 0;
   BPS_RETURN_IF_ERROR(env.Int("DMLC_ENABLE_RDMA", 0, 1, &value, "0 or 1"));
   c.enable_rdma = value == 1;
   c.ucx_tls = env.String("BYTEPS_UCX_TLS");
+  c.user_ucx_tls = env.String("UCX_TLS");
+  c.transport = c.enable_rdma || !c.ucx_tls.empty() ? TransportKind::kUcx : TransportKind::kTcp;
+  if (env.Has("BYTEPS_TRANSPORT")) {
+    const std::string kind = env.String("BYTEPS_TRANSPORT");
+    if (kind != "tcp" && kind != "ucx") {
+      return InvalidArgument("BYTEPS_TRANSPORT='" + kind + "' is invalid: it must be tcp or ucx.");
+    }
+    c.transport = kind == "tcp" ? TransportKind::kTcp : TransportKind::kUcx;
+  }
+  value = static_cast<long>(c.tcp_send_buffer_bytes);
+  BPS_RETURN_IF_ERROR(env.Int("BYTEPS_TCP_SNDBUF", 0, 1L << 30, &value, "a number of bytes (0: the kernel's choice)"));
+  c.tcp_send_buffer_bytes = static_cast<size_t>(value);
+  BPS_RETURN_IF_ERROR(ReadJobSecret(env, &c.job_secret));
 
   value = static_cast<long>(c.partition_bytes);
   BPS_RETURN_IF_ERROR(env.Int("BYTEPS_PARTITION_BYTES", 8, 1L << 40, &value, "a number of bytes >= 8"));

@@ -11,12 +11,22 @@
 namespace bps {
 
 enum class Role { kScheduler, kServer, kWorker };
+// How processes talk: bps_tf's own authenticated TCP (everywhere), or UCX (for RDMA).
+enum class TransportKind { kTcp, kUcx };
+
+// The shortest job secret accepted, in bytes.
+constexpr size_t kMinJobSecretBytes = 16;
+// The longest BYTEPS_TIMEOUT accepted: a week.
+constexpr double kMaxTimeoutS = 7 * 24 * 3600;
 const char* RoleName(Role role);
 
 using Environment = std::map<std::string, std::string>;
 
 // The process environment as a map (tests pass their own map instead).
 Environment ProcessEnvironment();
+
+// Whether a UCX_TLS list names an RDMA transport (ib; rc, ud, dc and their variants such as rc_x).
+bool ListsRdmaTransport(const std::string& tls);
 
 struct Config {
   Role role = Role::kWorker;
@@ -31,6 +41,15 @@ struct Config {
   std::string node_host;  // DMLC_NODE_HOST: address this node advertises (wins over interface)
   bool enable_rdma = false;
   std::string ucx_tls;    // BYTEPS_UCX_TLS: explicit UCX transports, wins over enable_rdma
+  std::string user_ucx_tls;  // UCX_TLS: UCX's own variable, used when neither of the above is set
+  // BYTEPS_JOB_SECRET, or the contents of BYTEPS_JOB_SECRET_FILE: every connection proves it holds this.
+  // Never logged or sent.
+  std::string job_secret;
+  // BYTEPS_TRANSPORT (tcp or ucx); UCX by default when RDMA is enabled or BYTEPS_UCX_TLS is set.
+  TransportKind transport = TransportKind::kTcp;
+  // BYTEPS_TCP_SNDBUF: SO_SNDBUF of TCP connections between hosts (0: the kernel's autotuning). Bytes in a
+  // socket's buffer have left the credit window and its priority order; the kernel doubles the value.
+  size_t tcp_send_buffer_bytes = 65536;
   size_t partition_bytes = 4096000;
   // Between hosts over TCP, each partition crosses the network in slices of at most this many bytes, each
   // summed and returned on its own, so the first slices come back while the last are still arriving (a 4 MB
@@ -52,6 +71,9 @@ struct Config {
   static constexpr int kSlicesInFlight = 4;
 
   int worker_processes() const { return num_worker * local_size; }
+  // Whether data may travel over RDMA (DMLC_ENABLE_RDMA=1, or an RDMA transport listed), which changes how
+  // partitions cross the network (whole, zero-copy rendezvous) from TCP's (slices, eager).
+  bool rdma() const;
   int rank() const { return worker_id * local_size + local_rank; }
 
   // Errors name the variable and say how to fix it.

@@ -1,13 +1,17 @@
 #include "cc/common/config.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
 
 namespace bps {
 namespace {
 
 Environment Base() {
   return {{"DMLC_ROLE", "worker"},       {"DMLC_PS_ROOT_URI", "127.0.0.1"}, {"DMLC_PS_ROOT_PORT", "9000"},
-          {"DMLC_NUM_WORKER", "2"},      {"DMLC_NUM_SERVER", "1"},          {"DMLC_WORKER_ID", "1"}};
+          {"DMLC_NUM_WORKER", "2"},      {"DMLC_NUM_SERVER", "1"},          {"DMLC_WORKER_ID", "1"},
+          {"BYTEPS_JOB_SECRET", "0123456789abcdef0123"}};
 }
 
 TEST(ConfigTest, ParsesAWorker) {
@@ -56,6 +60,96 @@ TEST(ConfigTest, ContradictionsAreNamed) {
   env = Base();
   env["BYTEPS_TIMEOUT"] = "-1";
   EXPECT_NE(Config::FromEnvironment(env).status().message().find("BYTEPS_TIMEOUT"), std::string::npos);
+}
+
+TEST(ConfigTest, RdmaTransportsAreRecognisedByWholeName) {
+  for (const char* tls : {"rc", "rc_x,sm,self", "tcp,ud_v", "dc_mlx5", "ib", "sm,self,rc_verbs"}) {
+    EXPECT_TRUE(ListsRdmaTransport(tls)) << tls;
+  }
+  for (const char* tls : {"", "tcp,sm,self", "tcp,cuda_copy,cuda_ipc", "posix,sysv,cma", "^rc", "tcp,rcache"}) {
+    EXPECT_FALSE(ListsRdmaTransport(tls)) << tls;
+  }
+}
+
+TEST(ConfigTest, RdmaFromTheFlagOrTheTransportLists) {
+  Environment env = Base();
+  EXPECT_FALSE(Config::FromEnvironment(env).value().rdma());
+  env["UCX_TLS"] = "rc_x,sm,self";
+  EXPECT_TRUE(Config::FromEnvironment(env).value().rdma());
+  env["BYTEPS_UCX_TLS"] = "tcp,sm,self";  // wins over UCX_TLS
+  EXPECT_FALSE(Config::FromEnvironment(env).value().rdma());
+  env = Base();
+  env["DMLC_ENABLE_RDMA"] = "1";
+  EXPECT_TRUE(Config::FromEnvironment(env).value().rdma());
+}
+
+TEST(ConfigTest, TimeoutsMustBeFiniteAndBounded) {
+  for (const char* bad : {"inf", "1e10", "nan", "0", "-1", "604801", "ten"}) {
+    Environment env = Base();
+    env["BYTEPS_TIMEOUT"] = bad;
+    auto config = Config::FromEnvironment(env);
+    ASSERT_FALSE(config.ok()) << bad;
+    EXPECT_NE(config.status().message().find("at most 604800"), std::string::npos) << config.status().message();
+  }
+  Environment env = Base();
+  env["BYTEPS_TIMEOUT"] = "604800";
+  EXPECT_DOUBLE_EQ(Config::FromEnvironment(env).value().timeout_s, 604800);
+}
+
+TEST(ConfigTest, AJobSecretIsRequiredAndNeverShown) {
+  Environment env = Base();
+  env.erase("BYTEPS_JOB_SECRET");
+  auto missing = Config::FromEnvironment(env);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("BYTEPS_JOB_SECRET"), std::string::npos);
+  env["BYTEPS_JOB_SECRET"] = "short-one";
+  auto short_one = Config::FromEnvironment(env);
+  ASSERT_FALSE(short_one.ok());
+  EXPECT_EQ(short_one.status().message().find("short-one"), std::string::npos) << "the secret must not be shown";
+  env["BYTEPS_JOB_SECRET_FILE"] = "/nonexistent";
+  EXPECT_NE(Config::FromEnvironment(env).status().message().find("set one of them"), std::string::npos);
+}
+
+TEST(ConfigTest, AJobSecretFromAFile) {
+  char path[] = "/tmp/bps_tf_secret_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const char text[] = "from-a-file-0123456789\n";
+  ASSERT_EQ(write(fd, text, sizeof(text) - 1), static_cast<ssize_t>(sizeof(text) - 1));
+  close(fd);
+  Environment env = Base();
+  env.erase("BYTEPS_JOB_SECRET");
+  env["BYTEPS_JOB_SECRET_FILE"] = path;
+  auto config = Config::FromEnvironment(env);
+  unlink(path);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config.value().job_secret, "from-a-file-0123456789");
+}
+
+TEST(ConfigTest, HostNamesResolveAtOnceOrFailAtOnce) {
+  Environment env = Base();
+  env["DMLC_PS_ROOT_URI"] = "localhost";
+  auto config = Config::FromEnvironment(env);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config.value().root_uri, "127.0.0.1");
+  env["DMLC_PS_ROOT_URI"] = "no-such-host.invalid";
+  auto bad = Config::FromEnvironment(env);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("DMLC_PS_ROOT_URI='no-such-host.invalid'"), std::string::npos);
+}
+
+TEST(ConfigTest, TheTransportIsTcpUnlessUcxIsAskedFor) {
+  Environment env = Base();
+  EXPECT_EQ(Config::FromEnvironment(env).value().transport, TransportKind::kTcp);
+  env["DMLC_ENABLE_RDMA"] = "1";
+  EXPECT_EQ(Config::FromEnvironment(env).value().transport, TransportKind::kUcx);
+  env["BYTEPS_TRANSPORT"] = "tcp";
+  EXPECT_EQ(Config::FromEnvironment(env).value().transport, TransportKind::kTcp);
+  env = Base();
+  env["BYTEPS_UCX_TLS"] = "tcp,sm,self";
+  EXPECT_EQ(Config::FromEnvironment(env).value().transport, TransportKind::kUcx);
+  env["BYTEPS_TRANSPORT"] = "carrier-pigeon";
+  EXPECT_FALSE(Config::FromEnvironment(env).ok());
 }
 
 TEST(ConfigTest, SchedulerNeedsNoWorkerId) {

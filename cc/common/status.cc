@@ -11,6 +11,7 @@ const char* CodeName(Code code) {
     case Code::kUnavailable: return "UNAVAILABLE";
     case Code::kAborted: return "ABORTED";
     case Code::kInternal: return "INTERNAL";
+    case Code::kUnauthenticated: return "UNAUTHENTICATED";
   }
   return "UNKNOWN";
 }

@@ -1,4 +1,6 @@
 // Little-endian encoding of message headers: append fields in order, read them back in the same order.
+// Fields are copied in host order, which is little-endian wherever bps_tf builds (checked below), so every
+// peer reads the same bytes the same way.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +9,8 @@
 #include <type_traits>
 
 namespace bps {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire format is little-endian: port WireWriter first");
 
 class WireWriter {
  public:

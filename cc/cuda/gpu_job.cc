@@ -30,7 +30,7 @@ int Fail(const std::string& what, const Status& s) {
 }
 
 struct Worker {
-  Engine* engine;
+  std::shared_ptr<Engine> engine;
   int rank;
   int size;
   int device;
@@ -217,7 +217,7 @@ int RunWorker(const std::string& mode) {
   GpuPushPullOptions options = DefaultGpuOptions(*w.engine);
   const char* local_mode = std::getenv("BPS_GPU_MODE");
   if (local_mode && std::strcmp(local_mode, "root") == 0) options.mode = LocalReduceMode::kReduceToRoot;
-  auto group = CreateGpuGroup(w.engine, {w.device}, options);
+  auto group = CreateGpuGroup(w.engine.get(), {w.device}, options);
   if (!group.ok()) return Fail("GPU group", group.status());
   w.group = std::move(group.value());
   w.push_pull = w.group->push_pull.get();

@@ -95,6 +95,11 @@ GpuPushPull::GpuPushPull(Engine* engine, LocalNccl* nccl, LocalCoordinator* coor
     : engine_(engine), nccl_(nccl), coordinator_(coordinator), options_(options) {}
 
 GpuPushPull::~GpuPushPull() {
+  // Work still queued on our streams (copies, host callbacks into this object) finishes first.
+  for (size_t i = 0; i < main_streams_.size(); ++i) {
+    cudaSetDevice(nccl_->devices()[i]);
+    for (cudaStream_t stream : {main_streams_[i], h2d_streams_[i], notify_streams_[i]}) cudaStreamSynchronize(stream);
+  }
   for (size_t i = 0; i < main_streams_.size(); ++i) {
     cudaSetDevice(nccl_->devices()[i]);
     cudaStreamDestroy(main_streams_[i]);

@@ -20,13 +20,13 @@
 #include "cc/cuda/local_nccl.h"
 #include "cc/cuda/pinned_staging.h"
 #include "cc/runtime/engine.h"
-#include "cc/runtime/local_coordinator.h"
+#include "cc/cuda/local_coordinator.h"
 
 namespace bps {
 namespace cuda {
 
-// Measured on 2 H200s (docs/gpu.md): reduce-scatter + all-gather takes 1.19x the time of NCCL all-reduce
-// of the same bytes, reduce + broadcast 1.6x; reduce-scatter also copies to the host over every GPU's
+// Measured on 2 H200s (docs/gpu.md): reduce-scatter + all-gather takes 1.20x the time of NCCL all-reduce
+// of the same bytes, reduce + broadcast 1.62-1.65x; reduce-scatter also copies to the host over every GPU's
 // link at once. So reduce-scatter is the default; reduce-to-root stays for comparison.
 enum class LocalReduceMode {
   kReduceScatter,  // NCCL reduce-scatter, every GPU copies its slice (all PCIe links busy), all-gather back

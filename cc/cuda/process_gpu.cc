@@ -13,9 +13,25 @@ namespace bps {
 namespace cuda {
 namespace {
 
+// A group and the engine it enqueues into, kept alive together. Groups (and their NCCL communicators) live
+// until the engine is shut down; a later init builds new ones for the new job.
+struct CachedGroup {
+  std::shared_ptr<Engine> engine;
+  std::unique_ptr<GpuGroup> group;
+};
+
 std::mutex g_mu;
-std::map<std::vector<int>, std::unique_ptr<GpuGroup>> g_groups;  // NCCL communicators live as long as the process
+std::map<std::vector<int>, CachedGroup> g_groups;
 LocalRendezvous g_rendezvous;
+
+void ForgetGroups() {
+  std::map<std::vector<int>, CachedGroup> groups;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    groups.swap(g_groups);
+  }
+  // Destroyed outside the lock: a group waits for its streams' work to finish.
+}
 
 // Started with the first GPU push_pull: fails rendezvous that waited longer than BYTEPS_TIMEOUT.
 void StartRendezvousWatchdog(double timeout_s) {
@@ -46,18 +62,21 @@ StatusOr<std::unique_ptr<LocalNccl>> JoinMachineNccl(LocalCoordinator* coordinat
 }
 
 StatusOr<GpuPushPull*> ProcessGroup(const std::vector<int>& devices) {
-  Engine* engine = ProcessEngine();
+  static std::once_flag hook_added;
+  std::call_once(hook_added, [] { AddProcessShutdownHook(ForgetGroups); });
+  std::shared_ptr<Engine> engine = ProcessEngine();
   if (engine == nullptr) return FailedPrecondition("GPU push_pull before bps_tf.init(): call bps_tf.init() first");
   std::lock_guard<std::mutex> lock(g_mu);
-  std::unique_ptr<GpuGroup>& group = g_groups[devices];
-  if (group) return group->push_pull.get();
-  auto created = CreateGpuGroup(engine, devices, DefaultGpuOptions(*engine));
+  CachedGroup& cached = g_groups[devices];
+  if (cached.group && cached.engine == engine) return cached.group->push_pull.get();
+  auto created = CreateGpuGroup(engine.get(), devices, DefaultGpuOptions(*engine));
   if (!created.ok()) {
     g_groups.erase(devices);
     return created.status();
   }
-  group = std::move(created.value());
-  return group->push_pull.get();
+  cached.engine = engine;
+  cached.group = std::move(created.value());
+  return cached.group->push_pull.get();
 }
 
 }  // namespace
@@ -101,7 +120,7 @@ StatusOr<std::unique_ptr<GpuGroup>> CreateGpuGroup(Engine* engine, const std::ve
 
 void ProcessGpuPushPull(const std::string& name, DataType dtype, uint64_t count, int priority, int local_devices,
                         GpuTensor member, std::function<void(const Status&)> done) {
-  if (Engine* engine = ProcessEngine()) StartRendezvousWatchdog(engine->config().timeout_s);
+  if (std::shared_ptr<Engine> engine = ProcessEngine()) StartRendezvousWatchdog(engine->config().timeout_s);
   g_rendezvous.Arrive(
       name, local_devices, member, std::move(done),
       [name, dtype, count, priority](std::vector<GpuTensor> members,

@@ -23,7 +23,7 @@ struct GpuGroup {
   std::unique_ptr<GpuPushPull> push_pull;
 };
 
-// Builds the group for `devices` (this process's GPUs) in the engine's job: with BYTEPS_LOCAL_SIZE > 1,
+// Builds the group for `devices` (this process's GPUs) in the engine's job (the engine must outlive it): with BYTEPS_LOCAL_SIZE > 1,
 // `devices` must be this process's one GPU, and every local process must call this (it waits for them,
 // up to BYTEPS_TIMEOUT).
 StatusOr<std::unique_ptr<GpuGroup>> CreateGpuGroup(Engine* engine, const std::vector<int>& devices,

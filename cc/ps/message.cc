@@ -23,6 +23,15 @@ const char* MessageTypeName(MessageType type) {
     case MessageType::kShutdown: return "SHUTDOWN";
     case MessageType::kAbort: return "ABORT";
     case MessageType::kServerReady: return "SERVER_READY";
+    case MessageType::kIdentify: return "IDENTIFY";
+    case MessageType::kIdentifyReply: return "IDENTIFY_REPLY";
+    case MessageType::kKeyPlan: return "KEY_PLAN";
+    case MessageType::kKeyPlanReply: return "KEY_PLAN_REPLY";
+    case MessageType::kWorkerFinished: return "WORKER_FINISHED";
+    case MessageType::kReset: return "RESET";
+    case MessageType::kResetReply: return "RESET_REPLY";
+    case MessageType::kGenerationDone: return "GENERATION_DONE";
+    case MessageType::kAbortRequest: return "ABORT_REQUEST";
   }
   return "UNKNOWN";
 }
@@ -69,8 +78,8 @@ StatusOr<Message> Message::Decode(const std::string& bytes) {
   m.shared_receive = r.Get<uint64_t>();
   uint8_t code = r.Get<uint8_t>();
   m.text = r.GetString();
-  if (r.failed() || type < 1 || type > static_cast<uint8_t>(MessageType::kServerReady) || !IsValidDataType(dtype) ||
-      code > static_cast<uint8_t>(Code::kInternal) || zeros > 1 || echo > 1 ||
+  if (r.failed() || type < 1 || type > static_cast<uint8_t>(MessageType::kLastType) || !IsValidDataType(dtype) ||
+      code > static_cast<uint8_t>(Code::kLastCode) || zeros > 1 || echo > 1 ||
       share > static_cast<uint8_t>(ShareMode::kMapped) || in_shared > 1) {
     return Truncated("protocol");
   }
@@ -119,6 +128,9 @@ std::string AddressBook::Encode() const {
   w.Put(workers_on_your_host);
   w.Put<uint32_t>(static_cast<uint32_t>(servers.size()));
   for (const auto& s : servers) w.PutString(s);
+  w.PutString(your_token);
+  w.Put<uint32_t>(static_cast<uint32_t>(worker_tokens.size()));
+  for (const auto& t : worker_tokens) w.PutString(t);
   return w.Take();
 }
 
@@ -132,6 +144,9 @@ StatusOr<AddressBook> AddressBook::Decode(const std::string& bytes) {
   b.workers_on_your_host = r.Get<int32_t>();
   uint32_t n = r.Get<uint32_t>();
   for (uint32_t i = 0; i < n && !r.failed(); ++i) b.servers.push_back(r.GetString());
+  b.your_token = r.GetString();
+  n = r.Get<uint32_t>();
+  for (uint32_t i = 0; i < n && !r.failed(); ++i) b.worker_tokens.push_back(r.GetString());
   if (r.failed()) return Truncated("ADDRESS_BOOK");
   return b;
 }
@@ -140,6 +155,28 @@ uint64_t TensorSpec::num_elements() const {
   uint64_t n = 1;
   for (int64_t d : shape) n *= static_cast<uint64_t>(d);
   return n;
+}
+
+Status TensorSpec::Validate() const {
+  if (name.empty() || name.size() > kMaxNameBytes) {
+    return InvalidArgument("a tensor name must have 1 to " + std::to_string(kMaxNameBytes) + " bytes");
+  }
+  if (shape.size() > kMaxDims) {
+    return InvalidArgument("tensor '" + name + "' has " + std::to_string(shape.size()) + " dimensions; at most " +
+                           std::to_string(kMaxDims) + " are supported");
+  }
+  uint64_t elements = 1;
+  const uint64_t limit = kMaxTensorBytes / DataTypeSize(dtype);
+  for (int64_t d : shape) {
+    if (d < 0) return InvalidArgument("tensor '" + name + "' has a negative dimension");
+    if (d > 0 && elements > limit / static_cast<uint64_t>(d)) elements = limit + 1;
+    else elements *= static_cast<uint64_t>(d);
+  }
+  if (elements > limit) {
+    return InvalidArgument("tensor '" + name + "' has more than " + std::to_string(kMaxTensorBytes) +
+                           " bytes: split it");
+  }
+  return Status::OK();
 }
 
 std::string TensorSpec::ToString() const {
@@ -201,6 +238,39 @@ StatusOr<PartitionPlan> PartitionPlan::Decode(const std::string& bytes) {
   }
   if (r.failed()) return Truncated("DECLARE_REPLY");
   return plan;
+}
+
+std::string KeyPlanBody::Encode() const {
+  WireWriter w;
+  w.Put<uint32_t>(static_cast<uint32_t>(keys.size()));
+  for (const KeySpec& k : keys) {
+    w.Put(k.key);
+    w.Put<uint8_t>(static_cast<uint8_t>(k.dtype));
+    w.Put(k.count);
+    w.Put(k.participants);
+    w.Put<uint8_t>(static_cast<uint8_t>(k.scope));
+  }
+  return w.Take();
+}
+
+StatusOr<KeyPlanBody> KeyPlanBody::Decode(const std::string& bytes) {
+  WireReader r(bytes);
+  KeyPlanBody body;
+  uint32_t n = r.Get<uint32_t>();
+  for (uint32_t i = 0; i < n && !r.failed(); ++i) {
+    KeySpec k;
+    k.key = r.Get<uint64_t>();
+    uint8_t dtype = r.Get<uint8_t>();
+    k.count = r.Get<uint64_t>();
+    k.participants = r.Get<int32_t>();
+    uint8_t scope = r.Get<uint8_t>();
+    if (!IsValidDataType(dtype) || scope > static_cast<uint8_t>(TensorScope::kMachine)) return Truncated("KEY_PLAN");
+    k.dtype = static_cast<DataType>(dtype);
+    k.scope = static_cast<TensorScope>(scope);
+    body.keys.push_back(k);
+  }
+  if (r.failed()) return Truncated("KEY_PLAN");
+  return body;
 }
 
 }  // namespace bps

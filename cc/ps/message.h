@@ -21,6 +21,16 @@ enum class MessageType : uint8_t {
   kShutdown,         // scheduler -> all: the job is over
   kAbort,            // scheduler -> all: a node failed; stop with the error in `text`
   kServerReady,      // server -> scheduler: address book received, pushes may come
+  kIdentify,         // worker -> server, first on its connection: its rank (sender) and token (text)
+  kIdentifyReply,    // server -> worker: the connection now speaks for that rank (or an error)
+  kKeyPlan,          // scheduler -> server: the keys of a newly planned tensor this server sums (KeyPlanBody)
+  kKeyPlanReply,     // server -> scheduler: ready for those keys (or an error)
+  kWorkerFinished,   // scheduler -> servers: worker `sender` finished its generation: it pushes nothing more
+  kReset,            // scheduler -> servers: every worker finished: forget every key (a new generation may come)
+  kResetReply,       // server -> scheduler
+  kGenerationDone,   // scheduler -> workers: every worker finished: shutdown() returns, init() may follow
+  kAbortRequest,     // worker -> scheduler: this worker failed (why in `text`): abort the job
+  kLastType = kAbortRequest,
 };
 
 const char* MessageTypeName(MessageType type);
@@ -82,6 +92,10 @@ struct AddressBook {
   uint64_t slice_bytes = 0;  // partitions cross the network in slices of this size (0: whole)
   int32_t workers_on_your_host = 0;  // to a server: worker processes that share its host
   std::vector<std::string> servers;  // listen addresses by server rank
+  // To a worker: the token that proves its rank to the servers (kIdentify). To a server: every worker's
+  // token, by rank. Random per job and worker, made by the scheduler.
+  std::string your_token;
+  std::vector<std::string> worker_tokens;
   std::string Encode() const;
   static StatusOr<AddressBook> Decode(const std::string& bytes);
 };
@@ -97,6 +111,12 @@ struct TensorSpec {
   TensorScope scope = TensorScope::kProcess;
   uint64_t num_elements() const;
   std::string ToString() const;  // float32[3,4], "float32[3,4] per machine"
+  // Sizes checked before anything is planned or allocated: a name of at most kMaxNameBytes, at most
+  // kMaxDims dimensions, none negative, at most kMaxTensorBytes in all.
+  static constexpr size_t kMaxNameBytes = 64 << 10;
+  static constexpr size_t kMaxDims = 64;
+  static constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 40;
+  Status Validate() const;
   bool operator==(const TensorSpec& o) const {
     return name == o.name && dtype == o.dtype && shape == o.shape && scope == o.scope;
   }
@@ -115,6 +135,21 @@ struct PartitionPlan {
   std::vector<Partition> partitions;
   std::string Encode() const;
   static StatusOr<PartitionPlan> Decode(const std::string& bytes);
+};
+
+// What a server checks every push of a key against.
+struct KeySpec {
+  uint64_t key = 0;
+  DataType dtype = DataType::kFloat32;
+  uint64_t count = 0;          // elements
+  int32_t participants = 0;    // pushes that complete a round
+  TensorScope scope = TensorScope::kProcess;  // whose pushes: every worker process, or one per machine
+};
+
+struct KeyPlanBody {
+  std::vector<KeySpec> keys;
+  std::string Encode() const;
+  static StatusOr<KeyPlanBody> Decode(const std::string& bytes);
 };
 
 }  // namespace bps

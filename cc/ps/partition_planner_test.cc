@@ -49,7 +49,7 @@ TEST(PartitionPlannerTest, ATensorOfOnePartitionSpreadsOverEveryServer) {
 
 TEST(PartitionPlannerTest, KeysComeFromTheNameNotTheOrder) {
   PartitionPlanner a(1, 1024), b(1, 1024);
-  a.Plan(TensorSpec{"first", DataType::kFloat32, {10}});
+  ASSERT_TRUE(a.Plan(TensorSpec{"first", DataType::kFloat32, {10}}).ok());
   auto from_a = a.Plan(TensorSpec{"second", DataType::kFloat32, {10}});
   auto from_b = b.Plan(TensorSpec{"second", DataType::kFloat32, {10}});
   EXPECT_EQ(from_a.value().partitions[0].key, from_b.value().partitions[0].key);

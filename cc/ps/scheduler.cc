@@ -4,12 +4,15 @@
 
 #include "cc/common/clock.h"
 #include "cc/common/logging.h"
+#include "cc/common/tokens.h"
 #include "cc/common/rank_list.h"
-#include "cc/ps/node_setup.h"
 #include "cc/transport/address.h"
 
 namespace bps {
 namespace {
+
+constexpr size_t kTokenBytes = 32;
+constexpr size_t kTurnedAwayRemembered = 5;
 
 std::string Seconds(double s) {
   std::ostringstream out;
@@ -20,7 +23,9 @@ std::string Seconds(double s) {
 }  // namespace
 
 Scheduler::Scheduler(const Config& config, Transport* transport)
-    : config_(config), transport_(transport), planner_(config.num_server, config.partition_bytes) {}
+    : config_(config),
+      transport_(transport),
+      planner_(std::make_unique<PartitionPlanner>(config.num_server, config.partition_bytes)) {}
 
 Status Scheduler::Run() {
   transport_->SetHandler(this);
@@ -43,9 +48,14 @@ Status Scheduler::Run() {
 
 void Scheduler::Send(PeerId to, const Message& m) { transport_->Send(to, m.Encode(), nullptr, 0, nullptr); }
 
+void Scheduler::SendToServers(const Message& m) {
+  const std::string bytes = m.Encode();
+  for (PeerId server : servers_) transport_->Send(server, bytes, nullptr, 0, nullptr);
+}
+
 std::string Scheduler::NodeName(PeerId peer) {
   auto it = nodes_.find(peer);
-  if (it == nodes_.end()) return "an unregistered node (" + transport_->PeerName(peer) + ")";
+  if (it == nodes_.end()) return "an unregistered process (" + transport_->PeerName(peer) + ")";
   const Node& n = it->second;
   std::string rank = n.rank >= 0 ? " " + std::to_string(n.rank) : "";
   return std::string(RoleName(n.role)) + rank + " (" + n.address + ")";
@@ -54,61 +64,107 @@ std::string Scheduler::NodeName(PeerId peer) {
 void Scheduler::OnMessage(PeerId from, const std::string& header, void*, size_t) {
   auto decoded = Message::Decode(header);
   if (!decoded.ok()) {
-    BPS_LOG(Warning) << "scheduler dropped a message from " << transport_->PeerName(from) << ": "
-                     << decoded.status().ToString();
+    BPS_LOG(Warning) << "scheduler dropped a malformed message from " << transport_->PeerName(from);
     return;
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (done_) return;
   const Message& m = decoded.value();
-  switch (m.type) {
-    case MessageType::kRegister: HandleRegister(from, m); break;
-    case MessageType::kDeclare: HandleDeclare(from, m); break;
-    case MessageType::kFinish: HandleFinish(from); break;
-    case MessageType::kServerReady: HandleServerReady(from); break;
-    default:
-      BPS_LOG(Warning) << "scheduler ignored " << MessageTypeName(m.type) << " from " << NodeName(from);
+  auto it = nodes_.find(from);
+  if (it == nodes_.end()) {
+    if (m.type == MessageType::kRegister) return HandleRegister(from, m);
+  } else if (it->second.role == Role::kWorker) {
+    switch (m.type) {
+      case MessageType::kDeclare: return HandleDeclare(from, it->second, m);
+      case MessageType::kFinish: return HandleFinish(it->second);
+      case MessageType::kAbortRequest:
+        return Abort(Aborted(NodeName(from) + " failed: " + m.text.substr(0, 4000)));
+      default: break;
+    }
+  } else if (it->second.role == Role::kServer) {
+    switch (m.type) {
+      case MessageType::kServerReady: return HandleServerReady(from);
+      case MessageType::kKeyPlanReply: return HandleKeyPlanReply(from, m);
+      case MessageType::kResetReply: return HandleResetReply(from);
+      default: break;
+    }
   }
+  BPS_LOG(Warning) << "scheduler dropped " << MessageTypeName(m.type) << " from " << NodeName(from)
+                   << ": not a message that process sends";
+}
+
+Status Scheduler::CheckRegistration(const RegisterBody& b, const std::string& who) const {
+  if (b.num_worker != config_.num_worker || b.num_server != config_.num_server) {
+    return InvalidArgument(who + " has DMLC_NUM_WORKER=" + std::to_string(b.num_worker) + " DMLC_NUM_SERVER=" +
+                           std::to_string(b.num_server) + " but the scheduler has " +
+                           std::to_string(config_.num_worker) + " and " + std::to_string(config_.num_server) +
+                           ": every process of a job needs the same values.");
+  }
+  if (started_) {
+    return FailedPrecondition(who + " registered after the job started: every place in the job is taken (a "
+                                    "second start of a worker, or a process of another job on the same port?).");
+  }
+  if (b.role == static_cast<int32_t>(Role::kServer)) {
+    if (static_cast<int>(servers_.size()) >= config_.num_server) {
+      return InvalidArgument("more servers registered than DMLC_NUM_SERVER=" + std::to_string(config_.num_server) +
+                             " (the extra one is " + who + ").");
+    }
+    return Status::OK();
+  }
+  if (b.role != static_cast<int32_t>(Role::kWorker)) {
+    return InvalidArgument(who + " registered with DMLC_ROLE=scheduler: only workers and servers join a job.");
+  }
+  if (b.local_size < 1 || b.local_size > 1024 || b.local_rank < 0 || b.local_rank >= b.local_size ||
+      b.worker_id < 0 || b.worker_id >= config_.num_worker) {
+    return InvalidArgument(who + " has DMLC_WORKER_ID=" + std::to_string(b.worker_id) + " BYTEPS_LOCAL_RANK=" +
+                           std::to_string(b.local_rank) + " BYTEPS_LOCAL_SIZE=" + std::to_string(b.local_size) +
+                           ", outside the job's ranges.");
+  }
+  if (local_size_ > 0 && b.local_size != local_size_) {
+    return InvalidArgument(who + " has BYTEPS_LOCAL_SIZE=" + std::to_string(b.local_size) +
+                           " but another worker has " + std::to_string(local_size_) + ".");
+  }
+  const int rank = b.worker_id * b.local_size + b.local_rank;
+  auto taken = workers_.find(rank);
+  if (taken != workers_.end()) {
+    return InvalidArgument("two workers registered with DMLC_WORKER_ID=" + std::to_string(b.worker_id) +
+                           " BYTEPS_LOCAL_RANK=" + std::to_string(b.local_rank) + " (" +
+                           nodes_.at(taken->second).address + " first, then " + b.address +
+                           "): give each worker machine its own DMLC_WORKER_ID.");
+  }
+  return Status::OK();
+}
+
+// A registration that does not fit the job: that process learns why and stops; the job goes on.
+void Scheduler::Reject(PeerId from, const std::string& who, const Status& why) {
+  BPS_LOG(Warning) << "turned away " << who << ": " << why.message();
+  turned_away_.push_back(why.message());
+  if (turned_away_.size() > kTurnedAwayRemembered) turned_away_.pop_front();
+  Message reply;
+  reply.type = MessageType::kAddressBook;
+  reply.set_status(why);
+  Send(from, reply);
 }
 
 void Scheduler::HandleRegister(PeerId from, const Message& m) {
   auto body = RegisterBody::Decode(m.text);
-  if (!body.ok()) return Abort(body.status());
+  const std::string peer = transport_->PeerName(from);
+  if (!body.ok()) return Reject(from, "a process at " + peer, body.status());
   const RegisterBody& b = body.value();
+  const bool server = b.role == static_cast<int32_t>(Role::kServer);
+  const std::string who = std::string(server ? "server" : b.role == 2 ? "worker" : "a process") + " at " + b.address;
+  Status fits = CheckRegistration(b, who);
+  if (!fits.ok()) return Reject(from, who, fits);
   Node node{static_cast<Role>(b.role), -1, b.address};
-  std::string who = std::string(RoleName(node.role)) + " at " + b.address;
-  nodes_[from] = node;  // before any check, so that an abort reaches this node too
-  if (b.num_worker != config_.num_worker || b.num_server != config_.num_server) {
-    return Abort(InvalidArgument(who + " has DMLC_NUM_WORKER=" + std::to_string(b.num_worker) +
-                                 " DMLC_NUM_SERVER=" + std::to_string(b.num_server) + " but the scheduler has " +
-                                 std::to_string(config_.num_worker) + " and " + std::to_string(config_.num_server) +
-                                 ": every process of a job needs the same values."));
-  }
-  if (started_) return Abort(FailedPrecondition(who + " registered after the job started."));
-  if (node.role == Role::kServer) {
-    if (static_cast<int>(servers_.size()) >= config_.num_server) {
-      return Abort(InvalidArgument("more servers registered than DMLC_NUM_SERVER=" +
-                                   std::to_string(config_.num_server) + " (the extra one is " + who + ")."));
-    }
+  if (server) {
     servers_.push_back(from);
-  } else if (node.role == Role::kWorker) {
-    if (local_size_ == 0) local_size_ = b.local_size;
-    if (b.local_size != local_size_) {
-      return Abort(InvalidArgument(who + " has BYTEPS_LOCAL_SIZE=" + std::to_string(b.local_size) +
-                                   " but another worker has " + std::to_string(local_size_) + "."));
-    }
-    node.rank = b.worker_id * b.local_size + b.local_rank;
-    if (workers_.count(node.rank)) {
-      return Abort(InvalidArgument("two workers registered with DMLC_WORKER_ID=" + std::to_string(b.worker_id) +
-                                   " BYTEPS_LOCAL_RANK=" + std::to_string(b.local_rank) + " (" +
-                                   nodes_[workers_[node.rank]].address + " and " + b.address +
-                                   "): give each worker machine its own DMLC_WORKER_ID."));
-    }
-    workers_[node.rank] = from;
-    nodes_[from].rank = node.rank;
   } else {
-    return Abort(InvalidArgument("a scheduler registered with the scheduler (" + b.address + ")."));
+    if (local_size_ == 0) local_size_ = b.local_size;
+    node.rank = b.worker_id * b.local_size + b.local_rank;
+    node.token = RandomBytes(kTokenBytes);
+    workers_[node.rank] = from;
   }
+  nodes_[from] = node;
   if (local_size_ > 0 && static_cast<int>(servers_.size()) == config_.num_server &&
       static_cast<int>(workers_.size()) == expected_workers()) {
     SendAddressBooks();
@@ -118,11 +174,9 @@ void Scheduler::HandleRegister(PeerId from, const Message& m) {
 // Slices pay off where partitions cross a TCP network: not when every node is on one host (memory-bound,
 // whole partitions need fewer messages), not over RDMA (no head-of-line blocking behind bulk data).
 size_t Scheduler::ChooseSliceBytes() {
-  if (UcxOptionsFor(config_, ProcessEnvironment()).eager != EagerPayloads::kBetweenHosts) return 0;
+  if (config_.rdma()) return 0;
   std::set<std::string> hosts;
-  for (const auto& entry : nodes_) {
-    if (entry.second.role != Role::kScheduler) hosts.insert(HostOf(entry.second.address));
-  }
+  for (const auto& entry : nodes_) hosts.insert(HostOf(entry.second.address));
   return hosts.size() > 1 ? config_.slice_bytes : 0;
 }
 
@@ -144,7 +198,7 @@ void Scheduler::SendAddressBooks() {
   book.num_workers = expected_workers();
   book.local_size = local_size_;
   book.slice_bytes = ChooseSliceBytes();
-  planner_.set_slice_bytes(book.slice_bytes);
+  planner_->set_slice_bytes(book.slice_bytes);
   BPS_LOG(Info) << (book.slice_bytes ? "partitions cross the network in slices of " + std::to_string(book.slice_bytes) +
                                            " bytes"
                                      : std::string("partitions cross the network whole"));
@@ -152,37 +206,69 @@ void Scheduler::SendAddressBooks() {
     nodes_[servers_[i]].rank = static_cast<int>(i);
     book.servers.push_back(nodes_[servers_[i]].address);
   }
+  for (const auto& worker : workers_) book.worker_tokens.push_back(nodes_[worker.second].token);
   address_book_ = book;
   // Servers first: a worker may push as soon as it has its book, so every server must know the job by then.
   for (PeerId server : servers_) SendAddressBook(server);
 }
 
 void Scheduler::SendAddressBook(PeerId to) {
-  address_book_.your_rank = nodes_[to].rank;
-  address_book_.workers_on_your_host = nodes_[to].role == Role::kServer ? WorkersOnHostOf(to) : 0;
+  const Node& node = nodes_[to];
+  AddressBook book = address_book_;
+  book.your_rank = node.rank;
+  if (node.role == Role::kServer) {
+    book.workers_on_your_host = WorkersOnHostOf(to);
+  } else {
+    book.worker_tokens.clear();  // a worker learns its own token only
+    book.your_token = node.token;
+  }
   Message m;
   m.type = MessageType::kAddressBook;
-  m.text = address_book_.Encode();
+  m.text = book.Encode();
   Send(to, m);
 }
 
 void Scheduler::HandleServerReady(PeerId from) {
-  auto it = nodes_.find(from);
-  if (it == nodes_.end() || it->second.role != Role::kServer) return;
-  ready_servers_.insert(from);
+  if (!started_ || !ready_servers_.insert(from).second) return;
   if (static_cast<int>(ready_servers_.size()) < config_.num_server) return;
   for (auto& worker : workers_) SendAddressBook(worker.second);
   BPS_LOG(Info) << "job started: " << servers_.size() << " servers, " << workers_.size() << " workers";
 }
 
-void Scheduler::HandleDeclare(PeerId from, const Message& m) {
-  auto it = nodes_.find(from);
-  if (it == nodes_.end() || it->second.role != Role::kWorker || !started_) {
-    return Abort(FailedPrecondition("DECLARE from " + NodeName(from) + " before the job started"));
+std::set<int> Scheduler::FinishedParticipants(const TensorSpec& spec) const {
+  std::set<int> finished;
+  std::map<int, int> finished_per_machine;
+  for (const auto& worker : workers_) {
+    const Part part = nodes_.at(worker.second).part;
+    if (part != Part::kFinished && part != Part::kLeft) continue;
+    finished.insert(worker.first);
+    ++finished_per_machine[worker.first / local_size_];
   }
+  if (spec.scope == TensorScope::kProcess) return finished;
+  std::set<int> machines;
+  for (const auto& entry : finished_per_machine) {
+    if (entry.second == local_size_) machines.insert(entry.first);
+  }
+  return machines;
+}
+
+void Scheduler::HandleDeclare(PeerId from, const Node& node, const Message& m) {
   auto spec = TensorSpec::Decode(m.text);
-  if (!spec.ok()) return Abort(spec.status());
-  const int rank = it->second.rank;
+  Status valid = spec.ok() ? spec.value().Validate() : spec.status();
+  if (valid.ok() && (!started_ || ready_servers_.size() < servers_.size() || !resetting_.empty() ||
+                     node.part == Part::kFinished)) {
+    valid = FailedPrecondition("a declaration outside a generation: the job has not started, or this worker "
+                               "already finished");
+  }
+  if (!valid.ok()) {
+    Message reply;
+    reply.type = MessageType::kDeclareReply;
+    reply.request_id = m.request_id;
+    reply.set_status(valid);
+    return Send(from, reply);
+  }
+  const int rank = node.rank;
+  nodes_[from].part = Part::kActive;  // an idle worker starts the generation with its first declaration
   Declaration& d = declarations_[spec.value().name];
   if (d.first_rank < 0) {
     d.spec = spec.value();
@@ -206,23 +292,66 @@ void Scheduler::HandleDeclare(PeerId from, const Message& m) {
     if (d.planned) return Abort(d.error);
   }
   d.declared[participant] = rank;
-  if (d.error.ok() && !d.planned && static_cast<int>(d.declared.size()) == expected_participants(d.spec)) {
-    uint64_t base = TensorKeyBase(d.spec.name);
-    auto owner = key_owner_.find(base);
-    if (owner != key_owner_.end() && owner->second != d.spec.name) {
-      d.error = InvalidArgument("tensor names '" + owner->second + "' and '" + d.spec.name +
-                                "' hash to the same key; rename one of them.");
-    } else {
-      auto plan = planner_.Plan(d.spec);
-      if (plan.ok()) {
-        key_owner_[base] = d.spec.name;
-        d.plan = plan.value();
-        d.planned = true;
-      } else {
-        d.error = plan.status();
-      }
-    }
+  std::set<int> gone = FinishedParticipants(d.spec);
+  for (const auto& entry : d.declared) gone.erase(entry.first);
+  if (d.error.ok() && !d.planned && !gone.empty()) {
+    d.error = FailedPrecondition("tensor '" + d.spec.name + "' cannot be summed: worker(s) " + RankList(gone) +
+                                 " already finished (called shutdown() or exited) without pushing it.");
   }
+  if (d.error.ok() && !d.planned && d.plan_request == 0 &&
+      static_cast<int>(d.declared.size()) == expected_participants(d.spec)) {
+    Plan(d);
+  }
+  AnswerDeclaration(d);
+}
+
+// Makes the tensor's plan and tells each server holding a key what to expect; the workers get the plan
+// once every such server confirmed, so no push reaches a server that cannot check it.
+void Scheduler::Plan(Declaration& d) {
+  uint64_t base = TensorKeyBase(d.spec.name);
+  auto owner = key_owner_.find(base);
+  if (owner != key_owner_.end() && owner->second != d.spec.name) {
+    d.error = InvalidArgument("tensor names '" + owner->second + "' and '" + d.spec.name +
+                              "' hash to the same key; rename one of them.");
+    return;
+  }
+  auto plan = planner_->Plan(d.spec);
+  if (!plan.ok()) {
+    d.error = plan.status();
+    return;
+  }
+  key_owner_[base] = d.spec.name;
+  d.plan = plan.value();
+  std::map<int, KeyPlanBody> by_server;
+  const int participants = expected_participants(d.spec);
+  for (const Partition& p : d.plan.partitions) {
+    by_server[p.server].keys.push_back(KeySpec{p.key, d.spec.dtype, p.count, participants, d.spec.scope});
+  }
+  d.plan_request = next_plan_request_++;
+  plan_requests_[d.plan_request] = d.spec.name;
+  for (auto& entry : by_server) {
+    Message m;
+    m.type = MessageType::kKeyPlan;
+    m.request_id = d.plan_request;
+    m.text = entry.second.Encode();
+    d.unacknowledged.insert(servers_[entry.first]);
+    Send(servers_[entry.first], m);
+  }
+  if (d.unacknowledged.empty()) d.planned = true;  // an empty tensor: nothing to place
+}
+
+void Scheduler::HandleKeyPlanReply(PeerId from, const Message& m) {
+  auto request = plan_requests_.find(m.request_id);
+  if (request == plan_requests_.end()) return;
+  Declaration& d = declarations_[request->second];
+  if (d.plan_request != m.request_id || !d.unacknowledged.erase(from)) return;
+  if (!m.status().ok() && d.error.ok()) {
+    d.error = Status(m.status().code(), "tensor '" + d.spec.name + "': " + NodeName(from) + " could not take its "
+                                            "keys: " + m.status().message());
+  }
+  if (!d.unacknowledged.empty()) return;
+  plan_requests_.erase(request);
+  if (d.error.ok()) d.planned = true;
   AnswerDeclaration(d);
 }
 
@@ -243,32 +372,90 @@ void Scheduler::AnswerDeclaration(Declaration& d) {
   d.waiting.clear();
 }
 
-void Scheduler::HandleFinish(PeerId from) {
-  auto it = nodes_.find(from);
-  if (it == nodes_.end() || it->second.role != Role::kWorker) return;
-  finished_.insert(it->second.rank);
-  if (static_cast<int>(finished_.size()) < expected_workers()) return;
-  Message bye;
-  bye.type = MessageType::kShutdown;
-  for (auto& entry : nodes_) Send(entry.first, bye);
-  done_ = true;
-  result_ = Status::OK();
-  cv_.notify_all();
+void Scheduler::FailDeclarationsWaitingOnFinishedWorkers() {
+  for (auto& entry : declarations_) {
+    Declaration& d = entry.second;
+    if (d.planned || !d.error.ok() || d.waiting.empty()) continue;
+    std::set<int> gone = FinishedParticipants(d.spec);
+    for (const auto& declared : d.declared) gone.erase(declared.first);
+    if (gone.empty()) continue;
+    d.error = FailedPrecondition("tensor '" + d.spec.name + "' cannot be summed: worker(s) " + RankList(gone) +
+                                 " finished (called shutdown() or exited) without pushing it.");
+    AnswerDeclaration(d);
+  }
+}
+
+void Scheduler::AnnounceFinished(int rank) {
+  Message finished;
+  finished.type = MessageType::kWorkerFinished;
+  finished.sender = rank;
+  SendToServers(finished);
+  FailDeclarationsWaitingOnFinishedWorkers();
+}
+
+void Scheduler::HandleFinish(Node& node) {
+  if (node.part == Part::kFinished || !resetting_.empty()) return;
+  node.part = Part::kFinished;
+  AnnounceFinished(node.rank);
+  EndGenerationIfAllFinished();
+}
+
+void Scheduler::EndGenerationIfAllFinished() {
+  bool any_finished = false;
+  for (const auto& worker : workers_) {
+    const Part part = nodes_[worker.second].part;
+    if (part == Part::kActive || part == Part::kIdle) return;
+    any_finished |= part == Part::kFinished;
+  }
+  if (!any_finished) return;
+  // The servers forget this generation's keys before anyone may start the next.
+  Message reset;
+  reset.type = MessageType::kReset;
+  resetting_ = std::set<PeerId>(servers_.begin(), servers_.end());
+  SendToServers(reset);
+}
+
+bool Scheduler::AllLeft() const {
+  for (const auto& worker : workers_) {
+    if (nodes_.at(worker.second).part != Part::kLeft) return false;
+  }
+  return true;
+}
+
+void Scheduler::HandleResetReply(PeerId from) {
+  if (!resetting_.erase(from) || !resetting_.empty()) return;
+  declarations_.clear();
+  plan_requests_.clear();
+  key_owner_.clear();
+  planner_ = std::make_unique<PartitionPlanner>(config_.num_server, config_.partition_bytes);
+  planner_->set_slice_bytes(address_book_.slice_bytes);
+  BPS_LOG(Info) << "generation " << generation_++ << " ended: every worker finished";
+  Message done;
+  done.type = MessageType::kGenerationDone;
+  for (auto& worker : workers_) {
+    Node& node = nodes_[worker.second];
+    if (node.part == Part::kLeft) continue;
+    node.part = Part::kIdle;
+    Send(worker.second, done);
+  }
+  if (AllLeft()) EndJob();
 }
 
 void Scheduler::CheckTimeouts() {
   const double now = NowSeconds();
   const std::string limit = "BYTEPS_TIMEOUT=" + Seconds(config_.timeout_s);
   if (!started_ && now - start_time_ > config_.timeout_s) {
+    std::string turned_away;
+    for (const std::string& why : turned_away_) turned_away += " Turned away: " + why;
     return Abort(DeadlineExceeded(
         "only " + std::to_string(servers_.size()) + " of " + std::to_string(config_.num_server) + " servers and " +
-        std::to_string(workers_.size()) + " of " + std::to_string(config_.num_worker) +
-        " worker machines registered within " + limit +
-        "; check that every process was started with the same DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT."));
+        std::to_string(workers_.size()) + " worker processes registered within " + limit +
+        "; check that every process was started with the same DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT and job secret." +
+        turned_away));
   }
   for (auto& entry : declarations_) {
     Declaration& d = entry.second;
-    if (d.planned || !d.error.ok() || now - d.first_seen < config_.timeout_s) continue;
+    if (d.planned || !d.error.ok() || d.plan_request != 0 || now - d.first_seen < config_.timeout_s) continue;
     std::set<int> missing, present;
     for (int p = 0; p < expected_participants(d.spec); ++p) (d.declared.count(p) ? present : missing).insert(p);
     const std::string who = d.spec.scope == TensorScope::kMachine ? "worker machine(s) " : "worker(s) ";
@@ -284,9 +471,19 @@ void Scheduler::OnPeerLost(PeerId peer, const Status& why) {
   if (done_) return;
   auto it = nodes_.find(peer);
   if (it == nodes_.end()) return;  // never registered: nothing depends on it
-  if (it->second.role == Role::kWorker && finished_.count(it->second.rank)) return;  // done, may leave
+  Node& node = it->second;
+  if (node.role == Role::kWorker && (node.part == Part::kFinished || node.part == Part::kIdle)) {
+    // Finished, then gone: a process that is done. Whoever waits on it in a generation it did not start
+    // learns so at once.
+    const bool idle = node.part == Part::kIdle;
+    node.part = Part::kLeft;
+    if (!resetting_.empty()) return;  // the job ends once the generation is closed
+    if (idle) AnnounceFinished(node.rank);
+    if (AllLeft()) return EndJob();
+    return EndGenerationIfAllFinished();
+  }
   Status lost = Unavailable(NodeName(peer) + " exited or lost its connection (" + why.message() + ").");
-  if (it->second.role == Role::kWorker) {
+  if (node.role == Role::kWorker) {
     // A worker often exits because a server died; wait a moment so the abort names the server instead.
     if (pending_abort_.ok()) {
       pending_abort_ = lost;
@@ -295,6 +492,16 @@ void Scheduler::OnPeerLost(PeerId peer, const Status& why) {
     return;
   }
   Abort(lost);
+}
+
+// Every worker finished and left: the servers may go.
+void Scheduler::EndJob() {
+  Message bye;
+  bye.type = MessageType::kShutdown;
+  SendToServers(bye);
+  done_ = true;
+  result_ = Status::OK();
+  cv_.notify_all();
 }
 
 void Scheduler::Abort(const Status& why) {

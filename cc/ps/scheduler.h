@@ -1,8 +1,17 @@
 // The scheduler role: rendezvous of servers and workers, the central tensor declaration check and
-// partition plan, job-wide shutdown and abort. It carries no tensor data.
+// partition plan, generations, job-wide shutdown and abort. It carries no tensor data.
+//
+// Every peer is an authenticated member of the job (the transport checked the job's secret), but members
+// can be misconfigured or late: a registration that does not fit the job is turned away with the reason,
+// and the job goes on. A message from a peer that may not send it is dropped.
+//
+// Generations: when every worker has finished (shutdown()), the servers forget every key and the workers
+// are told; they may init() again in the same processes (a new generation) or leave. The job ends when
+// every worker has finished and disconnected.
 #pragma once
 
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
@@ -20,8 +29,8 @@ class Scheduler : public MessageHandler {
  public:
   Scheduler(const Config& config, Transport* transport);
 
-  // Listens on DMLC_PS_ROOT_URI:DMLC_PS_ROOT_PORT and runs until every worker finished (OK) or the job
-  // failed (the error, also sent to every node as ABORT).
+  // Listens on DMLC_PS_ROOT_URI:DMLC_PS_ROOT_PORT and runs until every worker finished and left (OK) or the
+  // job failed (the error, also sent to every node as ABORT).
   Status Run();
 
   void* PayloadDestination(PeerId, const std::string&, size_t) override { return nullptr; }
@@ -29,10 +38,19 @@ class Scheduler : public MessageHandler {
   void OnPeerLost(PeerId peer, const Status& why) override;
 
  private:
+  // A worker's part in the current generation.
+  enum class Part {
+    kActive,    // working in it (from registration, or its first declaration after a generation ended)
+    kFinished,  // finished it (shutdown())
+    kIdle,      // finished the previous generation and has not started this one
+    kLeft,      // disconnected while finished or idle: gone for good, without failing the job
+  };
   struct Node {
     Role role;
     int rank = -1;  // worker rank, or server rank once assigned
     std::string address;
+    std::string token;  // a worker's proof of its rank to the servers
+    Part part = Part::kActive;
   };
   struct Declaration {
     TensorSpec spec;
@@ -40,14 +58,21 @@ class Scheduler : public MessageHandler {
     double first_seen = 0;
     std::map<int, std::pair<PeerId, uint64_t>> waiting;  // worker rank -> (peer, request id)
     std::map<int, int> declared;  // participant (worker rank, or machine id per machine) -> worker rank
-    bool planned = false;
+    bool planned = false;         // the plan is made and every server holding a key acknowledged it
     PartitionPlan plan;
+    std::set<PeerId> unacknowledged;  // servers that have not confirmed the plan's keys yet
+    uint64_t plan_request = 0;
     Status error;
   };
 
   void HandleRegister(PeerId from, const Message& m);
-  void HandleDeclare(PeerId from, const Message& m);
-  void HandleFinish(PeerId from);
+  Status CheckRegistration(const RegisterBody& b, const std::string& who) const;
+  void Reject(PeerId from, const std::string& who, const Status& why);
+  void HandleDeclare(PeerId from, const Node& node, const Message& m);
+  void Plan(Declaration& d);
+  void HandleKeyPlanReply(PeerId from, const Message& m);
+  void HandleFinish(Node& node);
+  void HandleResetReply(PeerId from);
   size_t ChooseSliceBytes();
   static std::string HostOf(const std::string& address);
   int WorkersOnHostOf(PeerId node);  // worker processes advertising the same host as `node`
@@ -55,9 +80,13 @@ class Scheduler : public MessageHandler {
   void SendAddressBook(PeerId to);
   void HandleServerReady(PeerId from);
   void AnswerDeclaration(Declaration& d);
+  // A declaration that waits on a worker that finished can never complete.
+  void FailDeclarationsWaitingOnFinishedWorkers();
   void CheckTimeouts();
   void Abort(const Status& why);
+  void EndJob();
   void Send(PeerId to, const Message& m);
+  void SendToServers(const Message& m);
   std::string NodeName(PeerId peer);
   int expected_workers() const { return config_.num_worker * local_size_; }
   // How many declarations complete a tensor's, and which one worker `rank`'s is.
@@ -67,10 +96,18 @@ class Scheduler : public MessageHandler {
   int participant_of(const TensorSpec& spec, int rank) const {
     return spec.scope == TensorScope::kMachine ? rank / local_size_ : rank;
   }
+  // Workers that finished this generation or left, and will push nothing more in it: by rank, and for
+  // per-machine tensors the machines all of whose processes did.
+  std::set<int> FinishedParticipants(const TensorSpec& spec) const;
+  // Tells the servers that worker `rank` pushes nothing more in this generation.
+  void AnnounceFinished(int rank);
+  // Every worker that has not left finished: the servers forget the generation's keys.
+  void EndGenerationIfAllFinished();
+  bool AllLeft() const;
 
   const Config config_;
   Transport* transport_;
-  PartitionPlanner planner_;
+  std::unique_ptr<PartitionPlanner> planner_;
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -82,9 +119,13 @@ class Scheduler : public MessageHandler {
   AddressBook address_book_;
   std::set<PeerId> ready_servers_;
   double start_time_ = 0;
+  std::deque<std::string> turned_away_;    // the last registrations turned away, for the start timeout
   std::map<std::string, Declaration> declarations_;
+  std::map<uint64_t, std::string> plan_requests_;  // key plan request id -> tensor name
+  uint64_t next_plan_request_ = 1;
   std::map<uint64_t, std::string> key_owner_;  // key base -> tensor name, to catch hash collisions
-  std::set<int> finished_;
+  std::set<PeerId> resetting_;             // servers still forgetting the generation's keys
+  int generation_ = 1;
   bool done_ = false;
   Status result_;
   static constexpr double kRootCauseWaitSeconds = 1.0;

@@ -1,11 +1,14 @@
 #include "cc/ps/server.h"
 
 #include <chrono>
+#include <future>
+#include <new>
 #include <thread>
 
 #include "cc/common/clock.h"
 #include "cc/common/logging.h"
 #include "cc/common/rank_list.h"
+#include "cc/common/tokens.h"
 #include "cc/ps/node_setup.h"
 
 namespace bps {
@@ -30,7 +33,8 @@ Status Server::Run() {
   if (!decoded.ok()) return decoded.status();
   BPS_LOG(Info) << "server " << decoded.value().your_rank << " serving " << decoded.value().num_workers
                 << " workers";
-  // The job ends only by SHUTDOWN, ABORT or a lost peer; each of those sets `finished_`.
+  // The job ends by SHUTDOWN or ABORT from the scheduler, or when the scheduler is lost (its connection
+  // breaks, or it stays silent for BYTEPS_TIMEOUT); each of those sets `finished_`.
   while (true) {
     auto result = finished_.Wait(3600);
     if (!result) continue;
@@ -55,47 +59,6 @@ void Server::CreateSharedArena() {
   arena_ = std::move(arena.value());
 }
 
-Server::KeyEntry* Server::FindOrCreateKey(const Message& m, Status* error) {
-  // Every worker process pushes a key, or one process per worker machine (TensorScope::kMachine).
-  if (m.participants < 1 || m.participants > num_workers_ || m.sender < 0 || m.sender >= m.participants) {
-    *error = InvalidArgument("a push claims to be contribution " + std::to_string(m.sender) + " of " +
-                             std::to_string(m.participants) + " in a job of " + std::to_string(num_workers_) +
-                             " worker processes");
-    return nullptr;
-  }
-  std::lock_guard<std::mutex> lock(keys_mu_);
-  auto it = keys_.find(m.key);
-  if (it == keys_.end()) {
-    KeyEntry& entry = keys_[m.key];
-    entry.round = std::make_unique<KeyRound>(m.dtype, m.num_elements, m.participants, arena_.get());
-    return &entry;
-  }
-  const KeyRound& round = *it->second.round;
-  if (round.num_workers() != m.participants) {
-    *error = InvalidArgument("a key summed over " + std::to_string(round.num_workers()) +
-                             " contributions got a push counting " + std::to_string(m.participants));
-    return nullptr;
-  }
-  if (round.dtype() != m.dtype || round.num_elements() != m.num_elements) {
-    *error = InvalidArgument("worker " + std::to_string(m.sender) + " pushed " + DataTypeName(m.dtype) + "[" +
-                             std::to_string(m.num_elements) + "] to a key holding " + DataTypeName(round.dtype()) +
-                             "[" + std::to_string(round.num_elements()) + "]");
-    return nullptr;
-  }
-  return &it->second;
-}
-
-void* Server::PayloadDestination(PeerId, const std::string& header, size_t length) {
-  auto m = Message::Decode(header);
-  if (!m.ok() || m.value().type != MessageType::kPush) return nullptr;
-  const Message& push = m.value();
-  Status error;
-  KeyEntry* entry = FindOrCreateKey(push, &error);
-  if (entry == nullptr || entry->round->bytes() != length) return nullptr;
-  std::lock_guard<std::mutex> lock(keys_mu_);
-  return entry->round->ReceiveBuffer(push.sender);
-}
-
 void Server::OnMessage(PeerId from, const std::string& header, void* payload, size_t) {
   auto decoded = Message::Decode(header);
   if (!decoded.ok()) {
@@ -103,36 +66,224 @@ void Server::OnMessage(PeerId from, const std::string& header, void* payload, si
     return;
   }
   const Message& m = decoded.value();
+  if (from == scheduler_) return OnSchedulerMessage(m);
   switch (m.type) {
-    case MessageType::kAddressBook: {
-      auto book = AddressBook::Decode(m.text);
-      if (book.ok() && m.status().ok()) {
-        num_workers_ = book.value().num_workers;
-        if (config_.shared_memory && book.value().workers_on_your_host > 0) CreateSharedArena();
-        Message ready;
-        ready.type = MessageType::kServerReady;
-        transport_->Send(scheduler_, ready.Encode(), nullptr, 0, nullptr);
-      }
-      address_book_.Set(m);
-      break;
-    }
-    case MessageType::kPush: HandlePush(from, m, payload); break;
-    case MessageType::kShutdown: Finish(Status::OK()); break;
-    case MessageType::kAbort:
-      address_book_.Set(m);
-      Finish(m.status());
-      break;
+    case MessageType::kIdentify: return HandleIdentify(from, m);
+    case MessageType::kPush: return HandlePush(from, m, payload);
     default:
-      BPS_LOG(Warning) << "server ignored " << MessageTypeName(m.type) << " from " << transport_->PeerName(from);
+      BPS_LOG(Warning) << "server dropped " << MessageTypeName(m.type) << " from " << transport_->PeerName(from)
+                       << ": only the scheduler sends it";
   }
 }
 
-void Server::ReplyError(PeerId to, MessageType type, const Message& request, const Status& error) {
+void Server::OnSchedulerMessage(const Message& m) {
+  switch (m.type) {
+    case MessageType::kAddressBook: return OnAddressBook(m);
+    case MessageType::kKeyPlan: return HandleKeyPlan(m);
+    case MessageType::kWorkerFinished: return HandleWorkerFinished(m.sender);
+    case MessageType::kReset: return HandleReset();
+    case MessageType::kShutdown: return Finish(Status::OK());
+    case MessageType::kAbort:
+      address_book_.Set(m);
+      return Finish(m.status());
+    default:
+      BPS_LOG(Warning) << "server ignored " << MessageTypeName(m.type) << " from the scheduler";
+  }
+}
+
+void Server::OnAddressBook(const Message& m) {
+  auto book = AddressBook::Decode(m.text);
+  if (book.ok() && m.status().ok()) {
+    {
+      std::lock_guard<std::mutex> lock(keys_mu_);
+      num_workers_ = book.value().num_workers;
+      local_size_ = std::max(1, book.value().local_size);
+      worker_tokens_ = book.value().worker_tokens;
+    }
+    if (config_.shared_memory && book.value().workers_on_your_host > 0) CreateSharedArena();
+    Message ready;
+    ready.type = MessageType::kServerReady;
+    transport_->Send(scheduler_, ready.Encode(), nullptr, 0, nullptr);
+  }
+  address_book_.Set(m);
+}
+
+// A worker's connection speaks for the rank whose token it shows, and for no other.
+void Server::HandleIdentify(PeerId from, const Message& m) {
+  Status result;
+  {
+    std::lock_guard<std::mutex> lock(keys_mu_);
+    const int rank = m.sender;
+    if (rank_of_.count(from)) {
+      result = FailedPrecondition("this connection already speaks for worker " + std::to_string(rank_of_[from]));
+    } else if (rank < 0 || rank >= static_cast<int>(worker_tokens_.size()) ||
+               !ConstantTimeEquals(m.text, worker_tokens_[rank])) {
+      result = Unauthenticated("the scheduler did not give this process the place of worker " + std::to_string(rank));
+    } else if (peer_of_.count(rank)) {
+      result = FailedPrecondition("worker " + std::to_string(rank) + " is already connected");
+    } else {
+      rank_of_[from] = rank;
+      peer_of_[rank] = from;
+    }
+  }
+  if (!result.ok()) BPS_LOG(Warning) << "turned away " << transport_->PeerName(from) << ": " << result.message();
   Message reply;
-  reply.type = type;
-  reply.request_id = request.request_id;
-  reply.key = request.key;
-  reply.round = request.round;
+  reply.type = MessageType::kIdentifyReply;
+  reply.request_id = m.request_id;
+  reply.set_status(result);
+  transport_->Send(from, reply.Encode(), nullptr, 0, nullptr);
+}
+
+void Server::HandleKeyPlan(const Message& m) {
+  auto body = KeyPlanBody::Decode(m.text);
+  Status result = body.status();
+  if (body.ok()) {
+    std::lock_guard<std::mutex> lock(keys_mu_);
+    for (const KeySpec& spec : body.value().keys) {
+      const uint64_t limit = TensorSpec::kMaxTensorBytes / DataTypeSize(spec.dtype);
+      if (spec.count > limit || spec.participants < 1 || spec.participants > num_workers_) {
+        result = InvalidArgument("a key plan out of this job's bounds");
+        break;
+      }
+      auto it = keys_.find(spec.key);
+      if (it == keys_.end()) {
+        keys_[spec.key].spec = spec;
+      } else if (it->second.spec.dtype != spec.dtype || it->second.spec.count != spec.count ||
+                 it->second.spec.participants != spec.participants || it->second.spec.scope != spec.scope) {
+        result = InvalidArgument("key " + std::to_string(spec.key) + " is planned twice, differently");
+        break;
+      }
+    }
+  }
+  Message reply;
+  reply.type = MessageType::kKeyPlanReply;
+  reply.request_id = m.request_id;
+  reply.set_status(result);
+  transport_->Send(scheduler_, reply.Encode(), nullptr, 0, nullptr);
+}
+
+std::set<int> Server::FinishedContributors(const KeySpec& spec) {
+  std::lock_guard<std::mutex> lock(keys_mu_);
+  if (spec.scope == TensorScope::kProcess) return finished_workers_;
+  std::map<int, int> per_machine;
+  for (int rank : finished_workers_) ++per_machine[rank / local_size_];
+  std::set<int> machines;
+  for (const auto& entry : per_machine) {
+    if (entry.second == local_size_) machines.insert(entry.first);
+  }
+  return machines;
+}
+
+void Server::HandleWorkerFinished(int rank) {
+  std::vector<std::pair<uint64_t, KeyEntry*>> keys;
+  {
+    std::lock_guard<std::mutex> lock(keys_mu_);
+    finished_workers_.insert(rank);
+    for (auto& entry : keys_) keys.emplace_back(entry.first, &entry.second);
+  }
+  for (auto& key : keys) {
+    EngineFor(key.first).Post([this, key] { FailRoundWaitingOnFinished(key.first, key.second); });
+  }
+}
+
+void Server::FailRoundWaitingOnFinished(uint64_t key, KeyEntry* entry) {
+  if (!entry->round || entry->parked.empty() || !entry->round->round_started()) return;
+  std::set<int> finished = FinishedContributors(entry->spec);
+  std::set<int> gone;
+  for (int missing : entry->round->MissingWorkers()) {
+    if (finished.count(missing)) gone.insert(missing);
+  }
+  if (gone.empty()) return;
+  const char* who = entry->spec.scope == TensorScope::kMachine ? "worker machine(s) " : "worker(s) ";
+  Status error = FailedPrecondition(who + RankList(gone) + " finished (called shutdown() or exited) without pushing "
+                                    "round " + std::to_string(entry->round->accumulating_round()) +
+                                    ": every worker must push_pull the same tensors");
+  for (const ParkedPull& pull : entry->parked) ReplyError(pull.peer, pull, key, error);
+  entry->parked.clear();
+}
+
+// Every worker finished: no push is in flight. The engines are held still while the keys go.
+void Server::HandleReset() {
+  std::vector<std::shared_ptr<std::promise<void>>> held;
+  std::vector<std::future<void>> holding;
+  auto release = std::make_shared<std::promise<void>>();
+  std::shared_future<void> released = release->get_future().share();
+  for (auto& engine : engines_) {
+    auto arrived = std::make_shared<std::promise<void>>();
+    holding.push_back(arrived->get_future());
+    engine->Post([arrived, released] {
+      arrived->set_value();
+      released.wait();
+    });
+  }
+  for (auto& f : holding) f.wait();
+  {
+    std::lock_guard<std::mutex> lock(keys_mu_);
+    keys_.clear();
+    finished_workers_.clear();
+  }
+  release->set_value();
+  Message reply;
+  reply.type = MessageType::kResetReply;
+  transport_->Send(scheduler_, reply.Encode(), nullptr, 0, nullptr);
+}
+
+Server::KeyEntry* Server::CheckedKey(PeerId from, const Message& m, Status* error) {
+  std::lock_guard<std::mutex> lock(keys_mu_);
+  auto identified = rank_of_.find(from);
+  if (identified == rank_of_.end()) return nullptr;  // not a worker: no reply either
+  const int rank = identified->second;
+  auto it = keys_.find(m.key);
+  if (it == keys_.end()) {
+    *error = FailedPrecondition("worker " + std::to_string(rank) + " pushed key " + std::to_string(m.key) +
+                                ", which no tensor of this generation has");
+    return nullptr;
+  }
+  KeyEntry& entry = it->second;
+  const KeySpec& spec = entry.spec;
+  const int expected = spec.scope == TensorScope::kMachine ? rank / local_size_ : rank;
+  if (m.dtype != spec.dtype || m.num_elements != spec.count || m.participants != spec.participants ||
+      m.sender != expected) {
+    *error = InvalidArgument("worker " + std::to_string(rank) + " pushed " + DataTypeName(m.dtype) + "[" +
+                             std::to_string(m.num_elements) + "] as contribution " + std::to_string(m.sender) + " of " +
+                             std::to_string(m.participants) + " to a key planned as " + DataTypeName(spec.dtype) +
+                             "[" + std::to_string(spec.count) + "], contribution " + std::to_string(expected) +
+                             " of " + std::to_string(spec.participants));
+    return nullptr;
+  }
+  if (!entry.round) {
+    try {
+      entry.round = std::make_unique<KeyRound>(spec.dtype, spec.count, spec.participants, arena_.get());
+    } catch (const std::bad_alloc&) {
+      *error = Unavailable("the server has no memory for key " + std::to_string(m.key) + " (" +
+                           std::to_string(spec.count * DataTypeSize(spec.dtype)) + " bytes per contribution)");
+      return nullptr;
+    }
+  }
+  return &entry;
+}
+
+void* Server::PayloadDestination(PeerId from, const std::string& header, size_t length) {
+  auto m = Message::Decode(header);
+  if (!m.ok() || m.value().type != MessageType::kPush) return nullptr;
+  const Message& push = m.value();
+  Status error;
+  KeyEntry* entry = CheckedKey(from, push, &error);
+  if (entry == nullptr || entry->round->bytes() != length) return nullptr;
+  std::lock_guard<std::mutex> lock(keys_mu_);
+  try {
+    return entry->round->ReceiveBuffer(push.sender);
+  } catch (const std::bad_alloc&) {
+    return nullptr;  // the push is answered with an error: its payload could not be received
+  }
+}
+
+void Server::ReplyError(PeerId to, const ParkedPull& pull, uint64_t key, const Status& error) {
+  Message reply;
+  reply.type = MessageType::kPullReply;
+  reply.request_id = pull.request_id;
+  reply.key = key;
+  reply.round = pull.round;
   reply.set_status(error);
   transport_->Send(to, reply.Encode(), nullptr, 0, nullptr);
 }
@@ -141,33 +292,32 @@ void Server::ReplyError(PeerId to, MessageType type, const Message& request, con
 // separate acknowledgement or pull request crosses the network, so nothing small waits behind data.
 void Server::HandlePush(PeerId from, const Message& m, void* payload) {
   Status error;
-  KeyEntry* entry = FindOrCreateKey(m, &error);
+  KeyEntry* entry = CheckedKey(from, m, &error);
+  if (entry == nullptr && error.ok()) {
+    BPS_LOG(Warning) << "server dropped a push from " << transport_->PeerName(from) << ": not an identified worker";
+    return;
+  }
   if (entry != nullptr && m.in_shared && !entry->round->shared()) {
     error = InvalidArgument("worker " + std::to_string(m.sender) +
                             " put its push in shared memory, but this key is not shared");
   } else if (entry != nullptr && payload == nullptr && m.num_elements > 0 && !m.zeros && !m.in_shared) {
     error = InvalidArgument("push payload of worker " + std::to_string(m.sender) + " could not be received");
   }
-  if (!error.ok() || entry == nullptr) return ReplyError(from, MessageType::kPullReply, m, error);
-  uint64_t key = m.key;
-  int rank = m.sender;
-  ParkedPull pull{from, rank, m.share, m.request_id, m.round};
+  ParkedPull pull{from, m.sender, m.share, m.request_id, m.round};
+  if (!error.ok()) return ReplyError(from, pull, m.key, error);
+  const uint64_t key = m.key;
   const bool zeros = m.zeros;
-  EngineFor(key).Post([this, key, entry, rank, zeros, pull] { SumPush(key, entry, rank, zeros, pull); });
+  EngineFor(key).Post([this, key, entry, zeros, pull] { SumPush(key, entry, pull.rank, zeros, pull); });
 }
 
 void Server::SumPush(uint64_t key, KeyEntry* entry, int rank, bool zeros, const ParkedPull& pull) {
   auto completed = zeros ? entry->round->AddZeros(rank, pull.round) : entry->round->Add(rank, pull.round);
   if (!completed.ok()) {
     BPS_LOG(Error) << "key " << key << ": " << completed.status().message();
-    Message request;
-    request.request_id = pull.request_id;
-    request.key = key;
-    request.round = pull.round;
-    return ReplyError(pull.peer, MessageType::kPullReply, request, completed.status());
+    return ReplyError(pull.peer, pull, key, completed.status());
   }
   entry->parked.push_back(pull);
-  if (!completed.value()) return;
+  if (!completed.value()) return FailRoundWaitingOnFinished(key, entry);
   std::vector<ParkedPull> ready;
   std::vector<ParkedPull> still_waiting;
   for (const ParkedPull& parked : entry->parked) {
@@ -180,11 +330,7 @@ void Server::SumPush(uint64_t key, KeyEntry* entry, int rank, bool zeros, const 
 void Server::AnswerPull(uint64_t key, KeyEntry* entry, const ParkedPull& pull) {
   const KeyRound& round = *entry->round;
   if (pull.round != round.completed_round()) {
-    Message request;
-    request.request_id = pull.request_id;
-    request.key = key;
-    request.round = pull.round;
-    return ReplyError(pull.peer, MessageType::kPullReply, request,
+    return ReplyError(pull.peer, pull, key,
                       FailedPrecondition("pull of round " + std::to_string(pull.round) + " but round " +
                                          std::to_string(round.completed_round()) + " is the latest"));
   }
@@ -220,7 +366,9 @@ void Server::CheckStaleRounds(size_t engine_index) {
   {
     std::lock_guard<std::mutex> lock(keys_mu_);
     for (auto& entry : keys_) {
-      if (entry.first % engines_.size() == engine_index) mine.emplace_back(entry.first, &entry.second);
+      if (entry.first % engines_.size() == engine_index && entry.second.round) {
+        mine.emplace_back(entry.first, &entry.second);
+      }
     }
   }
   for (auto& item : mine) {
@@ -229,16 +377,10 @@ void Server::CheckStaleRounds(size_t engine_index) {
     if (entry->parked.empty() || !round.round_started() || now - round.round_started_at() < config_.timeout_s) {
       continue;
     }
-    const char* who = round.num_workers() == num_workers_ ? "worker(s) " : "worker machine(s) ";
+    const char* who = entry->spec.scope == TensorScope::kMachine ? "worker machine(s) " : "worker(s) ";
     Status error = DeadlineExceeded(who + RankList(round.MissingWorkers()) + " did not push round " +
                                     std::to_string(round.accumulating_round()) + " within BYTEPS_TIMEOUT");
-    for (const ParkedPull& pull : entry->parked) {
-      Message request;
-      request.request_id = pull.request_id;
-      request.key = item.first;
-      request.round = pull.round;
-      ReplyError(pull.peer, MessageType::kPullReply, request, error);
-    }
+    for (const ParkedPull& pull : entry->parked) ReplyError(pull.peer, pull, item.first, error);
     entry->parked.clear();
   }
 }
@@ -248,9 +390,15 @@ void Server::OnPeerLost(PeerId peer, const Status& why) {
   // SHUTDOWN arrives. So only the scheduler's loss ends a server.
   if (peer == scheduler_) {
     Finish(Unavailable("lost the connection to the scheduler (" + why.message() + ")"));
-  } else {
-    BPS_LOG(Info) << "connection closed: " << why.message();
+    return;
   }
+  std::lock_guard<std::mutex> lock(keys_mu_);
+  auto identified = rank_of_.find(peer);
+  if (identified != rank_of_.end()) {
+    peer_of_.erase(identified->second);
+    rank_of_.erase(identified);
+  }
+  BPS_LOG(Info) << "connection closed: " << why.message();
 }
 
 }  // namespace bps

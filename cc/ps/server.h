@@ -1,10 +1,17 @@
 // The server role: sums each key's partitions across all workers, round by round, on engine threads
 // (BYTEPS_SERVER_ENGINE_THREAD), and sends each pusher the round's sum once it is complete.
+//
+// Nothing from the wire is trusted: the scheduler's messages are taken from the scheduler's connection
+// only; a worker's connection speaks for one rank, proven by the token the scheduler gave that worker
+// (IDENTIFY); every push is checked against the key's plan, which the scheduler sends before any worker
+// learns it (dtype, element count, contributors, the pusher's place among them). A failed allocation is
+// an error reply, never an abort.
 #pragma once
 
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,7 +31,7 @@ class Server : public MessageHandler {
   ~Server() override;
 
   // Registers with the scheduler and serves until the job ends: OK on SHUTDOWN, the error on ABORT or
-  // when the scheduler or a worker is lost.
+  // when the scheduler is lost.
   Status Run();
   // Makes Run() return `why` (used when the process is told to stop).
   void Stop(const Status& why) { Finish(why); }
@@ -42,19 +49,31 @@ class Server : public MessageHandler {
     uint32_t round;
   };
   struct KeyEntry {
-    std::unique_ptr<KeyRound> round;
-    std::vector<ParkedPull> parked;  // pushers waiting for their round's sum; engine thread only
+    KeySpec spec;
+    std::unique_ptr<KeyRound> round;  // made on the first push
+    std::vector<ParkedPull> parked;   // pushers waiting for their round's sum; engine thread only
   };
 
+  void OnSchedulerMessage(const Message& m);
+  void OnAddressBook(const Message& m);
+  void HandleIdentify(PeerId from, const Message& m);
+  void HandleKeyPlan(const Message& m);
+  void HandleWorkerFinished(int rank);
+  void HandleReset();
   void CreateSharedArena();
-  KeyEntry* FindOrCreateKey(const Message& m, Status* error);
+  // The key a push from `from` goes to, checked against its plan and the connection's rank.
+  KeyEntry* CheckedKey(PeerId from, const Message& m, Status* error);
   WorkThread& EngineFor(uint64_t key) { return *engines_[key % engines_.size()]; }
   void HandlePush(PeerId from, const Message& m, void* payload);
   void SumPush(uint64_t key, KeyEntry* entry, int rank, bool zeros, const ParkedPull& pull);
   void AnswerPull(uint64_t key, KeyEntry* entry, const ParkedPull& pull);
+  // Fails the parked pulls of a round that waits on contributors who finished: it can never complete.
+  void FailRoundWaitingOnFinished(uint64_t key, KeyEntry* entry);
   void CheckStaleRounds(size_t engine_index);
-  void ReplyError(PeerId to, MessageType type, const Message& request, const Status& error);
+  void ReplyError(PeerId to, const ParkedPull& pull, uint64_t key, const Status& error);
   void Finish(const Status& result);
+  // Contributors of a key that finished: worker ranks, or machines all of whose processes finished.
+  std::set<int> FinishedContributors(const KeySpec& spec);
 
   static constexpr double kAbortLingerSeconds = 0.5;
   // Address space reserved for keys shared with workers on this host; memory is used only as written.
@@ -67,11 +86,17 @@ class Server : public MessageHandler {
   PeerId scheduler_ = -1;
   OneShot<Message> address_book_;
   OneShot<Status> finished_;
-  int num_workers_ = 0;  // set by the address book before any push can arrive
-  std::unique_ptr<SharedArena> arena_;  // likewise; null without workers on this host
+  // Set by the address book, before any worker can connect.
+  int num_workers_ = 0;
+  int local_size_ = 1;
+  std::vector<std::string> worker_tokens_;
+  std::unique_ptr<SharedArena> arena_;  // null without workers on this host
 
-  std::mutex keys_mu_;  // guards the map; a KeyEntry is used by its engine thread once created
+  std::mutex keys_mu_;  // guards the maps below; a KeyEntry's round is used by its engine thread once created
   std::map<uint64_t, KeyEntry> keys_;
+  std::map<PeerId, int> rank_of_;   // identified worker connections
+  std::map<int, PeerId> peer_of_;   // and the other way
+  std::set<int> finished_workers_;  // this generation's
 };
 
 }  // namespace bps

@@ -28,9 +28,16 @@ Status WorkerClient::Start() {
   num_workers_ = book.value().num_workers;
   slice_bytes_ = book.value().slice_bytes;
   server_addresses_ = book.value().servers;
+  token_ = book.value().your_token;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shared_.resize(server_addresses_.size());
+    for (size_t i = 0; i < server_addresses_.size(); ++i) identified_.push_back(std::make_unique<OneShot<Status>>());
+  }
   for (const std::string& address : server_addresses_) {
     auto peer = transport_->Connect(address, config_.timeout_s, Link::kData);
     if (!peer.ok()) return Status(peer.status().code(), "cannot reach a server: " + peer.status().message());
+    std::lock_guard<std::mutex> lock(mu_);
     servers_.push_back(peer.value());
   }
   auto mine = AdvertisedHost(config_);
@@ -38,8 +45,24 @@ Status WorkerClient::Start() {
     auto theirs = ParseHostPort(address);
     server_on_this_host_.push_back(mine.ok() && theirs.ok() && theirs.value().host == mine.value());
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  shared_.resize(servers_.size());
+  return Identify();
+}
+
+// Shows every server the token the scheduler gave this worker, so that its connection speaks for its rank.
+Status WorkerClient::Identify() {
+  for (size_t i = 0; i < servers_.size(); ++i) {
+    Message m;
+    m.type = MessageType::kIdentify;
+    m.sender = rank_;
+    m.text = token_;
+    transport_->Send(servers_[i], m.Encode(), nullptr, 0, nullptr);
+  }
+  Deadline deadline(config_.timeout_s);
+  for (size_t i = 0; i < servers_.size(); ++i) {
+    auto answer = identified_[i]->Wait(deadline.remaining());
+    if (!answer) return DeadlineExceeded(ServerName(static_cast<int>(i)) + " did not answer within BYTEPS_TIMEOUT");
+    if (!answer->ok()) return Status(answer->code(), ServerName(static_cast<int>(i)) + ": " + answer->message());
+  }
   return Status::OK();
 }
 
@@ -71,7 +94,7 @@ void WorkerClient::SendOrFail(PeerId to, const Message& m, const void* payload, 
     if (sent.ok()) return;
     Message failed;
     failed.set_status(sent);
-    Complete(request_id, failed, nullptr);
+    Complete(-1, request_id, failed, nullptr);
   });
 }
 
@@ -80,6 +103,7 @@ void WorkerClient::Declare(const TensorSpec& spec, DeclareDone done) {
   if (!failed.ok()) return done(failed);
   Pending p;
   p.declare_done = std::move(done);
+  p.peer = scheduler_;
   p.what = "the declaration of tensor '" + spec.name + "' to the scheduler";
   Message m;
   m.type = MessageType::kDeclare;
@@ -102,6 +126,7 @@ void WorkerClient::PushPull(const Partition& part, uint32_t round, Participant m
   if (shared.destination != nullptr) std::memcpy(shared.destination, input, bytes);
   Pending p;
   p.done = std::move(done);
+  p.peer = servers_[part.server];
   p.server = part.server;
   p.key = part.key;
   p.source = input;
@@ -167,12 +192,12 @@ Status WorkerClient::TakeSharedReply(const Pending& p, const Message& reply) {
   return Status::OK();
 }
 
-void* WorkerClient::PayloadDestination(PeerId, const std::string& header, size_t length) {
+void* WorkerClient::PayloadDestination(PeerId from, const std::string& header, size_t length) {
   auto m = Message::Decode(header);
   if (!m.ok() || m.value().type != MessageType::kPullReply) return nullptr;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = pending_.find(m.value().request_id);
-  if (it == pending_.end() || it->second.bytes != length) return nullptr;
+  if (it == pending_.end() || it->second.peer != from || it->second.bytes != length) return nullptr;
   return it->second.destination;
 }
 
@@ -183,32 +208,50 @@ void WorkerClient::OnMessage(PeerId from, const std::string& header, void* paylo
     return;
   }
   Message& m = decoded.value();
-  switch (m.type) {
-    case MessageType::kAddressBook: address_book_.Set(m); break;
-    case MessageType::kShutdown: shutdown_.Set(Status::OK()); break;
-    case MessageType::kAbort:
-      address_book_.Set(m);
-      shutdown_.Set(m.status());
-      Fail(m.status());
-      break;
-    case MessageType::kPullReply:
-      if (m.status().ok() && payload == nullptr && length > 0 && !m.zeros && !m.echo) {
-        m.set_status(Internal("the pulled data could not be received"));
+  if (from == scheduler_) {
+    switch (m.type) {
+      case MessageType::kAddressBook: return address_book_.Set(m);
+      case MessageType::kGenerationDone: {
+        std::lock_guard<std::mutex> lock(mu_);
+        // The servers forgot every key: offsets into their shared memory no longer hold.
+        next_receive_.clear();
+        ++generations_done_;
+        generation_cv_.notify_all();
+        return;
       }
-      Complete(m.request_id, m, payload);
-      break;
-    case MessageType::kDeclareReply: Complete(m.request_id, m, payload); break;
-    default:
-      BPS_LOG(Warning) << "worker ignored " << MessageTypeName(m.type) << " from " << transport_->PeerName(from);
+      case MessageType::kAbort:
+        address_book_.Set(m);
+        return Fail(m.status());
+      case MessageType::kDeclareReply: return Complete(from, m.request_id, m, payload);
+      default: break;
+    }
+  } else {
+    switch (m.type) {
+      case MessageType::kPullReply:
+        if (m.status().ok() && payload == nullptr && length > 0 && !m.zeros && !m.echo) {
+          m.set_status(Internal("the pulled data could not be received"));
+        }
+        return Complete(from, m.request_id, m, payload);
+      case MessageType::kIdentifyReply: {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (size_t i = 0; i < servers_.size(); ++i) {
+          if (servers_[i] == from) identified_[i]->Set(m.status());
+        }
+        return;
+      }
+      default: break;
+    }
   }
+  BPS_LOG(Warning) << "worker dropped " << MessageTypeName(m.type) << " from " << transport_->PeerName(from);
 }
 
-void WorkerClient::Complete(uint64_t request_id, const Message& reply, void*) {
+void WorkerClient::Complete(PeerId from, uint64_t request_id, const Message& reply, void*) {
   Pending p;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = pending_.find(request_id);
     if (it == pending_.end()) return;  // already failed (timeout or job failure)
+    if (from >= 0 && it->second.peer != from) return;  // not from the peer the request went to
     p = std::move(it->second);
     pending_.erase(it);
   }
@@ -240,7 +283,7 @@ void WorkerClient::Fail(const Status& why) {
     failed.swap(pending_);
   }
   BPS_LOG(Error) << "the job failed: " << why.message();
-  if (failure_listener_) failure_listener_(why);
+  generation_cv_.notify_all();
   for (auto& entry : failed) {
     if (entry.second.declare_done) {
       entry.second.declare_done(why);
@@ -278,10 +321,6 @@ void WorkerClient::FailExpiredRequests() {
 }
 
 void WorkerClient::OnPeerLost(PeerId peer, const Status& why) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (finishing_) return;
-  }
   std::string who = "a peer";
   if (peer == scheduler_) who = "the scheduler";
   for (size_t i = 0; i < servers_.size(); ++i) {
@@ -290,19 +329,28 @@ void WorkerClient::OnPeerLost(PeerId peer, const Status& why) {
   Fail(Unavailable("lost " + who + ": it exited or its connection broke (" + why.message() + ")"));
 }
 
-Status WorkerClient::Finish() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!failure_.ok()) return failure_;
-    finishing_ = true;
-  }
+Status WorkerClient::EndGeneration() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!failure_.ok()) return failure_;
+  const int before = generations_done_;
   Message m;
   m.type = MessageType::kFinish;
   m.sender = rank_;
   transport_->Send(scheduler_, m.Encode(), nullptr, 0, nullptr);
-  auto done = shutdown_.Wait(config_.timeout_s);
+  bool done = generation_cv_.wait_for(lock, std::chrono::duration<double>(config_.timeout_s),
+                                      [&] { return generations_done_ > before || !failure_.ok(); });
+  if (!failure_.ok()) return failure_;
   if (!done) return DeadlineExceeded("other workers did not finish within BYTEPS_TIMEOUT; leaving anyway");
-  return *done;
+  return Status::OK();
+}
+
+void WorkerClient::RequestAbort(const std::string& why) {
+  Message m;
+  m.type = MessageType::kAbortRequest;
+  m.sender = rank_;
+  m.text = why;
+  transport_->Send(scheduler_, m.Encode(), nullptr, 0, nullptr);
+  Fail(Aborted("this worker failed: " + why));
 }
 
 }  // namespace bps

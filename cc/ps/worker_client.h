@@ -1,8 +1,13 @@
-// A worker's side of the protocol: joining the job, declaring tensors to the scheduler, pushing and
-// pulling partitions to and from servers. Every request completes exactly once: with the reply, with
-// the job's failure, or with a timeout (BYTEPS_TIMEOUT).
+// A worker's side of the protocol: joining the job, proving its rank to every server, declaring tensors to
+// the scheduler, pushing and pulling partitions to and from servers. Every request completes exactly once:
+// with the reply, with the job's failure, or with a timeout (BYTEPS_TIMEOUT). A reply is taken only from
+// the peer the request went to.
+//
+// The client outlives generations: EndGeneration() (shutdown()) keeps the connections, so that the same
+// process may start the next generation (init() again) without joining anew.
 #pragma once
 
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -31,7 +36,7 @@ class WorkerClient : public MessageHandler {
 
   WorkerClient(const Config& config, Transport* transport);
 
-  // Joins the job and connects to every server. Blocks up to BYTEPS_TIMEOUT.
+  // Joins the job, connects to every server and proves its rank there. Blocks up to BYTEPS_TIMEOUT.
   Status Start();
 
   int rank() const { return rank_; }
@@ -50,13 +55,15 @@ class WorkerClient : public MessageHandler {
   void PushPull(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input, void* output,
                 std::function<void()> on_sent, Done done);
 
-  // Tells the scheduler this worker is done and waits (up to the timeout) for the job to end.
-  Status Finish();
+  // Tells the scheduler this worker finished its generation and waits (up to the timeout) for every other
+  // worker to finish too. The connections stay: a new generation may follow.
+  Status EndGeneration();
+  // Asks the scheduler to abort the job, naming `why` (an uncaught exception in this worker, say), and
+  // fails this client's requests at once.
+  void RequestAbort(const std::string& why);
 
   // The first failure of the job (peer lost, ABORT), or OK. Requests fail fast once it is set.
   Status failure();
-  // Runs once, on the first failure.
-  void SetFailureListener(std::function<void(const Status&)> listener) { failure_listener_ = std::move(listener); }
 
   // Fails requests that have waited longer than BYTEPS_TIMEOUT. Called periodically by the engine.
   void FailExpiredRequests();
@@ -69,6 +76,7 @@ class WorkerClient : public MessageHandler {
   struct Pending {
     Done done;
     DeclareDone declare_done;
+    PeerId peer = -1;   // where the reply must come from
     int server = -1;
     uint64_t key = 0;
     const void* source = nullptr;  // the pushed data (null: zeros), for a reply that echoes it
@@ -95,7 +103,8 @@ class WorkerClient : public MessageHandler {
 
   uint64_t Track(Pending pending);
   void Fail(const Status& why);
-  void Complete(uint64_t request_id, const Message& reply, void* payload);
+  void Complete(PeerId from, uint64_t request_id, const Message& reply, void* payload);
+  Status Identify();
   void SendOrFail(PeerId to, const Message& m, const void* payload, size_t bytes, uint64_t request_id,
                   std::function<void()> on_sent = nullptr);
   std::string ServerName(int server) const;
@@ -110,8 +119,10 @@ class WorkerClient : public MessageHandler {
   int num_workers_ = 0;
   size_t slice_bytes_ = 0;
   OneShot<Message> address_book_;
-  OneShot<Status> shutdown_;
-  std::function<void(const Status&)> failure_listener_;
+  std::vector<std::unique_ptr<OneShot<Status>>> identified_;  // by server rank: its answer to IDENTIFY
+  std::string token_;  // proves this worker's rank to the servers
+  std::condition_variable generation_cv_;  // guarded by mu_
+  int generations_done_ = 0;
 
   std::mutex mu_;
   std::map<uint64_t, Pending> pending_;
@@ -121,7 +132,6 @@ class WorkerClient : public MessageHandler {
   std::map<uint64_t, uint64_t> next_receive_;
   uint64_t next_request_ = 1;
   Status failure_;
-  bool finishing_ = false;
 };
 
 }  // namespace bps

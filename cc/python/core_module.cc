@@ -29,12 +29,12 @@ void Check(const Status& status) {
   if (!status.ok()) Raise(status);
 }
 
-Engine& RequireEngine() {
-  Engine* engine = ProcessEngine();
+std::shared_ptr<Engine> RequireEngine() {
+  std::shared_ptr<Engine> engine = ProcessEngine();
   if (engine == nullptr) {
     throw std::runtime_error("bps_tf is not initialised: call bps_tf.init() first (in a process started by bpslaunch)");
   }
-  return *engine;
+  return engine;
 }
 
 DataType ParseDtype(const std::string& name) {
@@ -47,7 +47,7 @@ DataType ParseDtype(const std::string& name) {
 
 int64_t PushPullAsync(uintptr_t input, uintptr_t output, const std::string& dtype, std::vector<int64_t> shape,
                       const std::string& name, int priority) {
-  Engine& engine = RequireEngine();
+  std::shared_ptr<Engine> engine = RequireEngine();
   if (name.empty()) throw py::value_error("push_pull needs a non-empty tensor name");
   auto completion = std::make_shared<Completion>();
   PushPullRequest request;
@@ -59,7 +59,7 @@ int64_t PushPullAsync(uintptr_t input, uintptr_t output, const std::string& dtyp
   request.priority = priority;
   request.done = [completion](const Status& s) { completion->Set(s); };
   int64_t handle = g_handles.Add(completion);
-  engine.Enqueue(std::move(request));
+  engine->Enqueue(std::move(request));
   return handle;
 }
 
@@ -75,8 +75,9 @@ bool Poll(int64_t handle) {
 void Wait(int64_t handle) {
   auto completion = g_handles.Get(handle);
   if (!completion) throw py::value_error("unknown push_pull handle " + std::to_string(handle));
-  Engine* engine = ProcessEngine();
+  std::shared_ptr<Engine> engine = ProcessEngine();
   double limit = (engine ? engine->config().timeout_s : 300) + 60;
+  engine.reset();  // not held while waiting: a shutdown meanwhile must not wait for us
   Deadline deadline(limit);
   while (true) {
     bool done;
@@ -112,11 +113,23 @@ PYBIND11_MODULE(_core, m) {
     }
     Check(s);
   });
+  m.def("leave", [] {
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = LeaveJob();
+    }
+    Check(s);
+  });
+  m.def("abort", [](const std::string& why) {
+    py::gil_scoped_release release;
+    AbortJob(why);
+  });
   m.def("is_initialized", [] { return ProcessEngine() != nullptr; });
-  m.def("rank", [] { return RequireEngine().rank(); });
-  m.def("size", [] { return RequireEngine().size(); });
-  m.def("local_rank", [] { return RequireEngine().local_rank(); });
-  m.def("local_size", [] { return RequireEngine().local_size(); });
+  m.def("rank", [] { return RequireEngine()->rank(); });
+  m.def("size", [] { return RequireEngine()->size(); });
+  m.def("local_rank", [] { return RequireEngine()->local_rank(); });
+  m.def("local_size", [] { return RequireEngine()->local_size(); });
   m.def("validate_environment", [] { Check(ValidateEnvironment()); });
   m.def("run_role", [] {
     Status s;

@@ -17,29 +17,38 @@ size_t PushedBytes(const PushPullRequest& request, const Partition& part, DataTy
 
 }  // namespace
 
-Engine::Engine(const Config& config, std::unique_ptr<Transport> transport)
-    : config_(config), transport_(std::move(transport)), ready_(config.scheduling_credit.value_or(0)) {
-  client_ = std::make_unique<WorkerClient>(config_, transport_.get());
-}
+Engine::Engine(const Config& config, std::shared_ptr<WorkerClient> client)
+    : config_(config), client_(std::move(client)), ready_(config.scheduling_credit.value_or(0)) {}
 
 StatusOr<std::unique_ptr<Engine>> Engine::Start(const Config& config, std::unique_ptr<Transport> transport) {
-  std::unique_ptr<Engine> engine(new Engine(config, std::move(transport)));
-  Status started = engine->client_->Start();
+  auto client = std::make_shared<WorkerClient>(config, transport.get());
+  Status started = client->Start();
   if (!started.ok()) {
-    engine->transport_->Shutdown(1);
+    transport->Shutdown(0);
     return started;
   }
-  Engine* raw = engine.get();
-  if (!config.scheduling_credit) {
-    const size_t slice = raw->client_->slice_bytes();
-    const size_t across_hosts = slice > 0 ? Config::kSlicesInFlight * slice : config.partition_bytes;
-    raw->ready_.set_credit_bytes(raw->client_->AllServersOnThisHost() ? 0 : across_hosts);
-  }
-  raw->watchdog_ = std::make_unique<WorkThread>([raw] { raw->client_->FailExpiredRequests(); });
+  std::unique_ptr<Engine> engine = Start(config, std::move(client));
+  engine->owned_transport_ = std::move(transport);
   return engine;
 }
 
-Engine::~Engine() { Shutdown(); }
+std::unique_ptr<Engine> Engine::Start(const Config& config, std::shared_ptr<WorkerClient> client) {
+  std::unique_ptr<Engine> engine(new Engine(config, std::move(client)));
+  engine->StartWatchdog();
+  return engine;
+}
+
+void Engine::StartWatchdog() {
+  if (!config_.scheduling_credit) {
+    const size_t slice = client_->slice_bytes();
+    const size_t across_hosts = slice > 0 ? Config::kSlicesInFlight * slice : config_.partition_bytes;
+    ready_.set_credit_bytes(client_->AllServersOnThisHost() ? 0 : across_hosts);
+  }
+  watchdog_ = std::make_unique<WorkThread>([this] { client_->FailExpiredRequests(); });
+}
+
+// A destructor cannot report: callers that care call Shutdown() first (then this returns at once).
+Engine::~Engine() { Shutdown().IgnoreError(); }
 
 void Engine::Run(Callbacks& callbacks) {
   for (auto& fn : callbacks) fn();
@@ -63,6 +72,11 @@ void Engine::Enqueue(PushPullRequest request) {
       if (found == tensors_.end()) {
         found = tensors_.emplace(request.name, Tensor()).first;
         found->second.spec = spec;
+        if (tensors_.size() == kManyNames) {
+          BPS_LOG(Warning) << "this worker has used " << kManyNames << " distinct tensor names (the latest: '"
+                           << request.name << "'); each keeps its plan and buffers on the workers and servers "
+                           << "until shutdown(): give recurring tensors the same name every step";
+        }
       }
       Tensor& tensor = found->second;
       if (!(tensor.spec == spec)) {
@@ -204,9 +218,9 @@ Status Engine::Shutdown() {
       BPS_LOG(Warning) << "shutting down with " << active_operations_ << " push_pulls unfinished";
     }
   }
-  Status finished = client_->Finish();
+  Status finished = client_->EndGeneration();
   if (watchdog_) watchdog_->Stop();
-  transport_->Shutdown(5);
+  if (owned_transport_) owned_transport_->Shutdown(1);
   return finished;
 }
 

@@ -17,7 +17,7 @@
 #include "cc/common/work_thread.h"
 #include "cc/ps/message.h"
 #include "cc/ps/worker_client.h"
-#include "cc/scheduler/credit_queue.h"
+#include "cc/runtime/credit_queue.h"
 #include "cc/transport/transport.h"
 
 namespace bps {
@@ -39,17 +39,23 @@ struct PushPullRequest {
   std::function<void(const Status&)> done;
 };
 
+// One generation of a worker's work: from init() to shutdown(). The client (the worker's place in the job,
+// its connections) may outlive it, so that a process can shut down and init again.
 class Engine {
  public:
-  // Joins the job described by `config` over `transport`. Blocks up to BYTEPS_TIMEOUT.
+  // Joins the job described by `config` over `transport` (owned: Shutdown closes it). Blocks up to
+  // BYTEPS_TIMEOUT.
   static StatusOr<std::unique_ptr<Engine>> Start(const Config& config, std::unique_ptr<Transport> transport);
+  // A new generation over a client that already joined the job (WorkerClient::Start).
+  static std::unique_ptr<Engine> Start(const Config& config, std::shared_ptr<WorkerClient> client);
   ~Engine();
 
   // Asynchronous; `done` runs exactly once, on an internal thread. Requests for the same name run in
   // the order they were enqueued.
   void Enqueue(PushPullRequest request);
 
-  // Waits for in-flight requests, leaves the job, closes connections.
+  // Waits for in-flight requests and for every worker to finish the generation; closes the connections if
+  // the engine owns them.
   Status Shutdown();
 
   int rank() const { return config_.rank(); }
@@ -79,8 +85,11 @@ class Engine {
     Status status;
   };
   using Callbacks = std::vector<std::function<void()>>;
+  // So many distinct names usually means a fresh name per step, which keeps memory growing.
+  static constexpr size_t kManyNames = 10000;
 
-  Engine(const Config& config, std::unique_ptr<Transport> transport);
+  Engine(const Config& config, std::shared_ptr<WorkerClient> client);
+  void StartWatchdog();
   void Advance(Tensor* tensor, Callbacks* later);
   void OnDeclared(Tensor* tensor, const StatusOr<PartitionPlan>& plan);
   void StartPartition(Operation* op, const Partition& part);
@@ -90,8 +99,8 @@ class Engine {
   static void Run(Callbacks& callbacks);
 
   const Config config_;
-  std::unique_ptr<Transport> transport_;
-  std::unique_ptr<WorkerClient> client_;
+  std::unique_ptr<Transport> owned_transport_;  // null when the client belongs to someone else
+  std::shared_ptr<WorkerClient> client_;
   std::unique_ptr<WorkThread> watchdog_;
 
   std::mutex mu_;

@@ -2,20 +2,77 @@
 
 #include <memory>
 #include <mutex>
+#include <vector>
 
-#include "cc/ps/node_setup.h"
 #include "cc/ps/scheduler.h"
 #include "cc/ps/server.h"
-#include "cc/transport/ucx_transport.h"
+#include "cc/transport/tcp_transport.h"
+#include "cc/transport/ucx_policy.h"
 
 namespace bps {
 namespace {
 
+// This process's place in the job, kept across generations.
+struct Membership {
+  Config config;
+  std::unique_ptr<Transport> transport;
+  std::shared_ptr<WorkerClient> client;
+
+  ~Membership() {
+    if (transport) transport->Shutdown(1);
+  }
+};
+
 std::mutex g_mu;
-std::unique_ptr<Engine> g_engine;
+std::unique_ptr<Membership> g_membership;
+std::shared_ptr<Engine> g_engine;
+std::vector<std::function<void()>> g_shutdown_hooks;  // guarded by g_mu
 
 StatusOr<std::unique_ptr<Transport>> MakeTransport(const Config& config) {
-  return CreateUcxTransport(UcxOptionsFor(config, ProcessEnvironment()));
+  auto secret = JobSecret::From(config.job_secret);
+  if (!secret.ok()) return secret.status();
+  if (config.transport == TransportKind::kUcx) {
+    UcxOptions options = UcxOptionsFor(config, ProcessEnvironment());
+    options.secret = secret.value();
+    return CreateUcxTransport(options);
+  }
+  TcpOptions options;
+  options.secret = secret.value();
+  options.liveness_timeout_s = config.timeout_s;
+  options.send_buffer_bytes = config.tcp_send_buffer_bytes;
+  return CreateTcpTransport(options);
+}
+
+// Whether `config` describes the same place in the same job as the membership's.
+bool SamePlace(const Config& a, const Config& b) {
+  return a.root_uri == b.root_uri && a.root_port == b.root_port && a.num_worker == b.num_worker &&
+         a.num_server == b.num_server && a.worker_id == b.worker_id && a.local_rank == b.local_rank &&
+         a.local_size == b.local_size && a.job_secret == b.job_secret;
+}
+
+// Joins the job, or says why this process cannot start a generation in the one it joined. With g_mu held.
+Status EnsureMembership(const Config& config) {
+  if (g_membership) {
+    Status failed = g_membership->client->failure();
+    if (!failed.ok()) {
+      return FailedPrecondition("this process's job failed (" + failed.message() +
+                                "); a new job needs new processes");
+    }
+    if (!SamePlace(g_membership->config, config)) {
+      return FailedPrecondition("init() after shutdown() joins the same job again: the DMLC_* variables and the "
+                                "job secret must not change in between");
+    }
+    return Status::OK();
+  }
+  auto transport = MakeTransport(config);
+  if (!transport.ok()) return transport.status();
+  auto membership = std::make_unique<Membership>();
+  membership->config = config;
+  membership->transport = std::move(transport.value());
+  membership->client = std::make_shared<WorkerClient>(config, membership->transport.get());
+  BPS_RETURN_IF_ERROR(membership->client->Start());  // on failure the membership closes its transport at once
+  g_membership = std::move(membership);
+  return Status::OK();
 }
 
 }  // namespace
@@ -31,26 +88,52 @@ Status InitProcessEngine() {
     return FailedPrecondition(std::string("init() runs in worker processes, but DMLC_ROLE=") +
                               RoleName(config.value().role));
   }
-  auto transport = MakeTransport(config.value());
-  if (!transport.ok()) return transport.status();
-  auto engine = Engine::Start(config.value(), std::move(transport.value()));
-  if (!engine.ok()) return engine.status();
-  g_engine = std::move(engine.value());
+  BPS_RETURN_IF_ERROR(EnsureMembership(config.value()));
+  g_engine = std::shared_ptr<Engine>(Engine::Start(config.value(), g_membership->client));
   return Status::OK();
 }
 
-Engine* ProcessEngine() {
+std::shared_ptr<Engine> ProcessEngine() {
   std::lock_guard<std::mutex> lock(g_mu);
-  return g_engine.get();
+  return g_engine;
+}
+
+void AddProcessShutdownHook(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_shutdown_hooks.push_back(std::move(hook));
 }
 
 Status ShutdownProcessEngine() {
-  std::unique_ptr<Engine> engine;
+  std::shared_ptr<Engine> engine;
+  std::vector<std::function<void()>> hooks;
   {
     std::lock_guard<std::mutex> lock(g_mu);
     engine = std::move(g_engine);
+    hooks = g_shutdown_hooks;
   }
-  return engine ? engine->Shutdown() : Status::OK();
+  if (!engine) return Status::OK();
+  Status left = engine->Shutdown();
+  for (const auto& hook : hooks) hook();
+  return left;
+}
+
+Status LeaveJob() {
+  Status ended = ShutdownProcessEngine();
+  std::unique_ptr<Membership> membership;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    membership = std::move(g_membership);
+  }
+  return ended;  // the membership's connections close here
+}
+
+void AbortJob(const std::string& why) {
+  std::shared_ptr<WorkerClient> client;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (g_membership) client = g_membership->client;
+  }
+  if (client) client->RequestAbort(why);
 }
 
 Status RunServiceRole() {

@@ -38,6 +38,7 @@ inline absl::Status ToTfStatus(const Status& s) {
     case Code::kDeadlineExceeded: return absl::DeadlineExceededError(s.message());
     case Code::kUnavailable: return absl::UnavailableError(s.message());
     case Code::kAborted: return absl::AbortedError(s.message());
+    case Code::kUnauthenticated: return absl::UnauthenticatedError(s.message());
     default: return absl::InternalError(s.message());
   }
 }

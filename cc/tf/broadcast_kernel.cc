@@ -2,7 +2,7 @@
 // zeros, so the sum is the root's value, exactly, on every worker.
 #include <cstring>
 
-#include "cc/tf/push_pull_kernel.h"
+#include "cc/tf/kernel_util.h"
 
 namespace bps {
 
@@ -18,7 +18,7 @@ class BroadcastOp : public AsyncOpKernel {
   }
 
   void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
-    Engine* engine = EngineOrFail(context, "broadcast of '" + tensor_name_ + "'");
+    std::shared_ptr<Engine> engine = EngineOrFail(context, "broadcast of '" + tensor_name_ + "'");
     if (engine == nullptr) return done();
     OP_REQUIRES_ASYNC(context, root_rank_ >= 0 && root_rank_ < engine->size(),
                       absl::InvalidArgumentError("broadcast of '" + tensor_name_ + "': root_rank " +
@@ -35,7 +35,7 @@ class BroadcastOp : public AsyncOpKernel {
         std::memset(output->data(), 0, output->TotalBytes());
       }
     }
-    Enqueue(context, engine, "broadcast/" + tensor_name_, 0, *output, output, std::move(done));
+    Enqueue(context, *engine, "broadcast/" + tensor_name_, 0, *output, output, std::move(done));
   }
 
  private:

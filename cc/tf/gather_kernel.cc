@@ -4,7 +4,7 @@
 // rest are pushed as zeros (headers only), so each worker sends its own rows, not the whole.
 #include <cstring>
 
-#include "cc/tf/push_pull_kernel.h"
+#include "cc/tf/kernel_util.h"
 
 namespace bps {
 
@@ -20,7 +20,7 @@ class GatherOp : public AsyncOpKernel {
   }
 
   void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
-    Engine* engine = EngineOrFail(context, "gather of '" + tensor_name_ + "'");
+    std::shared_ptr<Engine> engine = EngineOrFail(context, "gather of '" + tensor_name_ + "'");
     if (engine == nullptr) return done();
     const tensorflow::Tensor& rows = context->input(0);
     const tensorflow::Tensor& offset_tensor = context->input(1);
@@ -50,7 +50,7 @@ class GatherOp : public AsyncOpKernel {
       std::memset(out + (offset + count) * row_bytes, 0, (total - offset - count) * row_bytes);
     }
     // The total changes from step to step: it is part of the name, as every worker agrees on it.
-    Enqueue(context, engine, tensor_name_ + "/" + shape.DebugString(), priority_, *output, output, std::move(done),
+    Enqueue(context, *engine, tensor_name_ + "/" + shape.DebugString(), priority_, *output, output, std::move(done),
             offset * row_elements, (offset + count) * row_elements);
   }
 

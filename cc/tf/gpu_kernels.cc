@@ -35,7 +35,7 @@ absl::Status FromCuda(cudaError_t error, const char* what) {
 template <typename Fill>
 void RunOnGpu(OpKernelContext* context, const std::string& name, int priority, int local_devices, Fill fill,
               AsyncOpKernel::DoneCallback done) {
-  if (ProcessEngine() == nullptr) {
+  if (!ProcessEngine()) {
     context->SetStatus(absl::FailedPreconditionError(
         "'" + name + "' ran before bps_tf.init(): call bps_tf.init() first, in a process started by bpslaunch"));
     return done();
@@ -98,7 +98,7 @@ class BroadcastGpuOp : public AsyncOpKernel {
   }
 
   void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
-    Engine* engine = ProcessEngine();
+    std::shared_ptr<Engine> engine = ProcessEngine();
     bool root = engine != nullptr && engine->rank() == root_rank_;
     OP_REQUIRES_ASYNC(context, engine == nullptr || (root_rank_ >= 0 && root_rank_ < engine->size()),
                       absl::InvalidArgumentError("broadcast of '" + tensor_name_ + "': root_rank " +

@@ -1,4 +1,4 @@
-// The same conformance tests for every Transport: UCX on loopback and the in-memory one.
+// The same conformance tests for every Transport: bps_tf's TCP and UCX on loopback, and the in-memory one.
 #include <gtest/gtest.h>
 
 #include <condition_variable>
@@ -9,7 +9,9 @@
 #include <thread>
 #include <vector>
 
+#include "cc/common/clock.h"
 #include "cc/transport/inmemory_transport.h"
+#include "cc/transport/tcp_transport.h"
 #include "cc/transport/transport.h"
 #include "cc/transport/ucx_transport.h"
 
@@ -69,7 +71,15 @@ class TransportTest : public ::testing::TestWithParam<std::string> {
       if (!network_) network_ = std::make_shared<InMemoryNetwork>();
       return CreateInMemoryTransport(network_);
     }
+    if (GetParam() == "tcp") {
+      TcpOptions options;
+      options.secret = JobSecret::From("a secret shared by the test's peers").value();
+      auto transport = CreateTcpTransport(options);
+      EXPECT_TRUE(transport.ok()) << transport.status().ToString();
+      return std::move(transport.value());
+    }
     UcxOptions options;
+    options.secret = JobSecret::From("a secret shared by the test's peers").value();
     if (GetParam() == "ucx_eager") options.eager = EagerPayloads::kAlways;  // large messages in fragments
     auto transport = CreateUcxTransport(options);
     EXPECT_TRUE(transport.ok()) << transport.status().ToString();
@@ -83,6 +93,7 @@ class TransportTest : public ::testing::TestWithParam<std::string> {
     client_->SetHandler(&client_inbox_);
     auto address = server_->Listen("127.0.0.1", 0);
     ASSERT_TRUE(address.ok()) << address.status().ToString();
+    server_address_ = address.value();
     Link link = Link::kControl;
     if (GetParam() == "ucx_unwatched") {  // a data link within the host: may use shared memory
       ASSERT_TRUE(client_->Listen("127.0.0.1", 0).ok());
@@ -102,6 +113,7 @@ class TransportTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<Transport> server_, client_;
   Recorder server_inbox_, client_inbox_;
   PeerId to_server_ = -1;
+  std::string server_address_;
 };
 
 TEST_P(TransportTest, PayloadsOfEverySizeArriveIntact) {
@@ -188,7 +200,36 @@ TEST_P(TransportTest, ConnectToNobodyTimesOut) {
   other->Shutdown(1);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTransports, TransportTest, ::testing::Values("inmemory", "ucx", "ucx_eager", "ucx_unwatched"),
+// Only members of the job connect: a peer with another secret is turned away at once, on both transports.
+TEST_P(TransportTest, AnotherJobsSecretIsTurnedAwayAtOnce) {
+  if (GetParam() == "inmemory") GTEST_SKIP() << "the in-memory transport has no strangers";
+  std::unique_ptr<Transport> stranger;
+  if (GetParam() == "tcp") {
+    TcpOptions options;
+    options.secret = JobSecret::From("another job's secret entirely").value();
+    stranger = std::move(CreateTcpTransport(options).value());
+  } else {
+    UcxOptions options;
+    options.secret = JobSecret::From("another job's secret entirely").value();
+    stranger = std::move(CreateUcxTransport(options).value());
+  }
+  Recorder inbox;
+  stranger->SetHandler(&inbox);
+  Deadline deadline(60);
+  auto peer = stranger->Connect(server_address_, 30, Link::kControl);
+  ASSERT_FALSE(peer.ok());
+  EXPECT_EQ(peer.status().code(), Code::kUnauthenticated) << peer.status().ToString();
+  EXPECT_GT(deadline.remaining(), 50);
+  stranger->Send(peer.ok() ? peer.value() : 0, "ignored", nullptr, 0, nullptr);
+  stranger->Shutdown(1);
+  client_->Send(to_server_, "still served", nullptr, 0, nullptr);
+  ASSERT_TRUE(server_inbox_.WaitFor([&] { return server_inbox_.received_.size() == 1; }));
+  EXPECT_EQ(server_inbox_.received_[0].header, "still served");
+  EXPECT_TRUE(server_inbox_.lost_.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTransports, TransportTest, ::testing::Values("inmemory", "tcp", "ucx", "ucx_eager",
+                                                                            "ucx_unwatched"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace

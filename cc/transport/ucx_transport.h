@@ -1,10 +1,16 @@
-// Transport over UCX's ucp active messages: TCP and shared memory everywhere, RDMA (rc/ud/dc) where the
-// hardware has it. One thread owns the ucp worker; other threads hand it work through a queue.
+// Transport over UCX's ucp active messages, for RDMA (rc/ud/dc) where the hardware has it; TCP and shared
+// memory too. One thread owns the ucp worker; other threads hand it work through a queue.
+//
+// Every connection proves it holds the job's secret (handshake.h, carried in active messages) before any
+// other message from it is delivered. UCX's own connection set-up parses bytes before that proof, and UCX
+// (1.13 and later) can be crashed by crafted bytes on its listening ports: keep UCX jobs on a trusted
+// fabric (docs/security.md). bps_tf's TCP transport has no such exposure.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "cc/transport/job_auth.h"
 #include "cc/transport/transport.h"
 
 namespace bps {
@@ -16,6 +22,7 @@ namespace bps {
 enum class EagerPayloads { kNever, kBetweenHosts, kAlways };
 
 struct UcxOptions {
+  JobSecret secret;
   // UCX transport list (UCX_TLS syntax). Empty keeps UCX's own choice (UCX_TLS from the environment,
   // else every transport UCX finds).
   std::string tls;

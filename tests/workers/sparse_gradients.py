@@ -12,7 +12,7 @@ from worker_setup import devices_from_argv_and_keras  # noqa: E402
 LOCAL_DEVICES, keras = devices_from_argv_and_keras()
 
 import bps_tf  # noqa: E402
-import bps_tf.tensorflow.gather as gather  # noqa: E402
+import bps_tf.ops.gather as gather  # noqa: E402
 from bps_tf.strategy import BytePSStrategy  # noqa: E402
 
 STEPS, GLOBAL_BATCH, TOKENS = 5, 12, 4

@@ -1,5 +1,5 @@
 // The processes of one machine, played by threads: every rank must see the same order of tokens.
-#include "cc/runtime/local_coordinator.h"
+#include "cc/cuda/local_coordinator.h"
 
 #include <gtest/gtest.h>
 

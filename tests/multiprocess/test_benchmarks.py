@@ -13,7 +13,6 @@ from jobs import REPO_ROOT, clean_env
 
 sys.path.insert(0, str(REPO_ROOT))
 from benchmarks import netns  # noqa: E402
-from benchmarks.rates import bounds, rate_bytes_per_s  # noqa: E402
 
 can_make_namespaces = os.geteuid() == 0 and shutil.which("ip") and shutil.which("tc")
 
@@ -21,14 +20,6 @@ can_make_namespaces = os.geteuid() == 0 and shutil.which("ip") and shutil.which(
 def run_module(module, *args, timeout=120):
     return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=REPO_ROOT, env=clean_env(),
                           capture_output=True, text=True, timeout=timeout)
-
-
-def test_rates_and_bounds():
-    assert rate_bytes_per_s("1gbit") == 125e6 and rate_bytes_per_s("100mbps") == 100e6
-    with pytest.raises(ValueError):
-        rate_bytes_per_s("fast")
-    assert bounds("1gbit", 4, 4, colocate=False)["push_pull_factor"] == 1.0
-    assert bounds("1gbit", 4, 4, colocate=True)["push_pull_factor"] == bounds("1gbit", 4, 4, False)["ring_factor"] == 1.5
 
 
 @pytest.mark.timeout(120)

@@ -4,13 +4,8 @@ import re
 
 import pytest
 
-from jobs import REPO_ROOT, run_local
+from jobs import REPO_ROOT, assert_job_ok, run_local
 
-
-def assert_job_ok(result, workers, marker):
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout[-6000:]}\n{result.stderr[-6000:]}"
-    for w in range(workers):
-        assert f"[worker {w}] rank {w}: {marker}" in result.stdout, result.stdout[-6000:]
 
 
 @pytest.mark.timeout(300)

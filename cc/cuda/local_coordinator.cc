@@ -1,4 +1,4 @@
-#include "cc/runtime/local_coordinator.h"
+#include "cc/cuda/local_coordinator.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -221,7 +221,8 @@ class Root : public SocketEnd {
     // The oldest completes first (a later entry holds only ranks the older ones hold).
     while (!queue.empty() && static_cast<int>(queue.front().ready.size()) == local_size_) {
       for (Peer& peer : peers_) {
-        if (peer.rank > 0) SendFrame(peer.fd, Frame::kGo, token, queue.front().payload);
+        // A peer that cannot be written to is found lost by the loop reading its socket, which fails it.
+        if (peer.rank > 0) SendFrame(peer.fd, Frame::kGo, token, queue.front().payload).IgnoreError();
       }
       runs_.Deliver(token, queue.front().payload);
       queue.pop_front();
@@ -232,7 +233,7 @@ class Root : public SocketEnd {
   void Fail(const Status& why) {
     if (!FailAll(why)) return;
     for (Peer& peer : peers_) {
-      if (peer.rank > 0) SendFrame(peer.fd, Frame::kError, "", why.message());
+      if (peer.rank > 0) SendFrame(peer.fd, Frame::kError, "", why.message()).IgnoreError();  // failing anyway
     }
     pending_.clear();
   }
@@ -252,7 +253,9 @@ class Root : public SocketEnd {
              << timeout_s_ << " s; every process of a machine must push_pull the same GPU tensors";
         Status error = DeadlineExceeded(text.str());
         for (Peer& peer : peers_) {
-          if (queue.front().ready.count(peer.rank)) SendFrame(peer.fd, Frame::kError, it->first, error.message());
+          if (queue.front().ready.count(peer.rank)) {
+            SendFrame(peer.fd, Frame::kError, it->first, error.message()).IgnoreError();  // see Ready()
+          }
         }
         if (queue.front().ready.count(0)) runs_.Deliver(it->first, error);
         queue.pop_front();

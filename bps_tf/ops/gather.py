@@ -9,8 +9,9 @@ as TensorFlow's own collectives do, when that moves fewer bytes than the dense t
 
 import tensorflow as tf
 
+from bps_tf.ops.library import ops
+from bps_tf.ops.collectives import Average, Sum, push_pull
 from bps_tf.process import rank, size
-from bps_tf.tensorflow.ops import Average, Sum, _ops, push_pull
 
 
 def _offsets(length, name, priority):
@@ -22,7 +23,7 @@ def _offsets(length, name, priority):
 
 def _gather_rows(rows, before, total, name, priority):
     """Every worker's `rows` concatenated along axis 0; this worker's start at row `before` of `total`."""
-    return _ops.byteps_gather(rows, before, total, tensor_name=f"gather.{name}", priority=int(priority))
+    return ops.byteps_gather(rows, before, total, tensor_name=f"gather.{name}", priority=int(priority))
 
 
 @tf.RegisterGradient("BytepsGather")

@@ -5,8 +5,8 @@ import pickle
 import numpy as np
 import tensorflow as tf
 
+from bps_tf.ops.collectives import broadcast
 from bps_tf.process import rank
-from bps_tf.tensorflow.ops import broadcast
 
 
 def _variable_name(variable, index):

@@ -1,4 +1,4 @@
-#include "cc/scheduler/credit_queue.h"
+#include "cc/runtime/credit_queue.h"
 
 #include <gtest/gtest.h>
 

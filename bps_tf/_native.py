@@ -1,4 +1,5 @@
-"""Access to the native core `bps_tf._core`, imported only by the processes that need it."""
+"""Loading the native core `bps_tf._core`: the lowest layer, imported by the launcher's server and
+scheduler processes as well as by workers (it never imports TensorFlow)."""
 
 import importlib
 

@@ -1,20 +1,11 @@
-#include "cc/ps/node_setup.h"
+#include "cc/transport/ucx_policy.h"
 
 #include <gtest/gtest.h>
 
 namespace bps {
 namespace {
 
-TEST(NodeSetupTest, RdmaTransportsAreRecognisedByWholeName) {
-  for (const char* tls : {"rc", "rc_x,sm,self", "tcp,ud_v", "dc_mlx5", "ib", "sm,self,rc_verbs"}) {
-    EXPECT_TRUE(ListsRdmaTransport(tls)) << tls;
-  }
-  for (const char* tls : {"", "tcp,sm,self", "tcp,cuda_copy,cuda_ipc", "posix,sysv,cma", "^rc", "tcp,rcache"}) {
-    EXPECT_FALSE(ListsRdmaTransport(tls)) << tls;
-  }
-}
-
-TEST(NodeSetupTest, GpuCopyTransportsKeepEagerPayloadsBetweenHosts) {
+TEST(UcxPolicyTest, GpuCopyTransportsKeepEagerPayloadsBetweenHosts) {
   Config config;
   config.ucx_tls = "tcp,cuda_copy,cuda_ipc";
   EXPECT_EQ(UcxOptionsFor(config, {}).eager, EagerPayloads::kBetweenHosts);
@@ -22,7 +13,7 @@ TEST(NodeSetupTest, GpuCopyTransportsKeepEagerPayloadsBetweenHosts) {
   EXPECT_EQ(UcxOptionsFor(config, {}).eager, EagerPayloads::kNever);
 }
 
-TEST(NodeSetupTest, WatchedLinksAreProbedWellWithinTheTimeout) {
+TEST(UcxPolicyTest, WatchedLinksAreProbedWellWithinTheTimeout) {
   Config config;
   config.timeout_s = 20;
   EXPECT_DOUBLE_EQ(UcxOptionsFor(config, {}).keepalive_interval_s, 5);
@@ -33,7 +24,7 @@ TEST(NodeSetupTest, WatchedLinksAreProbedWellWithinTheTimeout) {
   EXPECT_EQ(UcxOptionsFor(config, {{"UCX_KEEPALIVE_INTERVAL", "3s"}}).keepalive_interval_s, 0);  // the user's
 }
 
-TEST(NodeSetupTest, TcpSocketsGetASmallSendBufferUnlessTheUserSetOneOrRdmaIsOn) {
+TEST(UcxPolicyTest, TcpSocketsGetASmallSendBufferUnlessTheUserSetOneOrRdmaIsOn) {
   Config config;
   EXPECT_EQ(UcxOptionsFor(config, {}).tcp_send_buffer_bytes, 65536u);
   EXPECT_EQ(UcxOptionsFor(config, {{"UCX_TCP_SNDBUF", "1m"}}).tcp_send_buffer_bytes, 0u);

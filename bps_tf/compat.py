@@ -1,0 +1,307 @@
+"""The TensorFlow and Keras versions bps_tf supports, and every private API of theirs it relies on.
+
+Private API changes between releases without notice. A renamed method that bps_tf overrides or wraps would
+not fail by itself: the override would silently stop being called and workers could train apart. So each
+target is listed here once, with the signature bps_tf was written against, and checked when the part of
+bps_tf that needs it is imported; the code elsewhere takes these objects from `target()`. A missing or
+changed target, or a version outside the supported ones, is an IncompatibleVersionError that names the
+installed and the supported versions.
+
+BYTEPS_ALLOW_UNTESTED_VERSIONS=1 turns a version outside the supported ones into a warning (every target is
+still checked).
+"""
+
+import dataclasses
+import importlib
+import importlib.metadata
+import inspect
+import os
+import re
+import sys
+import warnings
+
+# The parts of bps_tf, each needing its own targets.
+OPS = "ops"                  # the op library and its wrappers (bps_tf.ops)
+HOROVOD_API = "horovod_api"  # bps_tf.tensorflow and bps_tf.keras
+STRATEGY = "strategy"        # BytePSStrategy
+
+# The packages whose private API is used. "keras" is Keras 3; "tf_keras" is Keras 2 as TensorFlow ships it.
+PACKAGES = ("tensorflow", "keras", "tf_keras")
+
+# major.minor releases each part was checked against, by package.
+SUPPORTED_VERSIONS = {
+    OPS: {"tensorflow": ("2.21",)},
+    HOROVOD_API: {"tensorflow": ("2.21",), "keras": ("3.15",), "tf_keras": ("2.21",)},
+    STRATEGY: {"tensorflow": ("2.21",), "keras": ("3.15",), "tf_keras": ("2.21",)},
+}
+
+
+class IncompatibleVersionError(ImportError):
+    """An installed TensorFlow or Keras lacks, or has changed, what bps_tf relies on."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """One private object: `module`.`attribute` of `package`, used by `part` for the reason `why`.
+
+    parameters: the parameter names of a function or method, in order (None: not a function).
+    assigns: instance attributes its class's code must assign (`self.<name> = ...`).
+    kind: the type the object must have.
+    """
+    key: str
+    part: str
+    package: str
+    module: str
+    attribute: str
+    why: str
+    parameters: tuple = None
+    assigns: tuple = ()
+    kind: type = None
+
+
+_MIRRORED = "tensorflow.python.distribute.mirrored_strategy"
+_CROSS_DEVICE = "tensorflow.python.distribute.cross_device_ops"
+
+
+def _extended(method, parameters, why):
+    return Target(f"MirroredExtended.{method}", STRATEGY, "tensorflow", _MIRRORED, f"MirroredExtended.{method}",
+                  why, parameters)
+
+
+def _module(key, part, package, module, why):
+    return Target(key, part, package, module, "", why)
+
+
+TARGETS = (
+    Target("ASYNC_STATEFUL_OPS", OPS, "tensorflow", "tensorflow.python.framework.auto_control_deps",
+           "ASYNC_STATEFUL_OPS", "lets tf.function run push_pulls concurrently instead of in program order",
+           kind=frozenset),
+    # BytePSStrategy: the overrides of MirroredExtended (bps_tf/strategy/extended.py).
+    Target("MirroredExtended", STRATEGY, "tensorflow", _MIRRORED, "MirroredExtended",
+           "BytePSStrategy's extended class derives from it", parameters=None),
+    _extended("_num_replicas_in_sync", None, "the global replica count"),
+    _extended("_get_replica_id_in_sync_group", ("self", "replica_id"), "global replica ids"),
+    _extended("_get_local_replica_id", ("self", "replica_id_in_sync_group"), "global replica ids"),
+    _extended("_in_multi_worker_mode", ("self",), "multi-worker datasets and Keras behaviour"),
+    _extended("_use_merge_call", ("self",), "collectives issued once per process"),
+    _extended("_get_cross_device_ops", ("self", "value"), "no silent fallback to local reductions"),
+    _extended("_reduce_to", ("self", "reduce_op", "value", "destinations", "options"), "reductions across processes"),
+    _extended("_batch_reduce_to", ("self", "reduce_op", "value_destination_pairs", "options"),
+              "batched gradient reductions"),
+    _extended("_gather_to_implementation", ("self", "value", "destinations", "axis", "options"), "gathers"),
+    _extended("_get_variable_creator_initial_value", ("self", "replica_id", "device", "primary_var", "kwargs"),
+              "initial values broadcast from worker 0"),
+    _extended("_experimental_distribute_dataset", ("self", "dataset", "options"), "per-worker dataset shards"),
+    _extended("_distribute_datasets_from_function", ("self", "dataset_fn", "options"), "per-worker input contexts"),
+    _extended("_experimental_distribute_values_from_function", ("self", "value_fn"), "global replica ids"),
+    _extended("_make_dataset_iterator", ("self", "dataset"), "per-worker dataset shards (TF1 loops)"),
+    _extended("_make_input_fn_iterator", ("self", "input_fn", "replication_mode"), "per-worker input contexts"),
+    _extended("_input_workers_with_options", ("self", "options"), "per-worker dataset shards"),
+    Target("CrossDeviceOps", STRATEGY, "tensorflow", _CROSS_DEVICE, "CrossDeviceOps",
+           "BytePSCrossDeviceOps derives from it"),
+    Target("CrossDeviceOps._gather_implementation", STRATEGY, "tensorflow", _CROSS_DEVICE,
+           "CrossDeviceOps._gather_implementation",
+           "gathers across processes", ("self", "per_replica_value", "destinations", "axis", "options")),
+    Target("CrossDeviceOps._all_reduce", STRATEGY, "tensorflow", _CROSS_DEVICE, "CrossDeviceOps._all_reduce",
+           "refused: reductions go through merge_call", ("self", "reduce_op", "value", "replica_id", "options")),
+    Target("simple_broadcast", STRATEGY, "tensorflow", _CROSS_DEVICE, "simple_broadcast",
+           "copies a reduced value to every local device",
+           ("value", "destinations", "always_mirrored", "canonicalize_devices")),
+    Target("get_devices_from", STRATEGY, "tensorflow", _CROSS_DEVICE, "get_devices_from",
+           "the devices of a reduction's destination", ("destinations", "canonicalize_devices")),
+    _module("distribute_values", STRATEGY, "tensorflow", "tensorflow.python.distribute.values",
+            "DistributedValues and Mirrored"),
+    _module("distribute_utils", STRATEGY, "tensorflow", "tensorflow.python.distribute.distribute_utils",
+            "is_mirrored and regroup"),
+    _module("distribute_lib", STRATEGY, "tensorflow", "tensorflow.python.distribute.distribute_lib",
+            "InputContext, ValueContext, InputReplicationMode"),
+    _module("input_util", STRATEGY, "tensorflow", "tensorflow.python.distribute.input_util",
+            "distributed datasets with an input context"),
+    _module("input_lib_v1", STRATEGY, "tensorflow", "tensorflow.python.distribute.v1.input_lib",
+            "TF1-style dataset iterators with an input context"),
+    _module("reduce_util", STRATEGY, "tensorflow", "tensorflow.python.distribute.reduce_util", "ReduceOp"),
+    Target("GraphOrParentsInXlaContext", STRATEGY, "tensorflow", "tensorflow.python.ops.control_flow_util",
+           "GraphOrParentsInXlaContext", "refusing XLA with a clear message", ("graph",)),
+    # BytePSStrategy under Keras 3 (bps_tf/strategy/keras_integration.py).
+    Target("LossScaleOptimizer.check_finite", STRATEGY, "keras", "keras.src.optimizers.loss_scale_optimizer",
+           "LossScaleOptimizer.check_finite", "the skip-or-apply decision made the same on every worker",
+           ("self", "grads")),
+    Target("trainer.reduce_per_replica", STRATEGY, "keras", "keras.src.backend.tensorflow.trainer",
+           "reduce_per_replica", "predict() gathers every worker's outputs", ("values", "strategy", "reduction")),
+    Target("trainer._multi_worker_concat", STRATEGY, "keras", "keras.src.backend.tensorflow.trainer",
+           "_multi_worker_concat", "predict() gathers every worker's outputs", ("v", "strategy")),
+    Target("TFEpochIterator", STRATEGY, "keras", "keras.src.backend.tensorflow.trainer", "TFEpochIterator",
+           "the strategy an epoch iterates under", assigns=("_distribute_strategy",)),
+    Target("EpochIterator.__init__", STRATEGY, "keras", "keras.src.trainers.epoch_iterator",
+           "EpochIterator.__init__", "every worker takes the same number of steps per epoch",
+           ("self", "x", "y", "sample_weight", "batch_size", "steps_per_epoch", "shuffle", "class_weight",
+            "steps_per_execution")),
+    Target("EpochIterator.reset", STRATEGY, "keras", "keras.src.trainers.epoch_iterator", "EpochIterator.reset",
+           "every worker takes the same number of steps per epoch", ("self",)),
+    Target("EpochIterator", STRATEGY, "keras", "keras.src.trainers.epoch_iterator", "EpochIterator",
+           "every worker takes the same number of steps per epoch", assigns=("_num_batches", "steps_per_epoch")),
+    Target("ModelCheckpoint._save_model", STRATEGY, "keras", "keras.src.callbacks", "ModelCheckpoint._save_model",
+           "only worker 0 writes checkpoints", ("self", "epoch", "batch", "logs")),
+    Target("BackupAndRestore._save_model", STRATEGY, "keras", "keras.src.callbacks",
+           "BackupAndRestore._save_model", "only worker 0 writes backups", ("self",)),
+    Target("BackupAndRestore.on_train_begin", STRATEGY, "keras", "keras.src.callbacks",
+           "BackupAndRestore.on_train_begin", "a backup restored on worker 0 reaches every worker",
+           ("self", "logs")),
+    Target("BackupAndRestore.on_train_end", STRATEGY, "keras", "keras.src.callbacks",
+           "BackupAndRestore.on_train_end", "only worker 0 deletes backups", ("self", "logs")),
+    Target("TensorBoard.set_model", STRATEGY, "keras", "keras.src.callbacks", "TensorBoard.set_model",
+           "workers other than 0 log to a temporary directory", ("self", "model")),
+    Target("TensorBoard.log_dir", STRATEGY, "keras", "keras.src.callbacks", "TensorBoard",
+           "workers other than 0 log to a temporary directory", assigns=("log_dir",)),
+    Target("Trainer._initial_epoch", STRATEGY, "keras", "keras.src.trainers.trainer", "Trainer",
+           "the epoch a restored backup resumes from", assigns=("_initial_epoch",)),
+    # The Horovod-compatible API (bps_tf/tensorflow/optimizer.py).
+    Target("Optimizer._all_reduce_sum_gradients", HOROVOD_API, "keras", "keras.src.backend.tensorflow.optimizer",
+           "TFOptimizer._all_reduce_sum_gradients", "DistributedOptimizer reduces Keras 3 gradients there",
+           ("self", "grads_and_vars")),
+    Target("Optimizer.gradient_accumulation_steps", HOROVOD_API, "keras", "keras.src.optimizers.base_optimizer",
+           "BaseOptimizer", "backward_passes_per_step on Keras 3", assigns=("gradient_accumulation_steps",)),
+    Target("LossScaleOptimizer.apply", HOROVOD_API, "keras", "keras.src.optimizers.loss_scale_optimizer",
+           "LossScaleOptimizer.apply", "gradients reduced before the finiteness check",
+           ("self", "grads", "trainable_variables")),
+    Target("legacy.Optimizer._create_all_weights", HOROVOD_API, "tf_keras", "tf_keras.src.optimizers.legacy.optimizer_v2",
+           "OptimizerV2._create_all_weights", "slots created before an accumulation branch", ("self", "var_list")),
+    Target("v1.Optimizer._create_slots", HOROVOD_API, "tensorflow", "tensorflow.python.training.optimizer",
+           "Optimizer._create_slots", "slots created before an accumulation branch", ("self", "var_list")),
+)
+
+_checked = set()  # (part, package) pairs checked in this process
+
+
+# The distributions each package comes in (its version is read without importing it).
+_DISTRIBUTIONS = {
+    "tensorflow": ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-intel", "tf-nightly"),
+    "keras": ("keras",),
+    "tf_keras": ("tf-keras", "tf_keras"),
+}
+
+
+def installed_version(package):
+    """The installed version of `package`, or None. Keras 2 under the name keras counts as not installed."""
+    module = sys.modules.get(package)
+    version = getattr(module, "__version__", None)
+    for distribution in () if version else _DISTRIBUTIONS[package]:
+        try:
+            version = importlib.metadata.version(distribution)
+            break
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    if package == "keras" and version is not None and not version.startswith("3."):
+        return None
+    return version
+
+
+def keras_in_use():
+    """The Keras that tf.keras resolves to: "tf_keras" with TF_USE_LEGACY_KERAS=1, else "keras" (Keras 3),
+    or None when that one is not installed."""
+    legacy = os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true", "yes")
+    package = "tf_keras" if legacy else "keras"
+    return package if installed_version(package) else None
+
+
+def _major_minor(version):
+    match = re.match(r"(\d+)\.(\d+)", version or "")
+    return f"{match.group(1)}.{match.group(2)}" if match else version
+
+
+def _versions_text(part):
+    installed = ", ".join(f"{p} {installed_version(p)}" for p in PACKAGES if installed_version(p)) or "none"
+    supported = "; ".join(f"{p} {' or '.join(v + '.x' for v in versions)}"
+                          for p, versions in SUPPORTED_VERSIONS[part].items())
+    return f"installed: {installed}; bps_tf's {part.replace('_', ' ')} supports {supported}"
+
+
+def _resolve(target):
+    obj = importlib.import_module(target.module)
+    for name in filter(None, target.attribute.split(".")):
+        obj = getattr(obj, name)  # AttributeError: missing
+    return obj
+
+
+def _parameter_names(obj):
+    function = obj.fget if isinstance(obj, property) else obj
+    return tuple(inspect.signature(function).parameters)
+
+
+def problem(target):
+    """What is wrong with `target` in the installed version, or None."""
+    try:
+        obj = _resolve(target)
+    except (ImportError, AttributeError) as error:
+        return f"{target.module}.{target.attribute} is missing ({error})".replace(". is", " is")
+    if target.kind is not None and not isinstance(obj, target.kind):
+        return f"{target.module}.{target.attribute} is a {type(obj).__name__}, not a {target.kind.__name__}"
+    if target.parameters is not None:
+        try:
+            found = _parameter_names(obj)
+        except (TypeError, ValueError):
+            return f"{target.module}.{target.attribute} is not a function"
+        if found != target.parameters:
+            return (f"{target.module}.{target.attribute} takes ({', '.join(found)}), "
+                    f"bps_tf was written for ({', '.join(target.parameters)})")
+    if target.assigns:
+        try:
+            source = inspect.getsource(obj)
+        except (OSError, TypeError):
+            return f"the code of {target.module}.{target.attribute} cannot be read to check it"
+        missing = [name for name in target.assigns if f"self.{name} =" not in source]
+        if missing:
+            return f"{target.module}.{target.attribute} no longer sets {', '.join(missing)}"
+    return None
+
+
+def check(part, package):
+    """Checks the targets `part` has in `package` (once per process), if that package is installed.
+
+    Raises IncompatibleVersionError listing every problem found.
+    """
+    if (part, package) in _checked or installed_version(package) is None:
+        return
+    problems = [f"{t.key} ({t.why}): {p}" for t in TARGETS if t.part == part and t.package == package
+                for p in [problem(t)] if p]
+    supported = SUPPORTED_VERSIONS[part].get(package)
+    if supported and _major_minor(installed_version(package)) not in supported:
+        message = f"{package} {installed_version(package)} was not tested with bps_tf's {part.replace('_', ' ')}"
+        if not problems and os.environ.get("BYTEPS_ALLOW_UNTESTED_VERSIONS") == "1":
+            warnings.warn(f"bps_tf: {message} ({_versions_text(part)})", stacklevel=2)
+        else:
+            problems.insert(0, message + " (BYTEPS_ALLOW_UNTESTED_VERSIONS=1 lets it run if nothing else is wrong)")
+    if problems:
+        raise IncompatibleVersionError(
+            f"bps_tf cannot use this {package} safely: {'; '.join(problems)}. {_versions_text(part)}.")
+    _checked.add((part, package))
+
+
+def check_part(part):
+    """Checks `part`'s targets in TensorFlow and in the Keras that tf.keras resolves to. (A tf-keras optimizer
+    used with Keras 3 as tf.keras is checked when it is wrapped.)"""
+    for package in ("tensorflow", keras_in_use()):
+        if package in SUPPORTED_VERSIONS[part]:
+            check(part, package)
+
+
+def target(key):
+    """The private object listed under `key`, checked first (with the rest of its part and package)."""
+    for t in TARGETS:
+        if t.key == key:
+            check(t.part, t.package)
+            return _resolve(t)
+    raise KeyError(f"no compatibility target '{key}'")
+
+
+def replace(key, value):
+    """Puts `value` where the private object listed under `key` is (a module's or a class's attribute);
+    returns the original."""
+    original = target(key)
+    t = next(t for t in TARGETS if t.key == key)
+    *owner_path, name = t.attribute.split(".")
+    owner = importlib.import_module(t.module)
+    for part in owner_path:
+        owner = getattr(owner, part)
+    setattr(owner, name, value)
+    return original

@@ -1,0 +1,269 @@
+// A server against lying and careless peers: every field of a push is checked against the key's plan and
+// the connection's proven rank; nothing a worker connection sends can stop the server or reach another
+// worker's sum. The scheduler is played by the test over the in-memory transport.
+#include "cc/ps/server.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "cc/transport/inmemory_transport.h"
+
+namespace bps {
+namespace {
+
+class Inbox : public MessageHandler {
+ public:
+  void* PayloadDestination(PeerId, const std::string&, size_t length) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    payloads_.emplace_back(length);
+    return payloads_.back().data();
+  }
+  void OnMessage(PeerId from, const std::string& header, void*, size_t) override {
+    auto m = Message::Decode(header);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (m.ok()) messages_.push_back({from, m.value()});
+    cv_.notify_all();
+  }
+  void OnPeerLost(PeerId, const Status&) override {}
+
+  // The next message of `type`, or nothing within `seconds`.
+  std::optional<std::pair<PeerId, Message>> Next(MessageType type, double seconds = 5) {
+    std::unique_lock<std::mutex> lock(mu_);
+    std::optional<std::pair<PeerId, Message>> found;
+    cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] {
+      for (auto it = messages_.begin(); it != messages_.end(); ++it) {
+        if (it->second.type == type) {
+          found = *it;
+          messages_.erase(it);
+          return true;
+        }
+      }
+      return false;
+    });
+    return found;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<PeerId, Message>> messages_;
+  std::deque<std::vector<char>> payloads_;
+};
+
+const uint64_t kKey = 42 << 20;
+const char kToken0[] = "token-of-worker-0-token-of-worker-0";
+const char kToken1[] = "token-of-worker-1-token-of-worker-1";
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    network_ = std::make_shared<InMemoryNetwork>();
+    scheduler_ = CreateInMemoryTransport(network_);
+    scheduler_->SetHandler(&scheduler_inbox_);
+    ASSERT_TRUE(scheduler_->Listen("scheduler", 1).ok());
+    Config config;
+    config.role = Role::kServer;
+    config.root_uri = "scheduler";
+    config.root_port = 1;
+    config.node_host = "server";
+    config.num_worker = 2;
+    config.num_server = 1;
+    config.timeout_s = 20;
+    config.shared_memory = false;
+    server_transport_ = CreateInMemoryTransport(network_);
+    server_ = std::make_unique<Server>(config, server_transport_.get());
+    server_thread_ = std::thread([this] { result_ = server_->Run(); });
+
+    auto registered = scheduler_inbox_.Next(MessageType::kRegister);
+    ASSERT_TRUE(registered);
+    to_server_ = registered->first;
+    server_address_ = RegisterBody::Decode(registered->second.text).value().address;
+    AddressBook book;
+    book.num_workers = 2;
+    book.worker_tokens = {kToken0, kToken1};
+    Message m;
+    m.type = MessageType::kAddressBook;
+    m.text = book.Encode();
+    scheduler_->Send(to_server_, m.Encode(), nullptr, 0, nullptr);
+    ASSERT_TRUE(scheduler_inbox_.Next(MessageType::kServerReady));
+    KeyPlanBody plan;
+    plan.keys.push_back(KeySpec{kKey, DataType::kFloat32, 4, 2, TensorScope::kProcess});
+    Message key_plan;
+    key_plan.type = MessageType::kKeyPlan;
+    key_plan.request_id = 7;
+    key_plan.text = plan.Encode();
+    scheduler_->Send(to_server_, key_plan.Encode(), nullptr, 0, nullptr);
+    auto planned = scheduler_inbox_.Next(MessageType::kKeyPlanReply);
+    ASSERT_TRUE(planned && planned->second.status().ok());
+  }
+
+  void TearDown() override {
+    Message bye;
+    bye.type = MessageType::kShutdown;
+    scheduler_->Send(to_server_, bye.Encode(), nullptr, 0, nullptr);
+    server_thread_.join();
+    EXPECT_TRUE(result_.ok()) << result_.ToString() << ": the server must end only when the scheduler says";
+    for (auto& w : workers_) w->Shutdown(0);
+    server_transport_->Shutdown(0);
+    scheduler_->Shutdown(0);
+  }
+
+  Inbox* NewInbox() { return &inboxes_.emplace_back(); }
+
+  // A worker connection, identified as `rank` with `token` (unless empty).
+  PeerId Worker(Inbox* inbox, int rank, const std::string& token, Status* identified = nullptr) {
+    workers_.push_back(CreateInMemoryTransport(network_));
+    workers_.back()->SetHandler(inbox);
+    PeerId peer = workers_.back()->Connect(server_address_, 5, Link::kData).value();
+    if (!token.empty()) {
+      Message m;
+      m.type = MessageType::kIdentify;
+      m.sender = rank;
+      m.text = token;
+      workers_.back()->Send(peer, m.Encode(), nullptr, 0, nullptr);
+      auto reply = inbox->Next(MessageType::kIdentifyReply);
+      if (identified) *identified = reply ? reply->second.status() : DeadlineExceeded("no reply");
+    }
+    return peer;
+  }
+
+  static Message Push(int sender, uint64_t elements, uint32_t round = 1) {
+    Message m;
+    m.type = MessageType::kPush;
+    m.key = kKey;
+    m.sender = sender;
+    m.participants = 2;
+    m.dtype = DataType::kFloat32;
+    m.num_elements = elements;
+    m.round = round;
+    m.request_id = 99;
+    return m;
+  }
+
+  std::shared_ptr<InMemoryNetwork> network_;
+  std::unique_ptr<Transport> scheduler_, server_transport_;
+  std::deque<Inbox> inboxes_;  // outlive the worker transports that deliver to them (shut down in TearDown)
+  std::vector<std::unique_ptr<Transport>> workers_;
+  Inbox scheduler_inbox_;
+  std::unique_ptr<Server> server_;
+  std::thread server_thread_;
+  Status result_;
+  PeerId to_server_ = -1;
+  std::string server_address_;
+};
+
+TEST_F(ServerTest, AWrongTokenIsNotAWorker) {
+  Inbox* inbox = NewInbox();
+  Status identified;
+  Worker(inbox, 1, "a guessed token, of the right length", &identified);
+  EXPECT_EQ(identified.code(), Code::kUnauthenticated) << identified.ToString();
+}
+
+TEST_F(ServerTest, ARankSpeaksThroughOneConnectionOnly) {
+  Inbox* first = NewInbox();
+  Inbox* second = NewInbox();
+  Status identified;
+  Worker(first, 1, kToken1, &identified);
+  ASSERT_TRUE(identified.ok()) << identified.ToString();
+  Worker(second, 1, kToken1, &identified);
+  EXPECT_FALSE(identified.ok());
+}
+
+TEST_F(ServerTest, PushesFromAnUnidentifiedConnectionGetNoAnswer) {
+  Inbox* inbox = NewInbox();
+  PeerId peer = Worker(inbox, 1, "");
+  float data[4] = {1e6, 1e6, 1e6, 1e6};
+  workers_.back()->Send(peer, Push(1, 4).Encode(), data, sizeof(data), nullptr);
+  EXPECT_FALSE(inbox->Next(MessageType::kPullReply, 1)) << "an error reply would tell a stranger the round";
+}
+
+TEST_F(ServerTest, APushForAnotherRankIsRefused) {
+  Inbox* inbox = NewInbox();
+  Status identified;
+  PeerId peer = Worker(inbox, 0, kToken0, &identified);
+  ASSERT_TRUE(identified.ok());
+  float data[4] = {1e6, 1e6, 1e6, 1e6};
+  workers_.back()->Send(peer, Push(1, 4).Encode(), data, sizeof(data), nullptr);  // claims to be worker 1
+  auto reply = inbox->Next(MessageType::kPullReply);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->second.status().code(), Code::kInvalidArgument) << reply->second.status().ToString();
+}
+
+TEST_F(ServerTest, HugeOrWrappingElementCountsAreErrorsNotCrashes) {
+  Inbox* inbox = NewInbox();
+  Status identified;
+  PeerId peer = Worker(inbox, 0, kToken0, &identified);
+  ASSERT_TRUE(identified.ok());
+  for (uint64_t elements : {uint64_t(1) << 40, (uint64_t(1) << 62) + 1, uint64_t(0), ~uint64_t(0)}) {
+    workers_.back()->Send(peer, Push(0, elements).Encode(), nullptr, 0, nullptr);
+    auto reply = inbox->Next(MessageType::kPullReply);
+    ASSERT_TRUE(reply) << elements;
+    EXPECT_FALSE(reply->second.status().ok()) << elements;
+  }
+}
+
+TEST_F(ServerTest, UnplannedKeysAndWrongDtypesAreRefused) {
+  Inbox* inbox = NewInbox();
+  Status identified;
+  PeerId peer = Worker(inbox, 0, kToken0, &identified);
+  ASSERT_TRUE(identified.ok());
+  Message unplanned = Push(0, 4);
+  unplanned.key = kKey + 1;
+  Message wrong_dtype = Push(0, 4);
+  wrong_dtype.dtype = DataType::kInt64;
+  Message wrong_participants = Push(0, 4);
+  wrong_participants.participants = 1;
+  for (const Message& m : {unplanned, wrong_dtype, wrong_participants}) {
+    workers_.back()->Send(peer, m.Encode(), nullptr, 0, nullptr);
+    auto reply = inbox->Next(MessageType::kPullReply);
+    ASSERT_TRUE(reply);
+    EXPECT_FALSE(reply->second.status().ok());
+  }
+}
+
+TEST_F(ServerTest, SchedulerMessagesFromAWorkerAreIgnored) {
+  Inbox* inbox = NewInbox();
+  Status identified;
+  PeerId peer = Worker(inbox, 0, kToken0, &identified);
+  for (MessageType type : {MessageType::kAbort, MessageType::kShutdown, MessageType::kReset, MessageType::kKeyPlan}) {
+    Message m;
+    m.type = type;
+    m.set_status(Aborted("a worker pretending to be the scheduler"));
+    workers_.back()->Send(peer, m.Encode(), nullptr, 0, nullptr);
+  }
+  // Still serving: two identified workers complete a round.
+  Inbox* other = NewInbox();
+  PeerId other_peer = Worker(other, 1, kToken1, &identified);
+  ASSERT_TRUE(identified.ok());
+  float mine[4] = {1, 2, 3, 4}, theirs[4] = {10, 20, 30, 40};
+  workers_[0]->Send(peer, Push(0, 4).Encode(), mine, sizeof(mine), nullptr);
+  workers_[1]->Send(other_peer, Push(1, 4).Encode(), theirs, sizeof(theirs), nullptr);
+  auto reply = inbox->Next(MessageType::kPullReply);
+  ASSERT_TRUE(reply);
+  EXPECT_TRUE(reply->second.status().ok()) << reply->second.status().ToString();
+}
+
+TEST_F(ServerTest, AWorkerThatFinishedFailsTheRoundsWaitingOnItAtOnce) {
+  Inbox* inbox = NewInbox();
+  Status identified;
+  PeerId peer = Worker(inbox, 0, kToken0, &identified);
+  ASSERT_TRUE(identified.ok());
+  float mine[4] = {1, 2, 3, 4};
+  workers_.back()->Send(peer, Push(0, 4).Encode(), mine, sizeof(mine), nullptr);
+  Message finished;
+  finished.type = MessageType::kWorkerFinished;
+  finished.sender = 1;
+  scheduler_->Send(to_server_, finished.Encode(), nullptr, 0, nullptr);
+  auto reply = inbox->Next(MessageType::kPullReply);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->second.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(reply->second.status().message().find("worker(s) 1 finished"), std::string::npos)
+      << reply->second.status().message();
+}
+
+}  // namespace
+}  // namespace bps

@@ -1,0 +1,175 @@
+#include "cc/transport/tcp_frames.h"
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "cc/common/wire.h"
+
+namespace bps {
+
+std::string FramePrefix(uint32_t header_bytes, uint64_t payload_bytes) {
+  WireWriter w;
+  w.Put<uint32_t>(header_bytes);
+  w.Put<uint64_t>(payload_bytes);
+  return w.Take();
+}
+
+Status FrameReader::Consume(Sink& sink) {
+  while (true) {
+    switch (stage_) {
+      case Stage::kPrefix: {
+        if (buffered() < kFramePrefixBytes) return Status::OK();
+        std::memcpy(&header_bytes_, &buffer_[begin_], sizeof(header_bytes_));
+        std::memcpy(&payload_bytes_, &buffer_[begin_ + sizeof(header_bytes_)], sizeof(payload_bytes_));
+        begin_ += kFramePrefixBytes;
+        if (header_bytes_ == 0 && payload_bytes_ == 0) break;  // a heartbeat
+        if (header_bytes_ == 0 || header_bytes_ > kMaxHeaderBytes || payload_bytes_ > kMaxPayloadBytes) {
+          return InvalidArgument("malformed frame (header of " + std::to_string(header_bytes_) + " bytes, payload of " +
+                                 std::to_string(payload_bytes_) + ")");
+        }
+        header_.clear();
+        stage_ = Stage::kHeader;
+        break;
+      }
+      case Stage::kHeader: {
+        size_t take = std::min<size_t>(buffered(), header_bytes_ - header_.size());
+        header_.append(&buffer_[begin_], take);
+        begin_ += take;
+        if (header_.size() < header_bytes_) return Status::OK();
+        if (payload_bytes_ == 0) {
+          stage_ = Stage::kPrefix;
+          sink.Frame(header_, nullptr, 0);
+          break;
+        }
+        destination_ = static_cast<char*>(sink.Destination(header_, payload_bytes_));
+        payload_done_ = 0;
+        stage_ = Stage::kPayload;
+        break;
+      }
+      case Stage::kPayload: {
+        size_t take = static_cast<size_t>(std::min<uint64_t>(buffered(), payload_bytes_ - payload_done_));
+        if (destination_ != nullptr && take > 0) std::memcpy(destination_ + payload_done_, &buffer_[begin_], take);
+        begin_ += take;
+        payload_done_ += take;
+        if (payload_done_ < payload_bytes_) return Status::OK();
+        stage_ = Stage::kPrefix;
+        sink.Frame(header_, destination_, payload_bytes_);
+        break;
+      }
+    }
+  }
+}
+
+Status FrameReader::Feed(const char* data, size_t length, Sink& sink) {
+  while (length > 0) {
+    if (begin_ == end_) begin_ = end_ = 0;
+    if (end_ == buffer_.size()) {  // compact
+      std::memmove(buffer_.data(), &buffer_[begin_], buffered());
+      end_ -= begin_;
+      begin_ = 0;
+    }
+    size_t take = std::min(length, buffer_.size() - end_);
+    std::memcpy(&buffer_[end_], data, take);
+    end_ += take;
+    data += take;
+    length -= take;
+    BPS_RETURN_IF_ERROR(Consume(sink));
+  }
+  return Status::OK();
+}
+
+Status FrameReader::ReadFrom(int fd, Sink& sink, size_t budget) {
+  size_t total = 0;
+  while (total < budget) {
+    BPS_RETURN_IF_ERROR(Consume(sink));
+    ssize_t n;
+    if (stage_ == Stage::kPayload && destination_ != nullptr && buffered() == 0) {
+      // A large payload goes straight to its destination, without passing through the buffer.
+      n = recv(fd, destination_ + payload_done_, static_cast<size_t>(payload_bytes_ - payload_done_), 0);
+      if (n > 0) {
+        payload_done_ += static_cast<uint64_t>(n);
+        total += static_cast<size_t>(n);
+        continue;
+      }
+    } else {
+      if (begin_ == end_) begin_ = end_ = 0;
+      if (end_ == buffer_.size()) {
+        std::memmove(buffer_.data(), &buffer_[begin_], buffered());
+        end_ -= begin_;
+        begin_ = 0;
+      }
+      n = recv(fd, &buffer_[end_], buffer_.size() - end_, 0);
+      if (n > 0) {
+        end_ += static_cast<size_t>(n);
+        total += static_cast<size_t>(n);
+        continue;
+      }
+    }
+    if (n == 0) return Unavailable("the peer closed the connection");
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    return Unavailable(std::string("connection broke: ") + std::strerror(errno));
+  }
+  return Consume(sink);
+}
+
+void FrameWriter::Queue(const std::string& header, const void* payload, size_t length, Done done) {
+  frames_.push_back(Frame{FramePrefix(static_cast<uint32_t>(header.size()), length) + header,
+                          static_cast<const char*>(payload), length, 0, std::move(done)});
+}
+
+Status FrameWriter::WriteTo(int fd) {
+  constexpr size_t kMaxVectors = 64;
+  while (!frames_.empty()) {
+    iovec vectors[kMaxVectors];
+    size_t count = 0;
+    for (const Frame& f : frames_) {
+      if (count + 2 > kMaxVectors) break;
+      size_t skip = f.written;
+      if (skip < f.head.size()) {
+        vectors[count++] = {const_cast<char*>(f.head.data()) + skip, f.head.size() - skip};
+        skip = 0;
+      } else {
+        skip -= f.head.size();
+      }
+      if (f.length > skip) vectors[count++] = {const_cast<char*>(f.payload) + skip, f.length - skip};
+    }
+    msghdr message{};
+    message.msg_iov = vectors;
+    message.msg_iovlen = count;
+    ssize_t n = sendmsg(fd, &message, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::OK();
+      Status broken = Unavailable(std::string("connection broke: ") + std::strerror(errno));
+      FailAll(broken);
+      return broken;
+    }
+    size_t left = static_cast<size_t>(n);
+    while (!frames_.empty()) {
+      Frame& f = frames_.front();
+      size_t used = std::min(left, f.head.size() + f.length - f.written);
+      f.written += used;
+      left -= used;
+      if (f.written < f.head.size() + f.length) break;
+      Done done = std::move(f.done);
+      frames_.pop_front();
+      if (done) done(Status::OK());
+    }
+  }
+  return Status::OK();
+}
+
+void FrameWriter::FailAll(const Status& why) {
+  std::deque<Frame> failed;
+  failed.swap(frames_);
+  for (Frame& f : failed) {
+    if (f.done) f.done(why);
+  }
+}
+
+}  // namespace bps

@@ -1,0 +1,546 @@
+#include "cc/transport/tcp_transport.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "cc/common/clock.h"
+#include "cc/common/logging.h"
+#include "cc/transport/address.h"
+#include "cc/transport/tcp_frames.h"
+#include "cc/transport/handshake.h"
+
+namespace bps {
+namespace {
+
+constexpr size_t kMaxPendingHandshakes = 128;  // more unauthenticated connections at once are refused
+constexpr double kHeartbeatMaxIntervalS = 5;
+constexpr double kTickS = 0.1;
+
+std::string Describe(const sockaddr_in& addr) {
+  char text[INET_ADDRSTRLEN] = "?";
+  inet_ntop(AF_INET, &addr.sin_addr, text, sizeof(text));
+  return std::string(text) + ":" + std::to_string(ntohs(addr.sin_port));
+}
+
+std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+// Logs peers turned away, without letting a flood of them flood the log.
+class RejectionLog {
+ public:
+  void Note(const std::string& who, const std::string& why) {
+    const double now = NowSeconds();
+    if (now - window_start_ > 60) {
+      if (suppressed_ > 0) BPS_LOG(Warning) << "turned away " << suppressed_ << " more connections in the last minute";
+      window_start_ = now;
+      logged_ = suppressed_ = 0;
+    }
+    if (logged_++ < 10) {
+      BPS_LOG(Warning) << "turned away a connection from " << who << ": " << why;
+    } else {
+      ++suppressed_;
+    }
+  }
+
+ private:
+  double window_start_ = 0;
+  int logged_ = 0;
+  int suppressed_ = 0;
+};
+
+class TcpTransport : public Transport, private FrameReader::Sink {
+ public:
+  explicit TcpTransport(const TcpOptions& options) : options_(options) {}
+  ~TcpTransport() override { Shutdown(1); }
+
+  Status Init();
+  void SetHandler(MessageHandler* handler) override { handler_ = handler; }
+  StatusOr<std::string> Listen(const std::string& host, int port) override;
+  StatusOr<PeerId> Connect(const std::string& address, double timeout_s, Link link) override;
+  void Send(PeerId to, std::string header, const void* payload, size_t length, SendCallback on_sent) override;
+  std::string PeerName(PeerId peer) override;
+  void Shutdown(double timeout_s) override;
+
+ private:
+  struct Connection {
+    int fd = -1;
+    PeerId id = -1;  // assigned once authenticated
+    std::string name;
+    bool other_host = false;
+    std::unique_ptr<ServerHandshake> handshake;  // while an accepted connection authenticates
+    double handshake_deadline = 0;
+    FrameReader reader;
+    FrameWriter writer;
+    double last_heard = 0;   // anything arrived
+    double last_queued = 0;  // anything queued to send
+    bool watching_writes = false;
+  };
+
+  // Runs fn on the I/O thread and waits for it (at most a minute). fn captures by value: after a timeout
+  // the caller is gone while fn may still run.
+  Status RunOnThread(std::function<Status()> fn);
+  void Post(std::function<void()> fn);
+  void AssertOnThread() const {
+    if (std::this_thread::get_id() != thread_.get_id()) DieBecause("TCP transport state touched outside its thread");
+  }
+  void Loop();
+  void RunCommands();
+  void Tick(double now);
+  void Accept();
+  void OnHandshakeBytes(Connection* c);
+  void OnReadable(Connection* c);
+  void Flush(Connection* c);
+  void Watch(Connection* c, bool writes);
+  PeerId Open(Connection* c);
+  void Close(Connection* c, const Status& why);
+  void CloseAll();
+  void ConfigureSocket(int fd, bool other_host) const;
+
+  // FrameReader::Sink, for the connection being read (current_).
+  void* Destination(const std::string& header, size_t length) override;
+  void Frame(const std::string& header, void* payload, size_t length) override;
+
+  const TcpOptions options_;
+  MessageHandler* handler_ = nullptr;
+  std::string local_host_;  // where we listen: peers elsewhere are on other hosts
+  int epoll_fd_ = -1, wake_fd_ = -1, listen_fd_ = -1;
+  std::thread thread_;
+  std::atomic<bool> exit_{false};
+  std::atomic<bool> shut_down_{false};
+
+  std::mutex mu_;  // guards commands_ and names_ (PeerName is called from any thread)
+  std::deque<std::function<void()>> commands_;
+  std::map<PeerId, std::string> names_;
+
+  // The I/O thread's.
+  std::map<int, std::unique_ptr<Connection>> connections_;  // by fd
+  std::map<PeerId, Connection*> peers_;
+  std::set<Connection*> dirty_;  // queued frames to write after the current commands
+  Connection* current_ = nullptr;
+  size_t pending_handshakes_ = 0;
+  PeerId next_peer_ = 0;
+  RejectionLog rejections_;
+  double closing_deadline_ = -1;  // set by Shutdown: flush until then, then close
+};
+
+Status TcpTransport::Init() {
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (epoll_fd_ < 0 || wake_fd_ < 0) return Internal(Errno("epoll_create1/eventfd"));
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = wake_fd_;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0) return Internal(Errno("epoll_ctl"));
+  thread_ = std::thread([this] { Loop(); });
+  return Status::OK();
+}
+
+void TcpTransport::Post(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    commands_.push_back(std::move(fn));
+  }
+  uint64_t one = 1;
+  ssize_t unused = write(wake_fd_, &one, sizeof(one));
+  (void)unused;  // the counter cannot overflow in practice; a failed wake-up costs at most one tick
+}
+
+Status TcpTransport::RunOnThread(std::function<Status()> fn) {
+  if (shut_down_) return Aborted("transport is shut down");
+  auto done = std::make_shared<std::promise<Status>>();
+  std::future<Status> result = done->get_future();
+  Post([fn = std::move(fn), done] { done->set_value(fn()); });
+  if (result.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    return Internal("the TCP transport's thread did not answer within 60 s");
+  }
+  return result.get();
+}
+
+void TcpTransport::RunCommands() {
+  std::deque<std::function<void()>> batch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    batch.swap(commands_);
+  }
+  for (auto& fn : batch) fn();
+  std::set<Connection*> dirty;
+  dirty.swap(dirty_);
+  for (Connection* c : dirty) Flush(c);
+}
+
+void TcpTransport::Loop() {
+  double next_tick = NowSeconds();
+  epoll_event events[64];
+  while (!exit_) {
+    RunCommands();
+    int timeout_ms = static_cast<int>(std::max(0.0, next_tick - NowSeconds()) * 1000) + 1;
+    int n = epoll_wait(epoll_fd_, events, 64, timeout_ms);
+    for (int i = 0; i < n; ++i) {
+      int fd = events[i].data.fd;
+      if (fd == wake_fd_) {
+        uint64_t drained;
+        ssize_t unused = read(wake_fd_, &drained, sizeof(drained));
+        (void)unused;
+        continue;
+      }
+      if (fd == listen_fd_) {
+        Accept();
+        continue;
+      }
+      auto it = connections_.find(fd);
+      if (it == connections_.end()) continue;
+      Connection* c = it->second.get();
+      if (events[i].events & EPOLLOUT) Flush(c);
+      if (connections_.count(fd) && (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
+        c->handshake ? OnHandshakeBytes(c) : OnReadable(c);
+      }
+    }
+    const double now = NowSeconds();
+    if (now >= next_tick) {
+      Tick(now);
+      next_tick = now + kTickS;
+    }
+  }
+  RunCommands();  // what was posted before the end: sends fail (no connection is left), waits are answered
+}
+
+void TcpTransport::Tick(double now) {
+  const double heartbeat = std::min(kHeartbeatMaxIntervalS, options_.liveness_timeout_s / 4);
+  std::vector<Connection*> all;
+  for (auto& entry : connections_) all.push_back(entry.second.get());
+  for (Connection* c : all) {
+    if (c->handshake) {
+      if (now > c->handshake_deadline) {
+        rejections_.Note(c->name, "it did not complete the handshake within " +
+                                      std::to_string(static_cast<int>(options_.handshake_timeout_s)) + " s");
+        Close(c, DeadlineExceeded("handshake timed out"));
+      }
+      continue;
+    }
+    if (now - c->last_heard > options_.liveness_timeout_s) {
+      Close(c, Unavailable("no sign of life from " + c->name + " for " +
+                           std::to_string(static_cast<int>(options_.liveness_timeout_s)) +
+                           " s (BYTEPS_TIMEOUT): the process is frozen or the network is cut"));
+      continue;
+    }
+    if (now - c->last_queued > heartbeat && c->writer.empty()) {
+      c->writer.QueueHeartbeat();
+      c->last_queued = now;
+      Flush(c);
+    }
+  }
+  if (closing_deadline_ >= 0) {
+    bool flushed = true;
+    for (auto& entry : connections_) flushed &= entry.second->writer.empty();
+    if (flushed || now >= closing_deadline_) {
+      CloseAll();
+      exit_ = true;
+    }
+  }
+}
+
+void TcpTransport::ConfigureSocket(int fd, bool other_host) const {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (other_host && options_.send_buffer_bytes > 0) {
+    int bytes = static_cast<int>(options_.send_buffer_bytes);
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+  }
+}
+
+StatusOr<std::string> TcpTransport::Listen(const std::string& host, int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    return InvalidArgument("'" + host + "' is not an IPv4 address to listen on");
+  }
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Internal(Errno("socket"));
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 512) != 0) {
+    Status error = Unavailable("cannot listen on " + host + ":" + std::to_string(port) + ": " + std::strerror(errno));
+    close(fd);
+    return error;
+  }
+  socklen_t length = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length);
+  const std::string bound = host + ":" + std::to_string(ntohs(addr.sin_port));
+  local_host_ = host;  // read by Connect, which the same thread calls after this
+  Status added = RunOnThread([this, fd]() -> Status {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) return Internal(Errno("epoll_ctl"));
+    listen_fd_ = fd;
+    return Status::OK();
+  });
+  if (!added.ok()) {
+    close(fd);
+    return added;
+  }
+  return bound;
+}
+
+void TcpTransport::Accept() {
+  AssertOnThread();
+  while (true) {
+    sockaddr_in peer{};
+    socklen_t length = sizeof(peer);
+    int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      return;  // EAGAIN: none left; EMFILE and the like: try again on the next event
+    }
+    const std::string name = Describe(peer);
+    if (shut_down_ || pending_handshakes_ >= kMaxPendingHandshakes) {
+      rejections_.Note(name, shut_down_ ? "shutting down" : "too many connections are authenticating at once");
+      close(fd);
+      continue;
+    }
+    sockaddr_in mine{};
+    length = sizeof(mine);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&mine), &length);
+    auto c = std::make_unique<Connection>();
+    c->fd = fd;
+    c->name = name;
+    c->other_host = peer.sin_addr.s_addr != mine.sin_addr.s_addr;
+    c->handshake = std::make_unique<ServerHandshake>(options_.secret);
+    c->handshake_deadline = NowSeconds() + options_.handshake_timeout_s;
+    ConfigureSocket(fd, c->other_host);
+    const std::string& hello = c->handshake->hello();
+    // A fresh socket's buffer takes these 40 bytes whole.
+    if (send(fd, hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size())) {
+      close(fd);
+      continue;
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      close(fd);
+      continue;
+    }
+    ++pending_handshakes_;
+    connections_[fd] = std::move(c);
+  }
+}
+
+void TcpTransport::OnHandshakeBytes(Connection* c) {
+  char bytes[kClientProofBytes + 1];
+  ssize_t n = recv(c->fd, bytes, sizeof(bytes), 0);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+  if (n <= 0) return Close(c, Unavailable("closed during the handshake"));
+  std::string reply, why;
+  switch (c->handshake->Feed(bytes, static_cast<size_t>(n), &reply, &why)) {
+    case ServerHandshake::Result::kNeedMore: return;
+    case ServerHandshake::Result::kRejected:
+      rejections_.Note(c->name, why);
+      send(c->fd, reply.data(), reply.size(), MSG_NOSIGNAL);  // best effort: the peer learns why it failed
+      return Close(c, Unauthenticated(why));
+    case ServerHandshake::Result::kAccepted:
+      if (send(c->fd, reply.data(), reply.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(reply.size())) {
+        return Close(c, Unavailable("closed during the handshake"));
+      }
+      c->handshake.reset();
+      --pending_handshakes_;
+      Open(c);
+  }
+}
+
+PeerId TcpTransport::Open(Connection* c) {
+  AssertOnThread();
+  c->id = next_peer_++;
+  c->last_heard = c->last_queued = NowSeconds();
+  peers_[c->id] = c;
+  std::lock_guard<std::mutex> lock(mu_);
+  names_[c->id] = c->name;
+  return c->id;
+}
+
+StatusOr<PeerId> TcpTransport::Connect(const std::string& address, double timeout_s, Link) {
+  auto target = ParseHostPort(address);
+  if (!target.ok()) return target.status();
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(target.value().port));
+  if (inet_pton(AF_INET, target.value().host.c_str(), &addr.sin_addr) != 1) {
+    return InvalidArgument("'" + target.value().host + "' is not an IPv4 address");
+  }
+  const bool other_host = target.value().host != local_host_;
+  Deadline deadline(timeout_s);
+  Status last = Unavailable("no attempt made");
+  while (!deadline.expired()) {
+    if (shut_down_) return Aborted("transport is shut down");
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return Internal(Errno("socket"));
+    ConfigureSocket(fd, other_host);
+    Deadline attempt(std::min(deadline.remaining(), options_.handshake_timeout_s));
+    int rc = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    if (rc != 0 && errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      rc = poll(&p, 1, static_cast<int>(attempt.remaining() * 1000) + 1) == 1 ? 0 : -1;
+      int error = 0;
+      socklen_t length = sizeof(error);
+      if (rc == 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error != 0) {
+        errno = error;
+        rc = -1;
+      } else if (rc != 0) {
+        errno = ETIMEDOUT;
+      }
+    }
+    Status step = rc == 0 ? RunClientHandshake(fd, options_.secret, attempt)
+                          : Unavailable(std::string("connect: ") + std::strerror(errno));
+    if (step.ok()) {
+      auto id = std::make_shared<PeerId>(-1);
+      const std::string name = address;
+      Status opened = RunOnThread([this, fd, name, other_host, id]() -> Status {
+        auto c = std::make_unique<Connection>();
+        c->fd = fd;
+        c->name = name;
+        c->other_host = other_host;
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.fd = fd;
+        if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) return Internal(Errno("epoll_ctl"));
+        Connection* raw = c.get();
+        connections_[fd] = std::move(c);
+        *id = Open(raw);
+        return Status::OK();
+      });
+      if (opened.ok()) return *id;
+      close(fd);
+      return opened;
+    }
+    close(fd);
+    // Not a member of this job: trying again will not change that.
+    if (step.code() == Code::kUnauthenticated) return Unauthenticated(address + ": " + step.message());
+    last = step;
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int>(200, deadline.remaining() * 1000)));
+  }
+  return Unavailable("cannot connect to " + address + " within " + std::to_string(static_cast<int>(timeout_s)) +
+                     " s (last error: " + last.message() + "). Is the process there running?");
+}
+
+void TcpTransport::Send(PeerId to, std::string header, const void* payload, size_t length, SendCallback on_sent) {
+  if (shut_down_) {
+    if (on_sent) on_sent(Aborted("transport is shut down"));
+    return;
+  }
+  Post([this, to, header = std::move(header), payload, length, on_sent = std::move(on_sent)]() mutable {
+    auto it = peers_.find(to);
+    if (it == peers_.end()) {
+      if (on_sent) on_sent(Unavailable("connection to " + PeerName(to) + " is closed"));
+      return;
+    }
+    Connection* c = it->second;
+    c->writer.Queue(header, payload, length, std::move(on_sent));
+    c->last_queued = NowSeconds();
+    dirty_.insert(c);
+  });
+}
+
+void TcpTransport::Flush(Connection* c) {
+  if (!connections_.count(c->fd) || connections_[c->fd].get() != c) return;  // closed meanwhile
+  Status written = c->writer.WriteTo(c->fd);
+  if (!written.ok()) return Close(c, Unavailable("connection to " + c->name + " lost (" + written.message() + ")"));
+  Watch(c, !c->writer.empty());
+}
+
+void TcpTransport::Watch(Connection* c, bool writes) {
+  if (c->watching_writes == writes) return;
+  epoll_event ev{};
+  ev.events = EPOLLIN | (writes ? EPOLLOUT : 0);
+  ev.data.fd = c->fd;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c->fd, &ev);
+  c->watching_writes = writes;
+}
+
+void TcpTransport::OnReadable(Connection* c) {
+  current_ = c;
+  const int fd = c->fd;
+  Status read = c->reader.ReadFrom(fd, *this);
+  current_ = nullptr;
+  if (!connections_.count(fd)) return;
+  c->last_heard = NowSeconds();
+  if (!read.ok()) Close(c, Unavailable("connection to " + c->name + " lost (" + read.message() + ")"));
+}
+
+void* TcpTransport::Destination(const std::string& header, size_t length) {
+  if (handler_ == nullptr || shut_down_) return nullptr;
+  return handler_->PayloadDestination(current_->id, header, length);
+}
+
+void TcpTransport::Frame(const std::string& header, void* payload, size_t length) {
+  if (handler_ != nullptr && !shut_down_) handler_->OnMessage(current_->id, header, payload, length);
+}
+
+void TcpTransport::Close(Connection* c, const Status& why) {
+  AssertOnThread();
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->fd, nullptr);
+  close(c->fd);
+  if (c->handshake) --pending_handshakes_;
+  c->writer.FailAll(why);
+  dirty_.erase(c);
+  const PeerId id = c->id;
+  const bool was_open = !c->handshake && id >= 0;
+  auto owned = std::move(connections_[c->fd]);
+  connections_.erase(c->fd);
+  if (was_open) peers_.erase(id);
+  if (was_open && handler_ != nullptr && !shut_down_) handler_->OnPeerLost(id, why);
+}
+
+void TcpTransport::CloseAll() {
+  std::vector<Connection*> all;
+  for (auto& entry : connections_) all.push_back(entry.second.get());
+  for (Connection* c : all) Close(c, Aborted("transport is shut down"));
+  if (listen_fd_ >= 0) {
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+    close(listen_fd_);
+    listen_fd_ = -1;
+  }
+}
+
+std::string TcpTransport::PeerName(PeerId peer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = names_.find(peer);
+  return it == names_.end() ? "unknown peer" : it->second;
+}
+
+void TcpTransport::Shutdown(double timeout_s) {
+  if (shut_down_.exchange(true)) return;
+  if (thread_.joinable()) {
+    Post([this, timeout_s] { closing_deadline_ = NowSeconds() + timeout_s; });
+    thread_.join();
+  }
+  for (int* fd : {&epoll_fd_, &wake_fd_}) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+  }
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Transport>> CreateTcpTransport(const TcpOptions& options) {
+  auto transport = std::make_unique<TcpTransport>(options);
+  BPS_RETURN_IF_ERROR(transport->Init());
+  return std::unique_ptr<Transport>(std::move(transport));
+}
+
+}  // namespace bps

@@ -1,0 +1,30 @@
+// Transport over plain TCP sockets, bps_tf's own: every connection proves it holds the job's secret before
+// any other byte is read (tcp_handshake.h), and every length on the wire is checked (tcp_frames.h), so a
+// stranger on the network can neither join a job nor crash a process with the bytes it sends.
+//
+// One thread owns the sockets (epoll); other threads hand it work through a queue. A connection that stays
+// silent longer than the liveness timeout (a frozen process, a cut cable) is reported lost: idle
+// connections carry heartbeats.
+#pragma once
+
+#include <memory>
+
+#include "cc/transport/job_auth.h"
+#include "cc/transport/transport.h"
+
+namespace bps {
+
+struct TcpOptions {
+  JobSecret secret;
+  // A peer from which nothing (data or heartbeat) arrived for this long is reported lost.
+  double liveness_timeout_s = 300;
+  // SO_SNDBUF of connections between hosts; 0 keeps the kernel's autotuning. Bytes written to a socket
+  // count as sent: a small buffer keeps them in our credit window, where priority still orders them.
+  size_t send_buffer_bytes = 0;
+  // An accepted connection must complete the handshake within this.
+  double handshake_timeout_s = 10;
+};
+
+StatusOr<std::unique_ptr<Transport>> CreateTcpTransport(const TcpOptions& options);
+
+}  // namespace bps

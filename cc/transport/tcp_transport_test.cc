@@ -1,0 +1,268 @@
+// bps_tf's TCP transport against strangers and broken peers: wrong secrets, garbage before and after the
+// handshake, silence. After each, the transport still serves a real peer.
+#include "cc/transport/tcp_transport.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "cc/common/clock.h"
+#include "cc/transport/address.h"
+#include "cc/transport/tcp_frames.h"
+#include "cc/transport/handshake.h"
+
+namespace bps {
+namespace {
+
+const char kSecret[] = "the secret of the test job, 32+ bytes";
+
+class Inbox : public MessageHandler {
+ public:
+  void* PayloadDestination(PeerId, const std::string&, size_t length) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    buffers_.emplace_back(length);
+    return buffers_.back().data();
+  }
+  void OnMessage(PeerId from, const std::string& header, void*, size_t) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    messages_.push_back({from, header});
+    cv_.notify_all();
+  }
+  void OnPeerLost(PeerId peer, const Status& why) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    lost_.push_back({peer, why.message()});
+    cv_.notify_all();
+  }
+  bool WaitFor(std::function<bool()> done, double seconds = 10) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::duration<double>(seconds), done);
+  }
+  size_t messages() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return messages_.size();
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::pair<PeerId, std::string>> messages_;
+  std::vector<std::pair<PeerId, std::string>> lost_;
+  std::deque<std::vector<char>> buffers_;
+};
+
+std::unique_ptr<Transport> MakeTcp(const char* secret = kSecret, double liveness_s = 300, double handshake_s = 10) {
+  TcpOptions options;
+  options.secret = JobSecret::From(secret).value();
+  options.liveness_timeout_s = liveness_s;
+  options.handshake_timeout_s = handshake_s;
+  auto transport = CreateTcpTransport(options);
+  EXPECT_TRUE(transport.ok());
+  return std::move(transport.value());
+}
+
+// A plain socket connected to `address`, for speaking to the transport as a stranger would.
+int RawConnect(const std::string& address) {
+  auto parsed = ParseHostPort(address).value();
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(parsed.port));
+  inet_pton(AF_INET, parsed.host.c_str(), &addr.sin_addr);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  return fd;
+}
+
+void SendBytes(int fd, const std::string& bytes) {
+  ssize_t unused = send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  (void)unused;  // the transport may have closed the connection already: that is the point
+}
+
+class TcpTransportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = MakeTcp();
+    server_->SetHandler(&server_inbox_);
+    address_ = server_->Listen("127.0.0.1", 0).value();
+  }
+  void TearDown() override { server_->Shutdown(1); }
+
+  // A member of the job still connects and is heard.
+  void ExpectStillServing() {
+    auto client = MakeTcp();
+    Inbox inbox;
+    client->SetHandler(&inbox);
+    auto peer = client->Connect(address_, 10, Link::kControl);
+    ASSERT_TRUE(peer.ok()) << peer.status().ToString();
+    size_t before = server_inbox_.messages();
+    client->Send(peer.value(), "still serving", nullptr, 0, nullptr);
+    EXPECT_TRUE(server_inbox_.WaitFor([&] { return server_inbox_.messages_.size() > before; }));
+    client->Shutdown(1);
+  }
+
+  std::unique_ptr<Transport> server_;
+  Inbox server_inbox_;
+  std::string address_;
+};
+
+TEST_F(TcpTransportTest, AWrongSecretFailsAtOnceAndTheServerGoesOn) {
+  auto stranger = MakeTcp("another job's secret, also long");
+  Inbox inbox;
+  stranger->SetHandler(&inbox);
+  Deadline started(100);
+  auto peer = stranger->Connect(address_, 30, Link::kControl);
+  ASSERT_FALSE(peer.ok());
+  EXPECT_EQ(peer.status().code(), Code::kUnauthenticated) << peer.status().ToString();
+  EXPECT_NE(peer.status().message().find("BYTEPS_JOB_SECRET"), std::string::npos) << peer.status().message();
+  EXPECT_GT(started.remaining(), 95) << "a wrong secret must not wait for the timeout";
+  stranger->Shutdown(1);
+  EXPECT_TRUE(server_inbox_.lost_.empty());
+  ExpectStillServing();
+}
+
+TEST_F(TcpTransportTest, AServerWithAnotherSecretIsNotTrusted) {
+  auto impostor = MakeTcp("an impostor's secret, long enough");
+  Inbox inbox;
+  impostor->SetHandler(&inbox);
+  std::string impostor_address = impostor->Listen("127.0.0.1", 0).value();
+  auto client = MakeTcp();
+  client->SetHandler(&inbox);
+  auto peer = client->Connect(impostor_address, 30, Link::kControl);
+  ASSERT_FALSE(peer.ok());
+  EXPECT_EQ(peer.status().code(), Code::kUnauthenticated);
+  client->Shutdown(1);
+  impostor->Shutdown(1);
+}
+
+TEST_F(TcpTransportTest, GarbageBeforeTheHandshakeIsTurnedAway) {
+  std::mt19937 random(7);
+  std::vector<std::string> garbage = {std::string(1000, '\0'), std::string(512, '\xff'), "GET / HTTP/1.0\r\n\r\n"};
+  for (int i = 0; i < 200; ++i) {
+    std::string bytes(random() % 4096 + 1, '\0');
+    for (char& b : bytes) b = static_cast<char>(random());
+    garbage.push_back(bytes);
+  }
+  for (const std::string& bytes : garbage) {
+    int fd = RawConnect(address_);
+    SendBytes(fd, bytes);
+    close(fd);
+  }
+  EXPECT_TRUE(server_inbox_.messages_.empty());
+  ExpectStillServing();
+}
+
+TEST_F(TcpTransportTest, GarbageAfterTheHandshakeClosesOnlyThatConnection) {
+  JobSecret secret = JobSecret::From(kSecret).value();
+  std::mt19937 random(11);
+  for (int i = 0; i < 50; ++i) {
+    int fd = RawConnect(address_);
+    ASSERT_TRUE(RunClientHandshake(fd, secret, Deadline(10)).ok());
+    std::string bytes(random() % 2048 + 1, '\0');
+    for (char& b : bytes) b = static_cast<char>(random());
+    if (i % 2 == 0) {  // a prefix claiming an oversized header, then noise
+      bytes = FramePrefix(kMaxHeaderBytes + 1, 0) + bytes;
+    }
+    SendBytes(fd, bytes);
+    close(fd);
+  }
+  ExpectStillServing();
+}
+
+TEST_F(TcpTransportTest, AStrangerThatSaysNothingIsDroppedAfterTheHandshakeTimeout) {
+  auto server = MakeTcp(kSecret, 300, 0.5);
+  Inbox inbox;
+  server->SetHandler(&inbox);
+  std::string address = server->Listen("127.0.0.1", 0).value();
+  int fd = RawConnect(address);
+  char buffer[64];
+  ASSERT_EQ(recv(fd, buffer, sizeof(buffer), MSG_WAITALL), static_cast<ssize_t>(kServerHelloBytes));
+  Deadline deadline(5);
+  ssize_t n = recv(fd, buffer, sizeof(buffer), 0);  // blocks until the server closes
+  EXPECT_EQ(n, 0);
+  EXPECT_GT(deadline.remaining(), 3);
+  close(fd);
+  server->Shutdown(1);
+}
+
+TEST_F(TcpTransportTest, AFrozenPeerIsReportedLostAfterTheLivenessTimeout) {
+  auto server = MakeTcp(kSecret, 1.0);
+  Inbox inbox;
+  server->SetHandler(&inbox);
+  std::string address = server->Listen("127.0.0.1", 0).value();
+  // A member that authenticates, speaks once, then neither sends nor answers anything (as under SIGSTOP).
+  int fd = RawConnect(address);
+  ASSERT_TRUE(RunClientHandshake(fd, JobSecret::From(kSecret).value(), Deadline(10)).ok());
+  SendBytes(fd, FramePrefix(5, 0) + "hello");
+  ASSERT_TRUE(inbox.WaitFor([&] { return inbox.messages_.size() == 1; }));
+  Deadline deadline(10);
+  ASSERT_TRUE(inbox.WaitFor([&] { return inbox.lost_.size() == 1; }, 10));
+  EXPECT_NE(inbox.lost_[0].second.find("no sign of life"), std::string::npos) << inbox.lost_[0].second;
+  EXPECT_GT(deadline.remaining(), 7);
+  close(fd);
+  server->Shutdown(1);
+}
+
+TEST_F(TcpTransportTest, HeartbeatsKeepAnIdleConnectionAlive) {
+  auto server = MakeTcp(kSecret, 1.0);
+  auto client = MakeTcp(kSecret, 1.0);
+  Inbox server_inbox, client_inbox;
+  server->SetHandler(&server_inbox);
+  client->SetHandler(&client_inbox);
+  auto peer = client->Connect(server->Listen("127.0.0.1", 0).value(), 10, Link::kControl);
+  ASSERT_TRUE(peer.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  EXPECT_TRUE(server_inbox.lost_.empty());
+  EXPECT_TRUE(client_inbox.lost_.empty());
+  client->Send(peer.value(), "after a quiet while", nullptr, 0, nullptr);
+  EXPECT_TRUE(server_inbox.WaitFor([&] { return server_inbox.messages_.size() == 1; }));
+  client->Shutdown(1);
+  server->Shutdown(1);
+}
+
+class Frames : public FrameReader::Sink {
+ public:
+  void* Destination(const std::string& header, size_t length) override {
+    if (header == "drop") return nullptr;
+    payloads.emplace_back(length);
+    return payloads.back().data();
+  }
+  void Frame(const std::string& header, void* payload, size_t) override {
+    headers.push_back(header);
+    arrived.push_back(payload != nullptr);
+  }
+  std::deque<std::vector<char>> payloads;
+  std::vector<std::string> headers;
+  std::vector<bool> arrived;
+};
+
+TEST(FrameReaderTest, FramesSplitAtEveryByteArriveWhole) {
+  std::string payload(100000, 'p');
+  std::string stream = FramePrefix(3, 0) + "one" + FramePrefix(0, 0) + FramePrefix(3, payload.size()) + "two" +
+                       payload + FramePrefix(4, 5) + "drop" + "xxxxx";
+  FrameReader reader;
+  Frames frames;
+  for (char byte : stream) ASSERT_TRUE(reader.Feed(&byte, 1, frames).ok());
+  EXPECT_EQ(frames.headers, (std::vector<std::string>{"one", "two", "drop"}));
+  EXPECT_EQ(frames.arrived, (std::vector<bool>{false, true, false}));
+  EXPECT_EQ(std::string(frames.payloads[0].begin(), frames.payloads[0].end()), payload);
+}
+
+TEST(FrameReaderTest, LengthsBeyondTheLimitsEndTheStream) {
+  for (const std::string& prefix : {FramePrefix(kMaxHeaderBytes + 1, 0), FramePrefix(1, kMaxPayloadBytes + 1),
+                                    FramePrefix(0, 7)}) {
+    FrameReader reader;
+    Frames frames;
+    EXPECT_FALSE(reader.Feed(prefix.data(), prefix.size(), frames).ok());
+    EXPECT_TRUE(frames.headers.empty());
+  }
+}
+
+}  // namespace
+}  // namespace bps

@@ -1,0 +1,18 @@
+"""The link rates and bandwidth bounds the benchmarks report against (benchmarks/rates.py)."""
+
+import sys
+
+import pytest
+
+from jobs import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT))
+from benchmarks.rates import bounds, rate_bytes_per_s  # noqa: E402
+
+
+def test_rates_and_bounds():
+    assert rate_bytes_per_s("1gbit") == 125e6 and rate_bytes_per_s("100mbps") == 100e6
+    with pytest.raises(ValueError):
+        rate_bytes_per_s("fast")
+    assert bounds("1gbit", 4, 4, colocate=False)["push_pull_factor"] == 1.0
+    assert bounds("1gbit", 4, 4, colocate=True)["push_pull_factor"] == bounds("1gbit", 4, 4, False)["ring_factor"] == 1.5
