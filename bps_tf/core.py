@@ -50,6 +50,8 @@ def push_pull_async(array, name, average=False, priority=0, out=None):
     output = np.empty_like(array) if out is None else out
     if output.shape != array.shape or output.dtype != array.dtype or not output.flags.c_contiguous:
         raise ValueError(f"push_pull of '{name}': out must be a C-contiguous array like the input")
+    if not output.flags.writeable:
+        raise ValueError(f"push_pull of '{name}': out is read-only; pass a writable array (or none)")
     handle = _core.push_pull_async(
         array.ctypes.data, output.ctypes.data, array.dtype.name, list(array.shape), name, int(priority)
     )

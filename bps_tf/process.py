@@ -1,34 +1,56 @@
-"""Joining and leaving the job, and the process's place in it."""
+"""Joining and leaving the job, and the process's place in it.
+
+A worker process joins the job at its first init() and may run several generations in it: shutdown() ends
+one once every worker has, init() starts the next. At exit the process leaves the job. An uncaught
+exception ends the whole job at once, every worker naming this one and the exception.
+"""
 
 import atexit
+import sys
+import traceback
 
 from bps_tf._native import load_core
 
 _core = load_core()
-_atexit_registered = False
+_hooks_installed = False
 
 
 def init():
-    """Joins the job described by the DMLC_* environment (bpslaunch sets it). Blocks until every server and
-    worker joined, or BYTEPS_TIMEOUT passes."""
-    global _atexit_registered
+    """Joins the job described by the DMLC_* environment (bpslaunch sets it), or starts a new generation
+    of it after shutdown(). Blocks until every server and worker joined, or BYTEPS_TIMEOUT passes."""
     _core.init()
-    if not _atexit_registered:
-        atexit.register(_shutdown_at_exit)
-        _atexit_registered = True
+    _install_hooks()
 
 
 def shutdown():
-    """Leaves the job: waits for this worker's operations, then for the other workers to finish."""
+    """Ends this worker's generation: waits for its operations, then for the other workers to finish."""
     _core.shutdown()
 
 
-def _shutdown_at_exit():
-    if _core.is_initialized():
+def _install_hooks():
+    global _hooks_installed
+    if _hooks_installed:
+        return
+    _hooks_installed = True
+    atexit.register(_leave_at_exit)
+    previous = sys.excepthook
+
+    def abort_job_then(exc_type, exc, tb):
+        # Without this the other workers would wait for this one's push_pulls until BYTEPS_TIMEOUT.
+        why = "".join(traceback.format_exception_only(exc_type, exc)).strip()
         try:
-            _core.shutdown()
-        except Exception as error:  # exiting anyway: report, never raise from atexit
-            print(f"bps_tf: shutdown at exit failed: {error}")
+            _core.abort(f"uncaught {why}")
+        finally:
+            previous(exc_type, exc, tb)
+
+    sys.excepthook = abort_job_then
+
+
+def _leave_at_exit():
+    try:
+        _core.leave()  # ends the generation first if shutdown() was not called
+    except Exception as error:  # exiting anyway: report, never raise from atexit
+        print(f"bps_tf: leaving the job at exit failed: {error}", file=sys.stderr)
 
 
 def is_initialized():

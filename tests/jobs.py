@@ -6,6 +6,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -48,7 +49,8 @@ def free_port():
 
 class ManualJob:
     """Scheduler and servers started through `bpslaunch` in cluster mode (the role runs inside that process);
-    workers started directly, so that killing one kills the training process itself."""
+    workers started directly, so that killing one kills the training process itself. Each process's output
+    goes to a file (never a pipe that could fill up and block it)."""
 
     def __init__(self, workers, servers, script, *args, **env):
         self.workers, self.servers = workers, servers
@@ -56,6 +58,8 @@ class ManualJob:
                          DMLC_NUM_WORKER=workers, DMLC_NUM_SERVER=servers, DMLC_NODE_HOST="127.0.0.1",
                          BYTEPS_JOB_SECRET=secrets.token_hex(16), **env)
         self.processes = {}
+        self._outputs = {}
+        self._directory = tempfile.TemporaryDirectory(prefix="bps_tf_job_")
         self._start("scheduler", [])
         for s in range(servers):
             self._start(f"server{s}", [])
@@ -67,9 +71,13 @@ class ManualJob:
         role = name.rstrip("0123456789")
         env = clean_env(DMLC_ROLE=role, **self.base, **extra)
         argv = command if role == "worker" else [BPSLAUNCH]
-        self.processes[name] = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                                text=True, start_new_session=True)
+        output = open(Path(self._directory.name) / f"{name}.log", "w")
+        self._outputs[name] = output
+        self.processes[name] = subprocess.Popen(argv, env=env, stdout=output, stderr=subprocess.STDOUT, text=True,
+                                                start_new_session=True)
 
+    def output(self, name):
+        return (Path(self._directory.name) / f"{name}.log").read_text(errors="replace")
 
     def kill(self, name):
         os.killpg(self.processes[name].pid, signal.SIGKILL)
@@ -77,8 +85,8 @@ class ManualJob:
     def wait(self, name, timeout):
         """Exit code and output of one process."""
         process = self.processes[name]
-        out, _ = process.communicate(timeout=timeout)
-        return process.returncode, out
+        process.wait(timeout=timeout)
+        return process.returncode, self.output(name)
 
     def close(self):
         for process in self.processes.values():
@@ -87,7 +95,10 @@ class ManualJob:
                     os.killpg(process.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-            process.communicate()
+            process.wait()
+        for output in self._outputs.values():
+            output.close()
+        self._directory.cleanup()
 
     def __enter__(self):
         return self

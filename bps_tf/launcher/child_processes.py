@@ -1,8 +1,11 @@
 """Starting children in their own process groups, stopping whole groups, and reading how children ended."""
 
+import ctypes
+import ctypes.util
 import os
 import signal
 import subprocess
+import sys
 import time
 
 # How long a process group has between SIGTERM and SIGKILL.
@@ -13,9 +16,21 @@ SIGNAL_EXIT_BASE = 128
 _REAP_TIMEOUT_S = 5.0
 
 
+_PR_SET_PDEATHSIG = 1
+# Bound before any fork: between fork and exec the child only calls it.
+_prctl = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).prctl if sys.platform == "linux" else None
+
+
+def _die_with_parent():
+    """In the child: the kernel sends it SIGKILL when bpslaunch dies, even by SIGKILL (no orphans)."""
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
 def start_in_own_group(argv, env, **popen_options):
-    """Starts `argv` as the leader of a new session, so one signal to its group reaches all it spawned."""
-    return subprocess.Popen(argv, env=env, start_new_session=True, **popen_options)
+    """Starts `argv` as the leader of a new session, so one signal to its group reaches all it spawned; it
+    dies with this process."""
+    return subprocess.Popen(argv, env=env, start_new_session=True, preexec_fn=_die_with_parent, **popen_options)
 
 
 def signal_group(process, signum):

@@ -39,7 +39,7 @@ def push_pull(tensor, name=None, op=Average, compression=Compression.none, prior
         raise ValueError(
             f"push_pull: op=Average needs a floating dtype, got {tensor.dtype.name}; use op=bps_tf.Sum for integers"
         )
-    full_name = naming.tensor_name(tensor, name, "push_pull")
+    full_name = naming.tensor_name(tensor, name, "push_pull", uses=int(local_devices))
     compressed, context = compression.compress(tensor)
     summed = ops.byteps_push_pull(compressed, tensor_name=full_name, priority=int(priority),
                                   shape_in_name=bool(shape_in_name), local_devices=int(local_devices))

@@ -1,12 +1,19 @@
 """Deterministic tensor names: the same code on every worker yields the same names, and an eager loop
-reuses one name instead of declaring a new tensor on every call."""
+reuses one name instead of declaring a new tensor on every call.
+
+Within one graph (a tf.function trace, a TF1 graph) a name may be used once: ops of one graph run in any
+order, so two push_pulls under one name would be paired across workers in whatever order each worker ran
+them, and sums would silently mix. That is an error when the graph is built.
+"""
 
 import os
 import sys
+import weakref
 
 import tensorflow as tf
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_used_in_graph = weakref.WeakKeyDictionary()  # graph -> {name: uses}
 
 
 def _caller_location():
@@ -25,14 +32,33 @@ def _signature(tensor):
     return f"{tensor.dtype.name}[{dims}]"
 
 
-def tensor_name(tensor, name, kind, with_shape=True):
+def claim(full_name, uses=1):
+    """Records one use of `full_name` in the graph being built; an error beyond `uses` uses (the local
+    replicas of one reduction share a name, one use each)."""
+    if tf.executing_eagerly():
+        return
+    graph = tf.compat.v1.get_default_graph()
+    used = _used_in_graph.setdefault(graph, {})
+    used[full_name] = used.get(full_name, 0) + 1
+    if used[full_name] > uses:
+        raise ValueError(
+            f"the name '{full_name}' is used by two push_pull/broadcast ops in one graph (a tf.function or TF1 "
+            "graph). Its ops run in any order, so workers could pair the two differently and sum the wrong "
+            "tensors together; give each op its own name (the name= argument).")
+
+
+def tensor_name(tensor, name, kind, with_shape=True, uses=1):
     """The name `tensor` is declared under: `name` if given, else one derived deterministically (in eager
-    mode from the call site and, unless `with_shape` is False, the dtype and shape)."""
+    mode from the call site and, unless `with_shape` is False, the dtype and shape). Claimed in the graph
+    being built (see claim)."""
     if name:
-        return f"{kind}.{name}"
-    if not tf.executing_eagerly():
+        full_name = f"{kind}.{name}"
+    elif not tf.executing_eagerly():
         graph = tf.compat.v1.get_default_graph()
         graph_name = getattr(graph, "name", "") or "graph"
-        return f"{kind}.{graph_name}/{tensor.name}"
-    signature = _signature(tensor) if with_shape else tensor.dtype.name
-    return f"{kind}.eager.{_caller_location()}.{signature}"
+        full_name = f"{kind}.{graph_name}/{tensor.name}"
+    else:
+        signature = _signature(tensor) if with_shape else tensor.dtype.name
+        full_name = f"{kind}.eager.{_caller_location()}.{signature}"
+    claim(full_name, uses)
+    return full_name

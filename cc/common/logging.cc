@@ -53,4 +53,37 @@ LogMessage::~LogMessage() {
   }
 }
 
+void ThrottledLog::Warn(const std::string& line) {
+  using namespace std::chrono;
+  const double now = duration<double>(steady_clock::now().time_since_epoch()).count();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (now - window_start_ > 60) {
+    if (suppressed_ > 0) BPS_LOG(Warning) << suppressed_ << " more " << what_ << " in the last minute, not shown";
+    window_start_ = now;
+    logged_ = suppressed_ = 0;
+  }
+  if (logged_++ < 10) {
+    BPS_LOG(Warning) << line;
+  } else {
+    ++suppressed_;
+  }
+}
+
+std::string Printable(const std::string& text, size_t max_bytes) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < max_bytes; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  if (text.size() > max_bytes) out += "...";
+  return out;
+}
+
 }  // namespace bps

@@ -1,6 +1,7 @@
 // Minimal leveled logging to stderr and CHECK macros. BYTEPS_LOG_LEVEL: DEBUG, INFO, WARNING (default), ERROR.
 #pragma once
 
+#include <mutex>
 #include <sstream>
 #include <string>
 
@@ -19,6 +20,25 @@ class LogMessage {
  private:
   LogLevel level_;
   std::ostringstream stream_;
+};
+
+// `text` from a peer, safe to log or put in an error message: bytes outside printable ASCII as \xNN, cut
+// after `max_bytes`.
+std::string Printable(const std::string& text, size_t max_bytes = 200);
+
+// Warnings caused by peers (turned away, dropped), at most 10 a minute per instance: a peer sending
+// garbage in a loop must not flood the log, nor block on a full stderr the thread that logs.
+class ThrottledLog {
+ public:
+  explicit ThrottledLog(const char* what) : what_(what) {}
+  void Warn(const std::string& line);
+
+ private:
+  const char* what_;
+  std::mutex mu_;
+  double window_start_ = -1e9;
+  int logged_ = 0;
+  int suppressed_ = 0;
 };
 
 }  // namespace bps

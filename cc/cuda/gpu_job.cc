@@ -222,10 +222,24 @@ int RunWorker(const std::string& mode) {
   w.group = std::move(group.value());
   w.push_pull = w.group->push_pull.get();
   int rc = mode == "bench" ? Bench(w) : Check(w);
-  if (rc == 0 && mode == "check" && gpus > 1 && config.local_size == 1) rc = CheckRendezvous(w, gpus);
+  const bool rendezvous = mode == "check" && gpus > 1 && config.local_size == 1;
+  if (rc == 0 && rendezvous) rc = CheckRendezvous(w, gpus);
   w.group.reset();
+  w.engine.reset();
   s = ShutdownProcessEngine();
   if (!s.ok() && rc == 0) return Fail("shutdown", s);
+  if (rc == 0 && rendezvous) {
+    // A second generation in this process: the GPU groups cached for the first engine were dropped at
+    // shutdown, and are built anew for the new one.
+    s = InitProcessEngine();
+    if (!s.ok()) return Fail("init after shutdown", s);
+    w.engine = ProcessEngine();
+    rc = CheckRendezvous(w, gpus);
+    w.engine.reset();
+    s = ShutdownProcessEngine();
+    if (!s.ok() && rc == 0) return Fail("second shutdown", s);
+    if (rc == 0) std::printf("rank %d: a second generation after shutdown is exact\n", w.rank);
+  }
   return rc;
 }
 

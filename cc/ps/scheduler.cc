@@ -64,7 +64,7 @@ std::string Scheduler::NodeName(PeerId peer) {
 void Scheduler::OnMessage(PeerId from, const std::string& header, void*, size_t) {
   auto decoded = Message::Decode(header);
   if (!decoded.ok()) {
-    BPS_LOG(Warning) << "scheduler dropped a malformed message from " << transport_->PeerName(from);
+    dropped_.Warn("scheduler dropped a malformed message from " + transport_->PeerName(from));
     return;
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -78,7 +78,7 @@ void Scheduler::OnMessage(PeerId from, const std::string& header, void*, size_t)
       case MessageType::kDeclare: return HandleDeclare(from, it->second, m);
       case MessageType::kFinish: return HandleFinish(it->second);
       case MessageType::kAbortRequest:
-        return Abort(Aborted(NodeName(from) + " failed: " + m.text.substr(0, 4000)));
+        return Abort(Aborted(NodeName(from) + " failed: " + Printable(m.text, 4000)));
       default: break;
     }
   } else if (it->second.role == Role::kServer) {
@@ -89,8 +89,8 @@ void Scheduler::OnMessage(PeerId from, const std::string& header, void*, size_t)
       default: break;
     }
   }
-  BPS_LOG(Warning) << "scheduler dropped " << MessageTypeName(m.type) << " from " << NodeName(from)
-                   << ": not a message that process sends";
+  dropped_.Warn(std::string("scheduler dropped ") + MessageTypeName(m.type) + " from " + NodeName(from) +
+                ": not a message that process sends");
 }
 
 Status Scheduler::CheckRegistration(const RegisterBody& b, const std::string& who) const {
@@ -137,7 +137,7 @@ Status Scheduler::CheckRegistration(const RegisterBody& b, const std::string& wh
 
 // A registration that does not fit the job: that process learns why and stops; the job goes on.
 void Scheduler::Reject(PeerId from, const std::string& who, const Status& why) {
-  BPS_LOG(Warning) << "turned away " << who << ": " << why.message();
+  dropped_.Warn("turned away " + who + ": " + why.message());
   turned_away_.push_back(why.message());
   if (turned_away_.size() > kTurnedAwayRemembered) turned_away_.pop_front();
   Message reply;
@@ -151,6 +151,14 @@ void Scheduler::HandleRegister(PeerId from, const Message& m) {
   const std::string peer = transport_->PeerName(from);
   if (!body.ok()) return Reject(from, "a process at " + peer, body.status());
   const RegisterBody& b = body.value();
+  auto listening = ParseHostPort(b.address);
+  const bool plain = listening.ok() && !listening.value().host.empty() &&
+                     listening.value().host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                              "0123456789.-") == std::string::npos;
+  if (!plain) {
+    return Reject(from, "a process at " + peer, InvalidArgument("its address '" + Printable(b.address) +
+                                                               "' is not host:port"));
+  }
   const bool server = b.role == static_cast<int32_t>(Role::kServer);
   const std::string who = std::string(server ? "server" : b.role == 2 ? "worker" : "a process") + " at " + b.address;
   Status fits = CheckRegistration(b, who);

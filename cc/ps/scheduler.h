@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cc/common/config.h"
+#include "cc/common/logging.h"
 #include "cc/ps/message.h"
 #include "cc/ps/partition_planner.h"
 #include "cc/transport/transport.h"
@@ -131,6 +132,7 @@ class Scheduler : public MessageHandler {
   static constexpr double kRootCauseWaitSeconds = 1.0;
   Status pending_abort_;  // a lost worker, reported unless a lost server explains it first
   double pending_abort_at_ = 0;
+  ThrottledLog dropped_{"messages dropped or peers turned away"};
 };
 
 }  // namespace bps

@@ -62,7 +62,7 @@ void Server::CreateSharedArena() {
 void Server::OnMessage(PeerId from, const std::string& header, void* payload, size_t) {
   auto decoded = Message::Decode(header);
   if (!decoded.ok()) {
-    BPS_LOG(Warning) << "server dropped a malformed message from " << transport_->PeerName(from);
+    dropped_.Warn("server dropped a malformed message from " + transport_->PeerName(from));
     return;
   }
   const Message& m = decoded.value();
@@ -71,8 +71,8 @@ void Server::OnMessage(PeerId from, const std::string& header, void* payload, si
     case MessageType::kIdentify: return HandleIdentify(from, m);
     case MessageType::kPush: return HandlePush(from, m, payload);
     default:
-      BPS_LOG(Warning) << "server dropped " << MessageTypeName(m.type) << " from " << transport_->PeerName(from)
-                       << ": only the scheduler sends it";
+      dropped_.Warn(std::string("server dropped ") + MessageTypeName(m.type) + " from " + transport_->PeerName(from) +
+                    ": only the scheduler sends it");
   }
 }
 
@@ -126,7 +126,7 @@ void Server::HandleIdentify(PeerId from, const Message& m) {
       peer_of_[rank] = from;
     }
   }
-  if (!result.ok()) BPS_LOG(Warning) << "turned away " << transport_->PeerName(from) << ": " << result.message();
+  if (!result.ok()) dropped_.Warn("turned away " + transport_->PeerName(from) + ": " + result.message());
   Message reply;
   reply.type = MessageType::kIdentifyReply;
   reply.request_id = m.request_id;
@@ -294,7 +294,7 @@ void Server::HandlePush(PeerId from, const Message& m, void* payload) {
   Status error;
   KeyEntry* entry = CheckedKey(from, m, &error);
   if (entry == nullptr && error.ok()) {
-    BPS_LOG(Warning) << "server dropped a push from " << transport_->PeerName(from) << ": not an identified worker";
+    dropped_.Warn("server dropped a push from " + transport_->PeerName(from) + ": not an identified worker");
     return;
   }
   if (entry != nullptr && m.in_shared && !entry->round->shared()) {

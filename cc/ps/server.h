@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cc/common/config.h"
+#include "cc/common/logging.h"
 #include "cc/common/one_shot.h"
 #include "cc/common/shared_arena.h"
 #include "cc/common/work_thread.h"
@@ -97,6 +98,7 @@ class Server : public MessageHandler {
   std::map<PeerId, int> rank_of_;   // identified worker connections
   std::map<int, PeerId> peer_of_;   // and the other way
   std::set<int> finished_workers_;  // this generation's
+  ThrottledLog dropped_{"messages dropped or peers turned away"};
 };
 
 }  // namespace bps

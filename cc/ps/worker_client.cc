@@ -204,7 +204,7 @@ void* WorkerClient::PayloadDestination(PeerId from, const std::string& header, s
 void WorkerClient::OnMessage(PeerId from, const std::string& header, void* payload, size_t length) {
   auto decoded = Message::Decode(header);
   if (!decoded.ok()) {
-    BPS_LOG(Warning) << "worker dropped a malformed message from " << transport_->PeerName(from);
+    dropped_.Warn("worker dropped a malformed message from " + transport_->PeerName(from));
     return;
   }
   Message& m = decoded.value();
@@ -242,7 +242,7 @@ void WorkerClient::OnMessage(PeerId from, const std::string& header, void* paylo
       default: break;
     }
   }
-  BPS_LOG(Warning) << "worker dropped " << MessageTypeName(m.type) << " from " << transport_->PeerName(from);
+  dropped_.Warn(std::string("worker dropped ") + MessageTypeName(m.type) + " from " + transport_->PeerName(from));
 }
 
 void WorkerClient::Complete(PeerId from, uint64_t request_id, const Message& reply, void*) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cc/common/config.h"
+#include "cc/common/logging.h"
 #include "cc/common/one_shot.h"
 #include "cc/common/shared_arena.h"
 #include "cc/ps/message.h"
@@ -132,6 +133,7 @@ class WorkerClient : public MessageHandler {
   std::map<uint64_t, uint64_t> next_receive_;
   uint64_t next_request_ = 1;
   Status failure_;
+  ThrottledLog dropped_{"messages dropped or peers turned away"};
 };
 
 }  // namespace bps

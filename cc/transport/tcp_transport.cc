@@ -40,29 +40,6 @@ std::string Describe(const sockaddr_in& addr) {
 
 std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
-// Logs peers turned away, without letting a flood of them flood the log.
-class RejectionLog {
- public:
-  void Note(const std::string& who, const std::string& why) {
-    const double now = NowSeconds();
-    if (now - window_start_ > 60) {
-      if (suppressed_ > 0) BPS_LOG(Warning) << "turned away " << suppressed_ << " more connections in the last minute";
-      window_start_ = now;
-      logged_ = suppressed_ = 0;
-    }
-    if (logged_++ < 10) {
-      BPS_LOG(Warning) << "turned away a connection from " << who << ": " << why;
-    } else {
-      ++suppressed_;
-    }
-  }
-
- private:
-  double window_start_ = 0;
-  int logged_ = 0;
-  int suppressed_ = 0;
-};
-
 class TcpTransport : public Transport, private FrameReader::Sink {
  public:
   explicit TcpTransport(const TcpOptions& options) : options_(options) {}
@@ -134,7 +111,7 @@ class TcpTransport : public Transport, private FrameReader::Sink {
   Connection* current_ = nullptr;
   size_t pending_handshakes_ = 0;
   PeerId next_peer_ = 0;
-  RejectionLog rejections_;
+  ThrottledLog rejections_{"connections turned away"};
   double closing_deadline_ = -1;  // set by Shutdown: flush until then, then close
 };
 
@@ -226,8 +203,8 @@ void TcpTransport::Tick(double now) {
   for (Connection* c : all) {
     if (c->handshake) {
       if (now > c->handshake_deadline) {
-        rejections_.Note(c->name, "it did not complete the handshake within " +
-                                      std::to_string(static_cast<int>(options_.handshake_timeout_s)) + " s");
+        rejections_.Warn("turned away a connection from " + c->name + ": it did not complete the handshake within " +
+                         std::to_string(static_cast<int>(options_.handshake_timeout_s)) + " s");
         Close(c, DeadlineExceeded("handshake timed out"));
       }
       continue;
@@ -310,7 +287,8 @@ void TcpTransport::Accept() {
     }
     const std::string name = Describe(peer);
     if (shut_down_ || pending_handshakes_ >= kMaxPendingHandshakes) {
-      rejections_.Note(name, shut_down_ ? "shutting down" : "too many connections are authenticating at once");
+      rejections_.Warn("turned away a connection from " + name + ": " +
+                       (shut_down_ ? "shutting down" : "too many connections are authenticating at once"));
       close(fd);
       continue;
     }
@@ -351,7 +329,7 @@ void TcpTransport::OnHandshakeBytes(Connection* c) {
   switch (c->handshake->Feed(bytes, static_cast<size_t>(n), &reply, &why)) {
     case ServerHandshake::Result::kNeedMore: return;
     case ServerHandshake::Result::kRejected:
-      rejections_.Note(c->name, why);
+      rejections_.Warn("turned away a connection from " + c->name + ": " + why);
       send(c->fd, reply.data(), reply.size(), MSG_NOSIGNAL);  // best effort: the peer learns why it failed
       return Close(c, Unauthenticated(why));
     case ServerHandshake::Result::kAccepted:

@@ -103,12 +103,14 @@ def run_bpslaunch(env, *command, timeout=60):
 @pytest.mark.timeout(240)
 def test_a_running_job_survives_strangers_garbage_and_lying_members(tmp_path):
     stop = tmp_path / "stop"
+    begun = time.monotonic()
     with ManualJob(2, 2, "steady_sums.py", stop, BYTEPS_TIMEOUT=60) as job:
         ports = wait_for_listeners(job, ["scheduler", "server0", "server1"])
         secret = job.base["BYTEPS_JOB_SECRET"]
         layout = {k: v for k, v in job.base.items() if k.startswith("DMLC_") or k == "BYTEPS_TIMEOUT"}
 
         # Processes that must be turned away, each told why; the job goes on.
+        print(f"job up after {time.monotonic() - begun:.1f} s")
         foreign = run_bpslaunch(dict(layout, DMLC_ROLE="server", BYTEPS_JOB_SECRET="another job's secret, long"))
         assert foreign.returncode != 0 and "job secret" in foreign.stderr, foreign.stderr
         joining = [sys.executable, "-c", "import bps_tf.core as b; b.init()"]
@@ -119,8 +121,11 @@ def test_a_running_job_survives_strangers_garbage_and_lying_members(tmp_path):
         assert late.returncode != 0 and "after the job started" in late.stderr, late.stderr
         second_scheduler = run_bpslaunch(dict(layout, DMLC_ROLE="scheduler", BYTEPS_JOB_SECRET="another job's one"))
         assert second_scheduler.returncode != 0 and "cannot listen" in second_scheduler.stderr, second_scheduler.stderr
+        print(f"misconfigured processes turned away after {time.monotonic() - begun:.1f} s")
 
+        started = time.monotonic()
         cases = fuzz(list(ports.values()), secret, FUZZ_SECONDS, random.Random(2024))
+        print(f"{cases} fuzz cases in {time.monotonic() - started:.1f} s")
         for name in ("scheduler", "server0", "server1", "worker0", "worker1"):
             assert job.processes[name].poll() is None, f"{name} died during the fuzz"
         stop.touch()
