@@ -45,9 +45,9 @@ def table(results):
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("page", nargs="?", default="docs/reliability.md")
-    parser.add_argument("--only", default="")
+    parser.add_argument("--only", default="", help="run the cases whose name or kind holds this, and print")
     args = parser.parse_args()
-    chosen = [c for c in CASES if args.only.lower() in c.name.lower()]
+    chosen = [c for c in CASES if args.only.lower() in (c.name + " " + c.category).lower()]
     results = []
     for case in chosen:
         outcome = run_case(case)

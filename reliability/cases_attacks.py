@@ -10,7 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from reliability.harness import REPO_ROOT, BPSLAUNCH, Case, ManualJob, Outcome, clean_env, first_line_with
+from reliability.harness import REPO_ROOT, BPSLAUNCH, Case, ManualJob, Outcome, clean_env, error_line
 
 sys.path.insert(0, str(REPO_ROOT / "tests" / "multiprocess"))
 import test_attacks as attacks  # noqa: E402
@@ -33,9 +33,12 @@ def against_a_running_job(attack, transport="tcp"):
                 return Outcome(False, f"{line}; {', '.join(dead)} died: {last[-1][:120]}", time.monotonic() - started)
             stop.touch()
             outs = [job.wait(f"worker{r}", timeout=60)[1] for r in range(2)]
-        exact = all("steps exact" in out for out in outs)
-        return Outcome(exact, line if exact else f"{line}; a sum was wrong or a worker failed",
-                       time.monotonic() - started)
+        exact = all("steps exact" in out for out in outs) and "NOT " not in line
+        if not exact:
+            failing = next((out for out in outs if "steps exact" not in out), "")
+            last = [l for l in failing.strip().splitlines() if not l.startswith("[bps")] or [""]
+            line = f"{line}; a worker failed: {last[-1][:200]}"
+        return Outcome(exact, line, time.monotonic() - started)
     return run
 
 
@@ -63,7 +66,7 @@ def second_job(job, ports, secret):
     other = subprocess.run([BPSLAUNCH], env=clean_env(**layout, DMLC_ROLE="server",
                                                       BYTEPS_JOB_SECRET="another job's own secret"),
                            capture_output=True, text=True, timeout=60)
-    return first_line_with(other.stderr, "bpslaunch")
+    return error_line(other.stderr) if "rejected" in other.stderr else "NOT REJECTED: " + other.stderr[-100:]
 
 
 def late_worker(job, ports, secret):
@@ -71,7 +74,7 @@ def late_worker(job, ports, secret):
     late = subprocess.run([BPSLAUNCH, sys.executable, "-c", "import bps_tf.core as b; b.init()"],
                           env=clean_env(**layout, DMLC_ROLE="worker", DMLC_WORKER_ID=0), capture_output=True,
                           text=True, timeout=60)
-    return first_line_with(late.stderr, "bpslaunch")
+    return error_line(late.stderr) if "after the job started" in late.stderr else "NOT TURNED AWAY: " + late.stderr[-100:]
 
 
 def impersonation(job, ports, secret):
@@ -112,7 +115,7 @@ def idle_connections(job, ports, secret):
 def ucx_listener_bytes():
     """UCX's own connection manager on the scheduler's port (BYTEPS_TRANSPORT=ucx)."""
     def attack(job, ports, secret):
-        attacks.send_and_close(ports["scheduler"], b"\0" * 1000)
+        attacks.send_and_close(int(job.base["DMLC_PS_ROOT_PORT"]), b"\0" * 1000)  # UCX's listener
         time.sleep(1)
         return "scheduler alive" if job.processes["scheduler"].poll() is None else "scheduler aborted (UCX)"
     return attack

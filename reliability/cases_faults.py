@@ -29,10 +29,19 @@ def workers_fail(job, ranks, *needles, within):
     return Outcome(held, lines[0] if lines else "", slowest)
 
 
+def wait_joined(job, timeout=60):
+    """Until every worker of `job` printed that it joined (then loops over push_pull)."""
+    deadline = time.monotonic() + timeout
+    workers = [name for name in job.processes if name.startswith("worker")]
+    while time.monotonic() < deadline and not all("joined" in job.output(w) for w in workers):
+        time.sleep(0.1)
+    time.sleep(0.5)
+
+
 def signal_case(name, target, signum, expected, *needles, timeout_s=20, within=10, ranks=(0, 1)):
     def run():
         with ManualJob(len(ranks) + (1 if target.startswith("worker") else 0), 2, LOOP, BYTEPS_TIMEOUT=timeout_s) as job:
-            time.sleep(3)  # the workers loop over push_pull
+            wait_joined(job)
             os.killpg(job.processes[target].pid, signum)
             outcome = workers_fail(job, ranks, *needles, within=within)
             if signum == signal.SIGSTOP:
@@ -51,7 +60,7 @@ def lifecycle_case(name, mode, expected, *needles, within=10):
 
 def interrupted_worker():
     with ManualJob(2, 1, LOOP, BYTEPS_TIMEOUT=120) as job:
-        time.sleep(3)
+        wait_joined(job)
         job.processes["worker1"].send_signal(signal.SIGINT)
         return workers_fail(job, [0], "worker 1", "KeyboardInterrupt", within=10)
 
@@ -100,13 +109,10 @@ def second_generation():
 
 
 def init_after_failure():
-    code = ("import numpy as np, bps_tf.core as bps, os, time\nbps.init()\nif bps.rank() == 1:\n    os._exit(3)\n"
-            "try:\n    bps.push_pull(np.ones(3, np.float32), 'x')\nexcept Exception as e:\n    print('first', e)\n"
-            "try:\n    bps.shutdown()\nexcept Exception:\n    pass\nt = time.monotonic()\ntry:\n    bps.init()\n"
-            "except Exception as e:\n    print('caught', e, f'after {time.monotonic() - t:.2f} s')\n")
-    run = local_job(code, BYTEPS_TIMEOUT=60)
-    line = first_line_with(run.out, "caught")
-    return Outcome("a new job needs new processes" in run.out, line, run.seconds)
+    with ManualJob(2, 1, "lifecycle.py", "reinit-after-failure", BYTEPS_TIMEOUT=60) as job:
+        _, out = job.wait("worker0", timeout=60)
+    line = first_line_with(out, "init again")
+    return Outcome("a new job needs new processes" in out, line)
 
 
 def exit_without_shutdown():

@@ -56,7 +56,8 @@ class ManualJob:
         self.workers, self.servers = workers, servers
         self.base = dict(DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=free_port(),
                          DMLC_NUM_WORKER=workers, DMLC_NUM_SERVER=servers, DMLC_NODE_HOST="127.0.0.1",
-                         BYTEPS_JOB_SECRET=secrets.token_hex(16), **env)
+                         BYTEPS_JOB_SECRET=secrets.token_hex(16))
+        self.base.update(env)
         self.processes = {}
         self._outputs = {}
         self._directory = tempfile.TemporaryDirectory(prefix="bps_tf_job_")

@@ -293,13 +293,16 @@ void WorkerClient::Fail(const Status& why) {
   }
 }
 
+// The scheduler and the servers time out what they wait for after BYTEPS_TIMEOUT and say who is missing;
+// this is the fallback for when that answer cannot come, a moment later so that it does not pre-empt it.
 void WorkerClient::FailExpiredRequests() {
   const double now = NowSeconds();
+  const double limit = config_.timeout_s + std::max(1.0, config_.timeout_s / 10);
   std::vector<Pending> expired;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = pending_.begin(); it != pending_.end();) {
-      if (now - it->second.started < config_.timeout_s) {
+      if (now - it->second.started < limit) {
         ++it;
         continue;
       }

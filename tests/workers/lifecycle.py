@@ -3,8 +3,10 @@
 raise: worker 1 raises an uncaught exception after a few steps; the others push_pull until the job fails.
 exit: worker 1 calls sys.exit(1) after a few steps (bps_tf leaves the job at exit); likewise.
 generations: every worker runs two generations (init, push_pull, shutdown, twice) and checks the sums.
+reinit-after-failure: worker 1 dies; worker 0 sees the job fail, then tries init() again.
 Failures are reported as "failed after S s: Type: message" and exit code 7."""
 
+import os
 import sys
 import time
 
@@ -47,10 +49,32 @@ def generations():
         print(f"rank {rank}: generation {generation} exact in {time.monotonic() - started:.1f} s", flush=True)
 
 
+def reinit_after_failure():
+    bps.init()
+    if bps.rank() == 1:
+        os._exit(3)
+    try:
+        bps.push_pull(np.ones(3, np.float32), "x")
+    except Exception as error:
+        print(f"rank 0: the job failed: {error}", flush=True)
+    try:
+        bps.shutdown()
+    except Exception:
+        pass  # the failure again
+    started = time.monotonic()
+    try:
+        bps.init()
+        print("rank 0: init again succeeded", flush=True)
+    except Exception as error:
+        print(f"rank 0: init again failed after {time.monotonic() - started:.2f} s: {error}", flush=True)
+
+
 def main():
     mode = sys.argv[1]
     if mode == "generations":
         return generations()
+    if mode == "reinit-after-failure":
+        return reinit_after_failure()
     bps.init()
     print(f"rank {bps.rank()}: joined", flush=True)
     loop_until_failure(bps.rank(), 20, boom if mode == "raise" else lambda: sys.exit(1))
