@@ -43,6 +43,9 @@ struct PushPullRequest {
 // its connections) may outlive it, so that a process can shut down and init again.
 class Engine {
  public:
+  // So many distinct names usually means a fresh name per step, which keeps memory growing: warned about.
+  static constexpr size_t kManyNames = 10000;
+
   // Joins the job described by `config` over `transport` (owned: Shutdown closes it). Blocks up to
   // BYTEPS_TIMEOUT.
   static StatusOr<std::unique_ptr<Engine>> Start(const Config& config, std::unique_ptr<Transport> transport);
@@ -85,8 +88,6 @@ class Engine {
     Status status;
   };
   using Callbacks = std::vector<std::function<void()>>;
-  // So many distinct names usually means a fresh name per step, which keeps memory growing.
-  static constexpr size_t kManyNames = 10000;
 
   Engine(const Config& config, std::shared_ptr<WorkerClient> client);
   void StartWatchdog();

@@ -247,6 +247,20 @@ TEST(EngineTest, HundredRoundsOfTheSameTensor) {
   EXPECT_EQ(SharedArenaMappings(), 2 + 3 * 2);
 }
 
+TEST(EngineTest, AFreshNameForEveryTensorIsWarnedAbout) {
+  LocalJob job(1, 1);
+  std::vector<float> value(1, 1.0f), out(1);
+  ::testing::internal::CaptureStderr();
+  std::vector<std::future<Status>> done;
+  for (size_t i = 0; i < Engine::kManyNames; ++i) {
+    done.push_back(PushPull(job.worker(0), "step " + std::to_string(i), DataType::kFloat32, {1}, value.data(),
+                            out.data()));
+  }
+  for (auto& d : done) ASSERT_TRUE(Await(d).ok());
+  std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("distinct tensor names"), std::string::npos) << log.substr(0, 2000);
+}
+
 TEST(EngineTest, MismatchedShapesFailOnEveryWorker) {
   LocalJob job(2, 1);
   std::vector<float> a(12), b(13), out_a(12), out_b(13);

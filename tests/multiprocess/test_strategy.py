@@ -7,24 +7,30 @@ import pytest
 from jobs import REPO_ROOT, assert_job_ok, run_local
 
 
+@pytest.mark.timeout(500)
+def test_keras_3_with_several_devices_per_worker():
+    """3 workers x 2 logical devices: fit and custom loops equal single-process training; evaluate, predict,
+    metrics, int32, mixed precision, uneven data, XLA refused; sparse gradients gathered."""
+    result = run_local("run_checks.py", 3, 2, "strategy_equivalence.py", 2, "--", "strategy_features.py", "--",
+                       "sparse_gradients.py", 2, TF_USE_LEGACY_KERAS=0)
+    for marker in ("strategy equals single-process training", "strategy features ok",
+                   "sparse gradients equal single-process training"):
+        assert_job_ok(result, 3, marker)
+
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("workers,local_devices,legacy_keras", [
-    (2, 2, "0"),  # the proof: 2 workers x 2 logical CPU devices
-    (2, 1, "0"),  # one device per worker: the single-replica shortcut must not skip communication
-    (3, 2, "0"),
-    (2, 2, "1"),  # tf-keras
-])
-def test_training_equals_single_process_training(workers, local_devices, legacy_keras):
-    result = run_local("strategy_equivalence.py", workers, 1, local_devices, TF_USE_LEGACY_KERAS=legacy_keras)
-    assert_job_ok(result, workers, "strategy equals single-process training")
+def test_one_device_per_worker_still_reduces_across_workers():
+    """The single-replica shortcut of MirroredStrategy must not skip communication."""
+    result = run_local("strategy_equivalence.py", 2, 1, 1, TF_USE_LEGACY_KERAS=0)
+    assert_job_ok(result, 2, "strategy equals single-process training")
 
 
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize("workers", [2, 3])
-def test_evaluate_predict_metrics_int32_mixed_precision_uneven_data_and_xla(workers):
-    result = run_local("strategy_features.py", workers, 2)
-    assert_job_ok(result, workers, "strategy features ok")
+def test_tf_keras():
+    result = run_local("run_checks.py", 2, 2, "strategy_equivalence.py", 2, "--", "sparse_gradients.py", 2,
+                       TF_USE_LEGACY_KERAS=1)
+    for marker in ("strategy equals single-process training", "sparse gradients equal single-process training"):
+        assert_job_ok(result, 2, marker)
 
 
 @pytest.mark.timeout(400)
@@ -46,10 +52,3 @@ def test_strategy_example_trains_to_a_good_test_accuracy(example):
     accuracies = re.findall(r"worker (\d): test (?:loss [0-9.]+, test )?accuracy ([0-9.]+)", result.stdout)
     assert len(accuracies) == 2, result.stdout[-6000:]
     assert accuracies[0][1] == accuracies[1][1] and float(accuracies[0][1]) > 0.9, accuracies
-
-
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("workers,local_devices,legacy_keras", [(2, 2, "0"), (3, 1, "1")])
-def test_sparse_gradients_are_gathered_and_equal_single_process_training(workers, local_devices, legacy_keras):
-    result = run_local("sparse_gradients.py", workers, 2, local_devices, TF_USE_LEGACY_KERAS=legacy_keras)
-    assert_job_ok(result, workers, "sparse gradients equal single-process training")

@@ -22,7 +22,7 @@ def dtype_of(name):
 
 def sizes(itemsize):
     per_partition = int(os.environ.get("BYTEPS_PARTITION_BYTES", 4096000)) // itemsize
-    return [0, 1, 7, per_partition - 1, per_partition, per_partition + 1, 50_000_000 // itemsize]
+    return [0, 1, 7, per_partition - 1, per_partition, per_partition + 1, 10_000_003 // itemsize]
 
 
 def data(rank, dtype_name, n, round_):

@@ -6,12 +6,21 @@ import tensorflow as tf
 
 import bps_tf as bps
 
-tf.compat.v1.disable_eager_execution()
-
 
 def main():
     bps.init()
     rank, size = bps.rank(), bps.size()
+    with tf.Graph().as_default():  # graph mode, TF1 style, without turning eager execution off for the process
+        after_first, after_second = train_two_steps(rank)
+    np.testing.assert_array_equal(after_first, [1.0, 2.0, 3.0])
+    mean_factor = sum(r + 1 for r in range(size)) / size
+    expected = np.array([1.0, 2.0, 3.0]) - (np.array([1.0, 0.0, 2.0]) + np.array([3.0, 1.0, 0.0])) / 2 * mean_factor
+    np.testing.assert_allclose(after_second, expected, rtol=1e-6)
+    print(f"rank {rank}: v1 accumulation exact", flush=True)
+    bps.shutdown()
+
+
+def train_two_steps(rank):
     x = tf.compat.v1.placeholder(tf.float32, [3])
     w = tf.compat.v1.get_variable("w", initializer=tf.constant([1.0, 2.0, 3.0]))
     loss = tf.reduce_sum(w * x)  # gradient = x
@@ -25,12 +34,7 @@ def main():
         after_first = session.run(w)
         session.run(train, {x: feeds[1]})
         after_second = session.run(w)
-    np.testing.assert_array_equal(after_first, [1.0, 2.0, 3.0])
-    mean_factor = sum(r + 1 for r in range(size)) / size
-    expected = np.array([1.0, 2.0, 3.0]) - (np.array([1.0, 0.0, 2.0]) + np.array([3.0, 1.0, 0.0])) / 2 * mean_factor
-    np.testing.assert_allclose(after_second, expected, rtol=1e-6)
-    print(f"rank {rank}: v1 accumulation exact", flush=True)
-    bps.shutdown()
+    return after_first, after_second
 
 
 if __name__ == "__main__":

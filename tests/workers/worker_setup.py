@@ -7,9 +7,13 @@ import tensorflow as tf
 
 
 def split_cpu(devices):
-    """Makes this process's CPU `devices` logical devices; must run before TensorFlow runs anything."""
-    tf.config.set_logical_device_configuration(
-        tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * devices)
+    """Makes this process's CPU `devices` logical devices; must run before TensorFlow runs anything. Once
+    done, asking for the same number again is fine (several checks run in one process: run_checks.py)."""
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    configured = tf.config.get_logical_device_configuration(cpu)
+    if configured is not None and len(configured) == devices:
+        return
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * devices)
 
 
 def devices_from_argv_and_keras():
