@@ -57,6 +57,7 @@ def bps_cuda_library(name, cu_srcs = [], srcs = [], hdrs = [], deps = [], tags =
         srcs = srcs + objects,
         hdrs = hdrs,
         deps = deps + ["@local_cuda//:cuda"],
+        copts = ["-Werror=unused-result"],
         linkstatic = True,
         tags = tags,
         **kwargs

@@ -109,15 +109,19 @@ void BenchLocalReduce(uint64_t bytes) {
   };
   const uint64_t count = bytes / 4;
   LocalNccl& n = *nccl.value();
-  double all_reduce = MedianSeconds(9, [&] { n.AllReduce(spans, DataType::kFloat32, count); sync(); });
+  // A failed NCCL call would make every figure below meaningless: stop there.
+  auto must = [](const Status& s) {
+    if (!s.ok()) DieBecause("gpu_bench: " + s.ToString());
+  };
+  double all_reduce = MedianSeconds(9, [&] { must(n.AllReduce(spans, DataType::kFloat32, count)); sync(); });
   double root = MedianSeconds(9, [&] {
-    n.Reduce(spans, DataType::kFloat32, count, 0);
-    n.Broadcast(spans, DataType::kFloat32, count, 0);
+    must(n.Reduce(spans, DataType::kFloat32, count, 0));
+    must(n.Broadcast(spans, DataType::kFloat32, count, 0));
     sync();
   });
   double scatter = MedianSeconds(9, [&] {
-    n.ReduceScatter(spans, DataType::kFloat32, count);
-    n.AllGather(spans, DataType::kFloat32, count);
+    must(n.ReduceScatter(spans, DataType::kFloat32, count));
+    must(n.AllGather(spans, DataType::kFloat32, count));
     sync();
   });
   std::printf("{\"bench\": \"local_reduce\", \"gpus\": 2, \"bytes\": %llu, \"nccl_all_reduce_ms\": %.3f, "
