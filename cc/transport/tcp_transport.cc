@@ -5,7 +5,6 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -22,6 +21,7 @@
 #include "cc/common/clock.h"
 #include "cc/common/logging.h"
 #include "cc/transport/address.h"
+#include "cc/transport/command_queue.h"
 #include "cc/transport/tcp_frames.h"
 #include "cc/transport/handshake.h"
 
@@ -95,13 +95,13 @@ class TcpTransport : public Transport, private FrameReader::Sink {
   const TcpOptions options_;
   MessageHandler* handler_ = nullptr;
   std::string local_host_;  // where we listen: peers elsewhere are on other hosts
-  int epoll_fd_ = -1, wake_fd_ = -1, listen_fd_ = -1;
+  int epoll_fd_ = -1, listen_fd_ = -1;
+  CommandQueue commands_;
   std::thread thread_;
   std::atomic<bool> exit_{false};
   std::atomic<bool> shut_down_{false};
 
-  std::mutex mu_;  // guards commands_ and names_ (PeerName is called from any thread)
-  std::deque<std::function<void()>> commands_;
+  std::mutex mu_;  // guards names_ (PeerName is called from any thread)
   std::map<PeerId, std::string> names_;
 
   // The I/O thread's.
@@ -117,44 +117,24 @@ class TcpTransport : public Transport, private FrameReader::Sink {
 
 Status TcpTransport::Init() {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (epoll_fd_ < 0 || wake_fd_ < 0) return Internal(Errno("epoll_create1/eventfd"));
+  if (epoll_fd_ < 0 || commands_.wake_fd() < 0) return Internal(Errno("epoll_create1/eventfd"));
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.fd = wake_fd_;
-  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0) return Internal(Errno("epoll_ctl"));
+  ev.data.fd = commands_.wake_fd();
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, commands_.wake_fd(), &ev) != 0) return Internal(Errno("epoll_ctl"));
   thread_ = std::thread([this] { Loop(); });
   return Status::OK();
 }
 
-void TcpTransport::Post(std::function<void()> fn) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    commands_.push_back(std::move(fn));
-  }
-  uint64_t one = 1;
-  ssize_t unused = write(wake_fd_, &one, sizeof(one));
-  (void)unused;  // the counter cannot overflow in practice; a failed wake-up costs at most one tick
-}
+void TcpTransport::Post(std::function<void()> fn) { commands_.Post(std::move(fn)); }
 
 Status TcpTransport::RunOnThread(std::function<Status()> fn) {
   if (shut_down_) return Aborted("transport is shut down");
-  auto done = std::make_shared<std::promise<Status>>();
-  std::future<Status> result = done->get_future();
-  Post([fn = std::move(fn), done] { done->set_value(fn()); });
-  if (result.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
-    return Internal("the TCP transport's thread did not answer within 60 s");
-  }
-  return result.get();
+  return commands_.RunOnThread(std::move(fn), "the TCP transport's thread");
 }
 
 void TcpTransport::RunCommands() {
-  std::deque<std::function<void()>> batch;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    batch.swap(commands_);
-  }
-  for (auto& fn : batch) fn();
+  commands_.RunAll();
   std::set<Connection*> dirty;
   dirty.swap(dirty_);
   for (Connection* c : dirty) Flush(c);
@@ -169,12 +149,7 @@ void TcpTransport::Loop() {
     int n = epoll_wait(epoll_fd_, events, 64, timeout_ms);
     for (int i = 0; i < n; ++i) {
       int fd = events[i].data.fd;
-      if (fd == wake_fd_) {
-        uint64_t drained;
-        ssize_t unused = read(wake_fd_, &drained, sizeof(drained));
-        (void)unused;
-        continue;
-      }
+      if (fd == commands_.wake_fd()) continue;  // the queue runs at the top of the loop
       if (fd == listen_fd_) {
         Accept();
         continue;
@@ -507,10 +482,8 @@ void TcpTransport::Shutdown(double timeout_s) {
     Post([this, timeout_s] { closing_deadline_ = NowSeconds() + timeout_s; });
     thread_.join();
   }
-  for (int* fd : {&epoll_fd_, &wake_fd_}) {
-    if (*fd >= 0) close(*fd);
-    *fd = -1;
-  }
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  epoll_fd_ = -1;
 }
 
 }  // namespace
