@@ -16,8 +16,8 @@ constexpr size_t kCacheLineBytes = 64;
 
 }  // namespace
 
-KeyRound::KeyRound(DataType dtype, uint64_t num_elements, int num_workers, SharedArena* arena)
-    : dtype_(dtype), num_elements_(num_elements), num_workers_(num_workers), receive_(num_workers) {
+KeyRound::KeyRound(DataType dtype, uint64_t num_elements, int num_workers, SharedArena* arena, ReduceOp op)
+    : dtype_(dtype), num_elements_(num_elements), num_workers_(num_workers), op_(op), receive_(num_workers) {
   // All of a key's buffers are shared or none (swapped buffers must stay where a worker can find them),
   // so they are taken from the arena in one block. Pages nobody writes use no memory. Buffers of a page or
   // more start on a page; smaller ones on a cache line, so that small keys stay small.
@@ -87,12 +87,15 @@ StatusOr<bool> KeyRound::Add(int rank, uint32_t round) {
       StoreToAccumulator(dtype_, accumulator(), receive_[rank].data, num_elements_);
     }
   } else {
-    AddToAccumulator(dtype_, accumulator(), receive_[rank].data, num_elements_);
+    CombineIntoAccumulator(op_, dtype_, accumulator(), receive_[rank].data, num_elements_);
   }
   return Counted();
 }
 
 StatusOr<bool> KeyRound::AddZeros(int rank, uint32_t round) {
+  if (op_ != ReduceOp::kSum) {
+    return InvalidArgument(std::string("a push of zeros to a ") + ReduceOpName(op_) + " (zeros stand for data in sums only)");
+  }
   BPS_RETURN_IF_ERROR(Admit(rank, round));
   if (pushed_.size() == 1) {
     std::memset(accumulator(), 0, num_elements_ * DataTypeSize(AccumulatorType(dtype_)));

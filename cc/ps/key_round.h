@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cc/common/dtype.h"
+#include "cc/common/reduce_op.h"
 #include "cc/common/shared_arena.h"
 #include "cc/common/status.h"
 
@@ -26,8 +27,10 @@ namespace bps {
 
 class KeyRound {
  public:
-  // `arena` (may be null) provides shared buffers; where it is full the key's buffers are private.
-  KeyRound(DataType dtype, uint64_t num_elements, int num_workers, SharedArena* arena = nullptr);
+  // `arena` (may be null) provides shared buffers; where it is full the key's buffers are private. `op`
+  // combines the contributions (a sum unless said otherwise).
+  KeyRound(DataType dtype, uint64_t num_elements, int num_workers, SharedArena* arena = nullptr,
+           ReduceOp op = ReduceOp::kSum);
 
   DataType dtype() const { return dtype_; }
   uint64_t num_elements() const { return num_elements_; }
@@ -45,7 +48,7 @@ class KeyRound {
   // Adds worker `rank`'s pushed data (already in its receive buffer) to round `round`.
   // Returns true when this push completed the round.
   StatusOr<bool> Add(int rank, uint32_t round);
-  // The same for a push of zeros (no data, nothing to add).
+  // The same for a push of zeros (no data, nothing to add; sums only).
   StatusOr<bool> AddZeros(int rank, uint32_t round);
 
   uint32_t completed_round() const { return completed_round_; }
@@ -81,6 +84,7 @@ class KeyRound {
   const DataType dtype_;
   const uint64_t num_elements_;
   const int num_workers_;
+  const ReduceOp op_;
   std::vector<Buffer> receive_;  // per worker rank, allocated on first use
   Buffer sum_;
   std::unique_ptr<char[]> wide_sum_;  // when AccumulatorType(dtype) is wider than dtype

@@ -32,6 +32,7 @@ const char* MessageTypeName(MessageType type) {
     case MessageType::kResetReply: return "RESET_REPLY";
     case MessageType::kGenerationDone: return "GENERATION_DONE";
     case MessageType::kAbortRequest: return "ABORT_REQUEST";
+    case MessageType::kFetch: return "FETCH";
   }
   return "UNKNOWN";
 }
@@ -176,6 +177,17 @@ Status TensorSpec::Validate() const {
     return InvalidArgument("tensor '" + name + "' has more than " + std::to_string(kMaxTensorBytes) +
                            " bytes: split it");
   }
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i] < 0 || (i > 0 && members[i] <= members[i - 1])) {
+      return InvalidArgument("tensor '" + name + "': a process set lists distinct ranks in ascending order");
+    }
+  }
+  if (!members.empty() && scope != TensorScope::kProcess) {
+    return InvalidArgument("tensor '" + name + "': process sets apply to tensors every member pushes");
+  }
+  if (scope == TensorScope::kPublished && (op != ReduceOp::kSum || root < 0)) {
+    return InvalidArgument("tensor '" + name + "': a published tensor has one publisher and no reduction");
+  }
   return Status::OK();
 }
 
@@ -183,7 +195,36 @@ std::string TensorSpec::ToString() const {
   std::string s = std::string(DataTypeName(dtype)) + "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
   s += "]";
-  return scope == TensorScope::kMachine ? s + " per machine" : s;
+  if (scope == TensorScope::kMachine) s += " per machine";
+  if (scope == TensorScope::kPublished) s += " published by worker " + std::to_string(root);
+  if (op != ReduceOp::kSum) s += std::string(" ") + ReduceOpName(op);
+  if (!members.empty()) {
+    s += " over ranks ";
+    for (size_t i = 0; i < members.size(); ++i) s += (i ? "," : "") + std::to_string(members[i]);
+  }
+  return s;
+}
+
+int ContributionIndex(TensorScope scope, const std::vector<int32_t>& members, int32_t root, int rank,
+                      int local_size) {
+  switch (scope) {
+    case TensorScope::kMachine: return rank / local_size;
+    case TensorScope::kPublished: return rank == root ? 0 : kReader;
+    case TensorScope::kProcess: break;
+  }
+  if (members.empty()) return rank;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i] == rank) return static_cast<int>(i);
+  }
+  return kOutsider;
+}
+
+int ContributorRank(TensorScope scope, const std::vector<int32_t>& members, int32_t root, int index) {
+  if (scope == TensorScope::kPublished) return root;
+  if (scope == TensorScope::kProcess && !members.empty() && index >= 0 && index < static_cast<int>(members.size())) {
+    return members[index];
+  }
+  return index;
 }
 
 std::string TensorSpec::Encode() const {
@@ -193,6 +234,10 @@ std::string TensorSpec::Encode() const {
   w.Put<uint32_t>(static_cast<uint32_t>(shape.size()));
   for (int64_t d : shape) w.Put(d);
   w.Put<uint8_t>(static_cast<uint8_t>(scope));
+  w.Put<uint8_t>(static_cast<uint8_t>(op));
+  w.Put<uint32_t>(static_cast<uint32_t>(members.size()));
+  for (int32_t m : members) w.Put(m);
+  w.Put(root);
   return w.Take();
 }
 
@@ -204,11 +249,17 @@ StatusOr<TensorSpec> TensorSpec::Decode(const std::string& bytes) {
   uint32_t rank = r.Get<uint32_t>();
   for (uint32_t i = 0; i < rank && !r.failed(); ++i) t.shape.push_back(r.Get<int64_t>());
   uint8_t scope = r.Get<uint8_t>();
-  if (r.failed() || !IsValidDataType(dtype) || scope > static_cast<uint8_t>(TensorScope::kMachine)) {
+  uint8_t op = r.Get<uint8_t>();
+  uint32_t members = r.Get<uint32_t>();
+  for (uint32_t i = 0; i < members && !r.failed(); ++i) t.members.push_back(r.Get<int32_t>());
+  t.root = r.Get<int32_t>();
+  if (r.failed() || !IsValidDataType(dtype) || scope > static_cast<uint8_t>(TensorScope::kPublished) ||
+      !IsValidReduceOp(op)) {
     return Truncated("DECLARE");
   }
   t.dtype = static_cast<DataType>(dtype);
   t.scope = static_cast<TensorScope>(scope);
+  t.op = static_cast<ReduceOp>(op);
   return t;
 }
 
@@ -249,6 +300,10 @@ std::string KeyPlanBody::Encode() const {
     w.Put(k.count);
     w.Put(k.participants);
     w.Put<uint8_t>(static_cast<uint8_t>(k.scope));
+    w.Put<uint8_t>(static_cast<uint8_t>(k.op));
+    w.Put<uint32_t>(static_cast<uint32_t>(k.members.size()));
+    for (int32_t m : k.members) w.Put(m);
+    w.Put(k.root);
   }
   return w.Take();
 }
@@ -264,9 +319,16 @@ StatusOr<KeyPlanBody> KeyPlanBody::Decode(const std::string& bytes) {
     k.count = r.Get<uint64_t>();
     k.participants = r.Get<int32_t>();
     uint8_t scope = r.Get<uint8_t>();
-    if (!IsValidDataType(dtype) || scope > static_cast<uint8_t>(TensorScope::kMachine)) return Truncated("KEY_PLAN");
+    uint8_t op = r.Get<uint8_t>();
+    uint32_t members = r.Get<uint32_t>();
+    for (uint32_t m = 0; m < members && !r.failed(); ++m) k.members.push_back(r.Get<int32_t>());
+    k.root = r.Get<int32_t>();
+    if (!IsValidDataType(dtype) || scope > static_cast<uint8_t>(TensorScope::kPublished) || !IsValidReduceOp(op)) {
+      return Truncated("KEY_PLAN");
+    }
     k.dtype = static_cast<DataType>(dtype);
     k.scope = static_cast<TensorScope>(scope);
+    k.op = static_cast<ReduceOp>(op);
     body.keys.push_back(k);
   }
   if (r.failed()) return Truncated("KEY_PLAN");

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cc/common/dtype.h"
+#include "cc/common/reduce_op.h"
 #include "cc/common/status.h"
 
 namespace bps {
@@ -30,7 +31,8 @@ enum class MessageType : uint8_t {
   kResetReply,       // server -> scheduler
   kGenerationDone,   // scheduler -> workers: every worker finished: shutdown() returns, init() may follow
   kAbortRequest,     // worker -> scheduler: this worker failed (why in `text`): abort the job
-  kLastType = kAbortRequest,
+  kFetch,            // worker -> server: the sum of `round` of a published key, once its publisher pushed it
+  kLastType = kFetch,
 };
 
 const char* MessageTypeName(MessageType type);
@@ -100,17 +102,22 @@ struct AddressBook {
   static StatusOr<AddressBook> Decode(const std::string& bytes);
 };
 
-// Who pushes a tensor: every worker process, or one process per worker machine (the one holding that
-// part of the machine's locally reduced sum, e.g. one GPU's reduce-scatter slice).
-enum class TensorScope : uint8_t { kProcess = 0, kMachine = 1 };
+// Who pushes a tensor: every worker process (of its process set), one process per worker machine (the one
+// holding that part of the machine's locally reduced sum, e.g. one GPU's reduce-scatter slice), or one
+// worker, the publisher, whose value the others fetch without pushing anything (kPublished: nobody waits
+// for a worker that never asks, such as a variable created on one worker only).
+enum class TensorScope : uint8_t { kProcess = 0, kMachine = 1, kPublished = 2 };
 
 struct TensorSpec {
   std::string name;
   DataType dtype = DataType::kFloat32;
   std::vector<int64_t> shape;
   TensorScope scope = TensorScope::kProcess;
+  ReduceOp op = ReduceOp::kSum;
+  std::vector<int32_t> members;  // kProcess: the ranks of its process set, ascending; empty: every worker
+  int32_t root = 0;              // kPublished: the publisher's rank
   uint64_t num_elements() const;
-  std::string ToString() const;  // float32[3,4], "float32[3,4] per machine"
+  std::string ToString() const;  // float32[3,4], "float32[3,4] per machine", "... min over ranks 0,2"
   // Sizes checked before anything is planned or allocated: a name of at most kMaxNameBytes, at most
   // kMaxDims dimensions, none negative, at most kMaxTensorBytes in all.
   static constexpr size_t kMaxNameBytes = 64 << 10;
@@ -118,7 +125,8 @@ struct TensorSpec {
   static constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 40;
   Status Validate() const;
   bool operator==(const TensorSpec& o) const {
-    return name == o.name && dtype == o.dtype && shape == o.shape && scope == o.scope;
+    return name == o.name && dtype == o.dtype && shape == o.shape && scope == o.scope && op == o.op &&
+           members == o.members && root == o.root;
   }
   std::string Encode() const;
   static StatusOr<TensorSpec> Decode(const std::string& bytes);
@@ -143,8 +151,19 @@ struct KeySpec {
   DataType dtype = DataType::kFloat32;
   uint64_t count = 0;          // elements
   int32_t participants = 0;    // pushes that complete a round
-  TensorScope scope = TensorScope::kProcess;  // whose pushes: every worker process, or one per machine
+  TensorScope scope = TensorScope::kProcess;  // whose pushes (see TensorScope)
+  ReduceOp op = ReduceOp::kSum;
+  std::vector<int32_t> members;  // as TensorSpec's
+  int32_t root = 0;              // as TensorSpec's
 };
+
+// A worker's place among the contributors of a key (a contribution index), or why it has none.
+constexpr int kReader = -1;    // kPublished, not the publisher: it fetches
+constexpr int kOutsider = -2;  // not in the tensor's process set
+int ContributionIndex(TensorScope scope, const std::vector<int32_t>& members, int32_t root, int rank,
+                      int local_size);
+// The worker rank (or machine id, kMachine) behind contribution `index`, for messages.
+int ContributorRank(TensorScope scope, const std::vector<int32_t>& members, int32_t root, int index);
 
 struct KeyPlanBody {
   std::vector<KeySpec> keys;

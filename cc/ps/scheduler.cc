@@ -14,6 +14,13 @@ namespace {
 constexpr size_t kTokenBytes = 32;
 constexpr size_t kTurnedAwayRemembered = 5;
 
+// Contribution indices as the ranks (or machine ids) behind them.
+std::set<int> ContributorRanks(const TensorSpec& spec, const std::set<int>& indices) {
+  std::set<int> ranks;
+  for (int index : indices) ranks.insert(ContributorRank(spec.scope, spec.members, spec.root, index));
+  return ranks;
+}
+
 std::string Seconds(double s) {
   std::ostringstream out;
   out << s << " s";
@@ -249,10 +256,11 @@ std::set<int> Scheduler::FinishedParticipants(const TensorSpec& spec) const {
   for (const auto& worker : workers_) {
     const Part part = nodes_.at(worker.second).part;
     if (part != Part::kFinished && part != Part::kLeft) continue;
-    finished.insert(worker.first);
+    const int index = participant_of(spec, worker.first);
+    if (index >= 0 && spec.scope != TensorScope::kMachine) finished.insert(index);
     ++finished_per_machine[worker.first / local_size_];
   }
-  if (spec.scope == TensorScope::kProcess) return finished;
+  if (spec.scope != TensorScope::kMachine) return finished;
   std::set<int> machines;
   for (const auto& entry : finished_per_machine) {
     if (entry.second == local_size_) machines.insert(entry.first);
@@ -260,9 +268,28 @@ std::set<int> Scheduler::FinishedParticipants(const TensorSpec& spec) const {
   return machines;
 }
 
+Status Scheduler::CheckAgainstJob(const TensorSpec& spec) const {
+  const int workers = expected_workers();
+  if (!spec.members.empty() && spec.members.back() >= workers) {
+    return InvalidArgument("tensor '" + spec.name + "': its process set names rank " +
+                           std::to_string(spec.members.back()) + " in a job of " + std::to_string(workers) +
+                           " worker processes");
+  }
+  if (spec.scope == TensorScope::kPublished && spec.root >= workers) {
+    return InvalidArgument("tensor '" + spec.name + "' is published by rank " + std::to_string(spec.root) +
+                           " in a job of " + std::to_string(workers) + " worker processes");
+  }
+  return Status::OK();
+}
+
 void Scheduler::HandleDeclare(PeerId from, const Node& node, const Message& m) {
   auto spec = TensorSpec::Decode(m.text);
   Status valid = spec.ok() ? spec.value().Validate() : spec.status();
+  if (valid.ok()) valid = CheckAgainstJob(spec.value());
+  if (valid.ok() && participant_of(spec.value(), node.rank) == kOutsider) {
+    valid = InvalidArgument("tensor '" + spec.value().name + "' belongs to a process set without worker " +
+                            std::to_string(node.rank) + " (" + spec.value().ToString() + ")");
+  }
   if (valid.ok() && (!started_ || ready_servers_.size() < servers_.size() || !resetting_.empty() ||
                      node.part == Part::kFinished)) {
     valid = FailedPrecondition("a declaration outside a generation: the job has not started, or this worker "
@@ -291,6 +318,13 @@ void Scheduler::HandleDeclare(PeerId from, const Node& node, const Message& m) {
                               "; every worker must push_pull the same tensors with the same shapes and dtypes.");
   }
   const int participant = participant_of(d.spec, rank);
+  if (participant == kReader) {  // a published tensor's reader waits for the publisher's declaration
+    if (d.error.ok() && !d.planned && FinishedParticipants(d.spec).count(0)) {
+      d.error = FailedPrecondition("tensor '" + d.spec.name + "' is published by worker " +
+                                   std::to_string(d.spec.root) + ", which finished without publishing it.");
+    }
+    return AnswerDeclaration(d);
+  }
   auto twice = d.declared.find(participant);
   if (d.error.ok() && twice != d.declared.end() && twice->second != rank) {
     d.error = InvalidArgument("tensor '" + d.spec.name + "' is pushed once per worker machine, but workers " +
@@ -303,7 +337,8 @@ void Scheduler::HandleDeclare(PeerId from, const Node& node, const Message& m) {
   std::set<int> gone = FinishedParticipants(d.spec);
   for (const auto& entry : d.declared) gone.erase(entry.first);
   if (d.error.ok() && !d.planned && !gone.empty()) {
-    d.error = FailedPrecondition("tensor '" + d.spec.name + "' cannot be summed: worker(s) " + RankList(gone) +
+    d.error = FailedPrecondition("tensor '" + d.spec.name + "' cannot be summed: worker(s) " +
+                                 RankList(ContributorRanks(d.spec, gone)) +
                                  " already finished (called shutdown() or exited) without pushing it.");
   }
   if (d.error.ok() && !d.planned && d.plan_request == 0 &&
@@ -333,7 +368,8 @@ void Scheduler::Plan(Declaration& d) {
   std::map<int, KeyPlanBody> by_server;
   const int participants = expected_participants(d.spec);
   for (const Partition& p : d.plan.partitions) {
-    by_server[p.server].keys.push_back(KeySpec{p.key, d.spec.dtype, p.count, participants, d.spec.scope});
+    by_server[p.server].keys.push_back(KeySpec{p.key, d.spec.dtype, p.count, participants, d.spec.scope, d.spec.op,
+                                               d.spec.members, d.spec.root});
   }
   d.plan_request = next_plan_request_++;
   plan_requests_[d.plan_request] = d.spec.name;
@@ -387,7 +423,8 @@ void Scheduler::FailDeclarationsWaitingOnFinishedWorkers() {
     std::set<int> gone = FinishedParticipants(d.spec);
     for (const auto& declared : d.declared) gone.erase(declared.first);
     if (gone.empty()) continue;
-    d.error = FailedPrecondition("tensor '" + d.spec.name + "' cannot be summed: worker(s) " + RankList(gone) +
+    d.error = FailedPrecondition("tensor '" + d.spec.name + "' cannot be summed: worker(s) " +
+                                 RankList(ContributorRanks(d.spec, gone)) +
                                  " finished (called shutdown() or exited) without pushing it.");
     AnswerDeclaration(d);
   }
@@ -464,11 +501,18 @@ void Scheduler::CheckTimeouts() {
   for (auto& entry : declarations_) {
     Declaration& d = entry.second;
     if (d.planned || !d.error.ok() || d.plan_request != 0 || now - d.first_seen < config_.timeout_s) continue;
+    if (d.spec.scope == TensorScope::kPublished) {
+      d.error = DeadlineExceeded("tensor '" + d.spec.name + "' is published by worker " + std::to_string(d.spec.root) +
+                                 ", which did not publish it within " + limit + ".");
+      AnswerDeclaration(d);
+      continue;
+    }
     std::set<int> missing, present;
     for (int p = 0; p < expected_participants(d.spec); ++p) (d.declared.count(p) ? present : missing).insert(p);
     const std::string who = d.spec.scope == TensorScope::kMachine ? "worker machine(s) " : "worker(s) ";
-    d.error = DeadlineExceeded("tensor '" + d.spec.name + "' was pushed by " + who + RankList(present) +
-                               " but not by " + who + RankList(missing) + " within " + limit +
+    d.error = DeadlineExceeded("tensor '" + d.spec.name + "' was pushed by " + who +
+                               RankList(ContributorRanks(d.spec, present)) + " but not by " + who +
+                               RankList(ContributorRanks(d.spec, missing)) + " within " + limit +
                                "; every worker must push_pull the same tensors.");
     AnswerDeclaration(d);
   }

@@ -90,13 +90,20 @@ class Scheduler : public MessageHandler {
   void SendToServers(const Message& m);
   std::string NodeName(PeerId peer);
   int expected_workers() const { return config_.num_worker * local_size_; }
-  // How many declarations complete a tensor's, and which one worker `rank`'s is.
+  // How many declarations complete a tensor's, and which one worker `rank`'s is (kReader, kOutsider: none).
   int expected_participants(const TensorSpec& spec) const {
-    return spec.scope == TensorScope::kMachine ? config_.num_worker : expected_workers();
+    switch (spec.scope) {
+      case TensorScope::kMachine: return config_.num_worker;
+      case TensorScope::kPublished: return 1;
+      case TensorScope::kProcess: break;
+    }
+    return spec.members.empty() ? expected_workers() : static_cast<int>(spec.members.size());
   }
   int participant_of(const TensorSpec& spec, int rank) const {
-    return spec.scope == TensorScope::kMachine ? rank / local_size_ : rank;
+    return ContributionIndex(spec.scope, spec.members, spec.root, rank, local_size_);
   }
+  // The parts of a declaration that depend on the job's size: members and publisher exist.
+  Status CheckAgainstJob(const TensorSpec& spec) const;
   // Workers that finished this generation or left, and will push nothing more in it: by rank, and for
   // per-machine tensors the machines all of whose processes did.
   std::set<int> FinishedParticipants(const TensorSpec& spec) const;

@@ -70,6 +70,7 @@ void Server::OnMessage(PeerId from, const std::string& header, void* payload, si
   switch (m.type) {
     case MessageType::kIdentify: return HandleIdentify(from, m);
     case MessageType::kPush: return HandlePush(from, m, payload);
+    case MessageType::kFetch: return HandleFetch(from, m);
     default:
       dropped_.Warn(std::string("server dropped ") + MessageTypeName(m.type) + " from " + transport_->PeerName(from) +
                     ": only the scheduler sends it");
@@ -141,7 +142,10 @@ void Server::HandleKeyPlan(const Message& m) {
     std::lock_guard<std::mutex> lock(keys_mu_);
     for (const KeySpec& spec : body.value().keys) {
       const uint64_t limit = TensorSpec::kMaxTensorBytes / DataTypeSize(spec.dtype);
-      if (spec.count > limit || spec.participants < 1 || spec.participants > num_workers_) {
+      const bool members_fit = spec.members.empty() || (spec.members.back() < num_workers_ &&
+                                                        static_cast<int>(spec.members.size()) == spec.participants);
+      if (spec.count > limit || spec.participants < 1 || spec.participants > num_workers_ || !members_fit ||
+          spec.root < 0 || spec.root >= num_workers_) {
         result = InvalidArgument("a key plan out of this job's bounds");
         break;
       }
@@ -149,7 +153,9 @@ void Server::HandleKeyPlan(const Message& m) {
       if (it == keys_.end()) {
         keys_[spec.key].spec = spec;
       } else if (it->second.spec.dtype != spec.dtype || it->second.spec.count != spec.count ||
-                 it->second.spec.participants != spec.participants || it->second.spec.scope != spec.scope) {
+                 it->second.spec.participants != spec.participants || it->second.spec.scope != spec.scope ||
+                 it->second.spec.op != spec.op || it->second.spec.members != spec.members ||
+                 it->second.spec.root != spec.root) {
         result = InvalidArgument("key " + std::to_string(spec.key) + " is planned twice, differently");
         break;
       }
@@ -164,7 +170,14 @@ void Server::HandleKeyPlan(const Message& m) {
 
 std::set<int> Server::FinishedContributors(const KeySpec& spec) {
   std::lock_guard<std::mutex> lock(keys_mu_);
-  if (spec.scope == TensorScope::kProcess) return finished_workers_;
+  if (spec.scope != TensorScope::kMachine) {
+    std::set<int> indices;
+    for (int rank : finished_workers_) {
+      const int index = ContributionIndex(spec.scope, spec.members, spec.root, rank, local_size_);
+      if (index >= 0) indices.insert(index);
+    }
+    return indices;
+  }
   std::map<int, int> per_machine;
   for (int rank : finished_workers_) ++per_machine[rank / local_size_];
   std::set<int> machines;
@@ -187,11 +200,14 @@ void Server::HandleWorkerFinished(int rank) {
 }
 
 void Server::FailRoundWaitingOnFinished(uint64_t key, KeyEntry* entry) {
-  if (!entry->round || entry->parked.empty() || !entry->round->round_started()) return;
+  // Readers of a published key may wait before its round has started; pushers only once it has.
+  const bool readers_only = entry->spec.scope == TensorScope::kPublished;
+  if (!entry->round || entry->parked.empty() || (!readers_only && !entry->round->round_started())) return;
   std::set<int> finished = FinishedContributors(entry->spec);
   std::set<int> gone;
   for (int missing : entry->round->MissingWorkers()) {
-    if (finished.count(missing)) gone.insert(missing);
+    if (finished.count(missing)) gone.insert(ContributorRank(entry->spec.scope, entry->spec.members,
+                                                             entry->spec.root, missing));
   }
   if (gone.empty()) return;
   const char* who = entry->spec.scope == TensorScope::kMachine ? "worker machine(s) " : "worker(s) ";
@@ -228,7 +244,7 @@ void Server::HandleReset() {
   transport_->Send(scheduler_, reply.Encode(), nullptr, 0, nullptr);
 }
 
-Server::KeyEntry* Server::CheckedKey(PeerId from, const Message& m, Status* error) {
+Server::KeyEntry* Server::CheckedKey(PeerId from, const Message& m, Status* error, bool fetch) {
   std::lock_guard<std::mutex> lock(keys_mu_);
   auto identified = rank_of_.find(from);
   if (identified == rank_of_.end()) return nullptr;  // not a worker: no reply either
@@ -241,9 +257,10 @@ Server::KeyEntry* Server::CheckedKey(PeerId from, const Message& m, Status* erro
   }
   KeyEntry& entry = it->second;
   const KeySpec& spec = entry.spec;
-  const int expected = spec.scope == TensorScope::kMachine ? rank / local_size_ : rank;
-  if (m.dtype != spec.dtype || m.num_elements != spec.count || m.participants != spec.participants ||
-      m.sender != expected) {
+  const int expected = ContributionIndex(spec.scope, spec.members, spec.root, rank, local_size_);
+  if (fetch ? (spec.scope != TensorScope::kPublished || expected != kReader)
+            : (m.dtype != spec.dtype || m.num_elements != spec.count || m.participants != spec.participants ||
+               m.sender != expected || expected < 0)) {
     *error = InvalidArgument("worker " + std::to_string(rank) + " pushed " + DataTypeName(m.dtype) + "[" +
                              std::to_string(m.num_elements) + "] as contribution " + std::to_string(m.sender) + " of " +
                              std::to_string(m.participants) + " to a key planned as " + DataTypeName(spec.dtype) +
@@ -253,7 +270,7 @@ Server::KeyEntry* Server::CheckedKey(PeerId from, const Message& m, Status* erro
   }
   if (!entry.round) {
     try {
-      entry.round = std::make_unique<KeyRound>(spec.dtype, spec.count, spec.participants, arena_.get());
+      entry.round = std::make_unique<KeyRound>(spec.dtype, spec.count, spec.participants, arena_.get(), spec.op);
     } catch (const std::bad_alloc&) {
       *error = Unavailable("the server has no memory for key " + std::to_string(m.key) + " (" +
                            std::to_string(spec.count * DataTypeSize(spec.dtype)) + " bytes per contribution)");
@@ -308,6 +325,23 @@ void Server::HandlePush(PeerId from, const Message& m, void* payload) {
   const uint64_t key = m.key;
   const bool zeros = m.zeros;
   EngineFor(key).Post([this, key, entry, zeros, pull] { SumPush(key, entry, pull.rank, zeros, pull); });
+}
+
+void Server::HandleFetch(PeerId from, const Message& m) {
+  Status error;
+  KeyEntry* entry = CheckedKey(from, m, &error, /*fetch=*/true);
+  if (entry == nullptr && error.ok()) {
+    dropped_.Warn("server dropped a fetch from " + transport_->PeerName(from) + ": not an identified worker");
+    return;
+  }
+  ParkedPull pull{from, kReader, ShareMode::kNone, m.request_id, m.round};
+  if (entry == nullptr) return ReplyError(from, pull, m.key, error);
+  const uint64_t key = m.key;
+  EngineFor(key).Post([this, key, entry, pull] {
+    if (pull.round <= entry->round->completed_round()) return AnswerPull(key, entry, pull);
+    entry->parked.push_back(pull);
+    FailRoundWaitingOnFinished(key, entry);
+  });
 }
 
 void Server::SumPush(uint64_t key, KeyEntry* entry, int rank, bool zeros, const ParkedPull& pull) {
@@ -378,7 +412,11 @@ void Server::CheckStaleRounds(size_t engine_index) {
       continue;
     }
     const char* who = entry->spec.scope == TensorScope::kMachine ? "worker machine(s) " : "worker(s) ";
-    Status error = DeadlineExceeded(who + RankList(round.MissingWorkers()) + " did not push round " +
+    std::set<int> missing;
+    for (int index : round.MissingWorkers()) {
+      missing.insert(ContributorRank(entry->spec.scope, entry->spec.members, entry->spec.root, index));
+    }
+    Status error = DeadlineExceeded(who + RankList(missing) + " did not push round " +
                                     std::to_string(round.accumulating_round()) + " within BYTEPS_TIMEOUT");
     for (const ParkedPull& pull : entry->parked) ReplyError(pull.peer, pull, item.first, error);
     entry->parked.clear();

@@ -44,7 +44,7 @@ class Server : public MessageHandler {
  private:
   struct ParkedPull {
     PeerId peer;
-    int rank;  // the pusher's contribution index
+    int rank;  // the pusher's contribution index (kReader for a fetch)
     ShareMode share;
     uint64_t request_id;
     uint32_t round;
@@ -62,10 +62,13 @@ class Server : public MessageHandler {
   void HandleWorkerFinished(int rank);
   void HandleReset();
   void CreateSharedArena();
-  // The key a push from `from` goes to, checked against its plan and the connection's rank.
-  KeyEntry* CheckedKey(PeerId from, const Message& m, Status* error);
+  // The key a push (or, `fetch`, a fetch) from `from` goes to, checked against its plan and the connection's
+  // rank. nullptr with `error` OK: the connection is no identified worker (no answer is due).
+  KeyEntry* CheckedKey(PeerId from, const Message& m, Status* error, bool fetch = false);
   WorkThread& EngineFor(uint64_t key) { return *engines_[key % engines_.size()]; }
   void HandlePush(PeerId from, const Message& m, void* payload);
+  // A reader of a published key: answered with round m.round once the publisher pushed it.
+  void HandleFetch(PeerId from, const Message& m);
   void SumPush(uint64_t key, KeyEntry* entry, int rank, bool zeros, const ParkedPull& pull);
   void AnswerPull(uint64_t key, KeyEntry* entry, const ParkedPull& pull);
   // Fails the parked pulls of a round that waits on contributors who finished: it can never complete.

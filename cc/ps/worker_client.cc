@@ -151,6 +151,29 @@ void WorkerClient::PushPull(const Partition& part, uint32_t round, Participant m
              std::move(on_sent));
 }
 
+void WorkerClient::Fetch(const Partition& part, uint32_t round, DataType dtype, void* output, Done done) {
+  Status failed = failure();
+  if (!failed.ok()) return done(failed);
+  Pending p;
+  p.done = std::move(done);
+  p.peer = servers_[part.server];
+  p.server = part.server;
+  p.key = part.key;
+  p.destination = output;
+  p.bytes = part.count * DataTypeSize(dtype);
+  p.what = "round " + std::to_string(round) + " of a published tensor from " + ServerName(part.server) +
+           " (it answers once the publisher has pushed it)";
+  Message m;
+  m.type = MessageType::kFetch;
+  m.sender = rank_;
+  m.key = part.key;
+  m.round = round;
+  m.dtype = dtype;
+  m.num_elements = part.count;
+  m.request_id = Track(std::move(p));
+  SendOrFail(servers_[part.server], m, nullptr, 0, m.request_id);
+}
+
 WorkerClient::SharedPush WorkerClient::PlanSharedPush(const Partition& part, size_t bytes, bool has_data) {
   SharedPush push;
   std::lock_guard<std::mutex> lock(mu_);

@@ -55,6 +55,9 @@ class WorkerClient : public MessageHandler {
   // count against the credit window), `done` once the sum is in `output`.
   void PushPull(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input, void* output,
                 std::function<void()> on_sent, Done done);
+  // A reader of a published tensor: the sum of `round` of the partition (its publisher's value) into
+  // `output`, once the publisher pushed it.
+  void Fetch(const Partition& part, uint32_t round, DataType dtype, void* output, Done done);
 
   // Tells the scheduler this worker finished its generation and waits (up to the timeout) for every other
   // worker to finish too. The connections stay: a new generation may follow.

@@ -6,6 +6,7 @@
 
 #include "cc/common/logging.h"
 #include "cc/reducer/cpu_reducer_internal.h"
+#include "cc/reducer/half.h"
 #include "cc/reducer/kernels.h"
 
 namespace bps {
@@ -78,6 +79,66 @@ void AddToAccumulator(DataType dtype, void* acc, const void* src, size_t n) {
       return kernels.add_uint32(static_cast<uint32_t*>(acc), static_cast<const uint32_t*>(src), n);
     case DataType::kInt64:
       return kernels.add_uint64(static_cast<uint64_t*>(acc), static_cast<const uint64_t*>(src), n);
+  }
+  DieOnInvalidType(dtype);
+}
+
+namespace {
+
+template <typename T>
+T Combine(ReduceOp op, T a, T b) {
+  switch (op) {
+    case ReduceOp::kMin: return (b < a || b != b) ? b : a;  // b != b: NaN wins
+    case ReduceOp::kMax: return (b > a || b != b) ? b : a;
+    case ReduceOp::kProduct: return a * b;
+    case ReduceOp::kSum: return a + b;
+  }
+  return a;
+}
+
+template <typename T>
+void CombineLoop(ReduceOp op, T* __restrict acc, const T* __restrict src, size_t n) {
+  switch (op) {  // one loop per op, so that each is vectorised
+    case ReduceOp::kMin:
+      for (size_t i = 0; i < n; ++i) acc[i] = Combine(ReduceOp::kMin, acc[i], src[i]);
+      return;
+    case ReduceOp::kMax:
+      for (size_t i = 0; i < n; ++i) acc[i] = Combine(ReduceOp::kMax, acc[i], src[i]);
+      return;
+    default:
+      for (size_t i = 0; i < n; ++i) acc[i] = Combine(op, acc[i], src[i]);
+  }
+}
+
+// float16/bfloat16 sources into a float32 accumulator.
+template <float (*ToFloat)(uint16_t)>
+void CombineHalfLoop(ReduceOp op, float* acc, const uint16_t* src, size_t n) {
+  for (size_t i = 0; i < n; ++i) acc[i] = Combine(op, acc[i], ToFloat(src[i]));
+}
+
+}  // namespace
+
+void CombineIntoAccumulator(ReduceOp op, DataType dtype, void* acc, const void* src, size_t n) {
+  if (op == ReduceOp::kSum) return AddToAccumulator(dtype, acc, src, n);
+  switch (dtype) {
+    case DataType::kFloat16:
+      return CombineHalfLoop<HalfToFloat>(op, static_cast<float*>(acc), static_cast<const uint16_t*>(src), n);
+    case DataType::kBFloat16:
+      return CombineHalfLoop<BFloat16ToFloat>(op, static_cast<float*>(acc), static_cast<const uint16_t*>(src), n);
+    case DataType::kFloat32:
+      return CombineLoop(op, static_cast<float*>(acc), static_cast<const float*>(src), n);
+    case DataType::kFloat64:
+      return CombineLoop(op, static_cast<double*>(acc), static_cast<const double*>(src), n);
+    case DataType::kInt32:
+      if (op == ReduceOp::kProduct) {  // unsigned: wraps instead of overflowing
+        return CombineLoop(op, static_cast<uint32_t*>(acc), static_cast<const uint32_t*>(src), n);
+      }
+      return CombineLoop(op, static_cast<int32_t*>(acc), static_cast<const int32_t*>(src), n);
+    case DataType::kInt64:
+      if (op == ReduceOp::kProduct) {
+        return CombineLoop(op, static_cast<uint64_t*>(acc), static_cast<const uint64_t*>(src), n);
+      }
+      return CombineLoop(op, static_cast<int64_t*>(acc), static_cast<const int64_t*>(src), n);
   }
   DieOnInvalidType(dtype);
 }

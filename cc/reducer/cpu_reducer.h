@@ -9,6 +9,7 @@
 #include <cstddef>
 
 #include "cc/common/dtype.h"
+#include "cc/common/reduce_op.h"
 
 namespace bps {
 
@@ -20,6 +21,10 @@ void StoreToAccumulator(DataType dtype, void* acc, const void* src, size_t n);
 
 // acc += src
 void AddToAccumulator(DataType dtype, void* acc, const void* src, size_t n);
+
+// acc = op(acc, src) element-wise: kSum is AddToAccumulator; kMin and kMax keep a NaN from either side;
+// integer products wrap around like two's complement.
+void CombineIntoAccumulator(ReduceOp op, DataType dtype, void* acc, const void* src, size_t n);
 
 // dst (dtype) = acc, rounded once (round-to-nearest-even for float16/bfloat16; NaN stays NaN, overflow -> inf)
 void LoadFromAccumulator(DataType dtype, const void* acc, void* dst, size_t n);

@@ -6,8 +6,10 @@
 namespace bps {
 namespace {
 
+// Zeros stand for data in sums only.
 bool AllZeros(const PushPullRequest& request, const Partition& part) {
-  return part.offset + part.count <= request.nonzero_begin || part.offset >= request.nonzero_end;
+  return request.op == ReduceOp::kSum &&
+         (part.offset + part.count <= request.nonzero_begin || part.offset >= request.nonzero_end);
 }
 
 // What a partition's push puts on the wire, and so counts against the credit window.
@@ -56,7 +58,8 @@ void Engine::Run(Callbacks& callbacks) {
 }
 
 void Engine::Enqueue(PushPullRequest request) {
-  const TensorSpec spec{request.name, request.dtype, request.shape, request.scope};
+  const TensorSpec spec{request.name, request.dtype, request.shape, request.scope, request.op, request.members,
+                        request.root};
   if (request.output != request.input) {
     // A separate output is usually fresh memory that the pulled sums fault in page by page.
     AdviseHugePages(request.output, spec.num_elements() * DataTypeSize(request.dtype));
@@ -168,11 +171,23 @@ void Engine::StartPartition(Operation* op, const Partition& part) {
   const uint32_t round = op->tensor->round;
   const char* input = all_zeros ? nullptr : static_cast<const char*>(op->request.input) + part.offset * element;
   char* output = static_cast<char*>(op->request.output) + part.offset * element;
+  const TensorSpec& spec = op->tensor->spec;
+  const int index = ContributionIndex(spec.scope, spec.members, spec.root, rank(), config_.local_size);
+  if (index == kReader) {
+    ReleaseCredit(bytes);
+    return client_->Fetch(part, round, dtype, output, [this, op](const Status& status) { FinishPartition(op, status); });
+  }
+  if (index == kOutsider) {
+    ReleaseCredit(bytes);
+    return FinishPartition(op, InvalidArgument("worker " + std::to_string(rank()) + " is not in the process set of "
+                                               "this tensor (" + spec.ToString() + ")"));
+  }
+  const int count = spec.scope == TensorScope::kMachine ? config_.num_worker
+                    : spec.scope == TensorScope::kPublished ? 1
+                    : spec.members.empty() ? size() : static_cast<int>(spec.members.size());
   // The credit covers the push only: the sum waits on the other workers, and holding credit across that
   // wait would let two workers that started different tensors first wait on each other forever.
-  const bool per_machine = op->tensor->spec.scope == TensorScope::kMachine;
-  Participant me = per_machine ? Participant{config_.worker_id, config_.num_worker} : Participant{rank(), size()};
-  client_->PushPull(part, round, me, dtype, input, output, [this, bytes] { ReleaseCredit(bytes); },
+  client_->PushPull(part, round, Participant{index, count}, dtype, input, output, [this, bytes] { ReleaseCredit(bytes); },
                     [this, op](const Status& status) { FinishPartition(op, status); });
 }
 

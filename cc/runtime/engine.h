@@ -34,8 +34,12 @@ struct PushPullRequest {
   uint64_t nonzero_begin = 0;
   uint64_t nonzero_end = UINT64_MAX;
   // kMachine: exactly one process of each worker machine pushes this name (its part of the machine's
-  // locally reduced sum); the servers then sum one contribution per machine.
+  // locally reduced sum); the servers then sum one contribution per machine. kPublished: worker `root`
+  // pushes, the others fetch its value (see TensorScope).
   TensorScope scope = TensorScope::kProcess;
+  ReduceOp op = ReduceOp::kSum;
+  std::vector<int32_t> members;  // the process set (ascending ranks); empty: every worker
+  int32_t root = 0;
   std::function<void(const Status&)> done;
 };
 

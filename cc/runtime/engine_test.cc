@@ -41,6 +41,27 @@ std::future<Status> PushPull(Engine& engine, const std::string& name, DataType d
   return result;
 }
 
+// A request with everything a collective may set.
+std::future<Status> Collective(Engine& engine, const std::string& name, DataType dtype, std::vector<int64_t> shape,
+                               const void* in, void* out, ReduceOp op, std::vector<int32_t> members = {},
+                               TensorScope scope = TensorScope::kProcess, int32_t root = 0) {
+  auto done = std::make_shared<std::promise<Status>>();
+  auto result = done->get_future();
+  PushPullRequest r;
+  r.name = name;
+  r.dtype = dtype;
+  r.shape = std::move(shape);
+  r.input = in;
+  r.output = out;
+  r.op = op;
+  r.members = std::move(members);
+  r.scope = scope;
+  r.root = root;
+  r.done = [done](const Status& s) { done->set_value(s); };
+  engine.Enqueue(std::move(r));
+  return result;
+}
+
 Status Await(std::future<Status>& f, double seconds = 30) {
   if (f.wait_for(std::chrono::duration<double>(seconds)) != std::future_status::ready) {
     return DeadlineExceeded("test gave up waiting");
@@ -259,6 +280,101 @@ TEST(EngineTest, AFreshNameForEveryTensorIsWarnedAbout) {
   for (auto& d : done) ASSERT_TRUE(Await(d).ok());
   std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(log.find("distinct tensor names"), std::string::npos) << log.substr(0, 2000);
+}
+
+TEST(EngineTest, MinMaxAndProductAreReducedOnTheServers) {
+  LocalJob job(3, 2);
+  const int64_t n = 3000;  // over two servers' partitions (partition_bytes 4096 in these tests)
+  for (DataType dtype : {DataType::kFloat32, DataType::kFloat64, DataType::kInt32, DataType::kInt64,
+                         DataType::kFloat16, DataType::kBFloat16}) {
+    for (ReduceOp op : {ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+      std::vector<std::vector<char>> in(3), out(3, std::vector<char>(n * DataTypeSize(dtype)));
+      std::vector<std::future<Status>> done;
+      for (int w = 0; w < 3; ++w) {
+        in[w] = test_data::Fill(dtype, w, n);
+        // Small values so that products stay exact in every dtype.
+        for (int64_t i = 0; i < n; ++i) test_data::Write(dtype, (i + w) % 5 - 2, in[w].data() + i * DataTypeSize(dtype));
+        done.push_back(Collective(job.worker(w), std::string(ReduceOpName(op)) + DataTypeName(dtype), dtype, {n},
+                                  in[w].data(), out[w].data(), op));
+      }
+      for (int w = 0; w < 3; ++w) {
+        ASSERT_TRUE(Await(done[w]).ok());
+        for (int64_t i = 0; i < n; i += 7) {
+          double a = (i + 0) % 5 - 2, b = (i + 1) % 5 - 2, c = (i + 2) % 5 - 2;
+          double want = op == ReduceOp::kMin ? std::min({a, b, c}) : op == ReduceOp::kMax ? std::max({a, b, c}) : a * b * c;
+          ASSERT_EQ(Read(dtype, out[w], i), want) << ReduceOpName(op) << " " << DataTypeName(dtype) << " at " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(EngineTest, WorkersWhoDisagreeOnTheOpFail) {
+  LocalJob job(2, 1);
+  std::vector<float> in(4, 1), out0(4), out1(4);
+  auto a = Collective(job.worker(0), "op", DataType::kFloat32, {4}, in.data(), out0.data(), ReduceOp::kMax);
+  auto b = Collective(job.worker(1), "op", DataType::kFloat32, {4}, in.data(), out1.data(), ReduceOp::kMin);
+  Status sa = Await(a), sb = Await(b);
+  EXPECT_EQ(sa.code(), Code::kInvalidArgument);
+  EXPECT_NE(sb.message().find("max"), std::string::npos) << sb.message();
+}
+
+TEST(EngineTest, AProcessSetSumsAmongItsMembersOnly) {
+  LocalJob job(4, 2);
+  const int64_t n = 5000;
+  std::vector<std::vector<float>> in(4, std::vector<float>(n)), out(4, std::vector<float>(n));
+  std::vector<std::future<Status>> done;
+  for (int w : {0, 2, 3}) {
+    for (int64_t i = 0; i < n; ++i) in[w][i] = w * 100 + i;
+    done.push_back(Collective(job.worker(w), "subset", DataType::kFloat32, {n}, in[w].data(), out[w].data(),
+                              ReduceOp::kSum, {0, 2, 3}));
+  }
+  // Worker 1, outside the set, runs its own tensor meanwhile; a job-wide one would wait for it.
+  std::vector<float> mine(8, 5), alone(8);
+  auto outsider = Collective(job.worker(1), "alone", DataType::kFloat32, {8}, mine.data(), alone.data(),
+                             ReduceOp::kSum, {1});
+  ASSERT_TRUE(Await(outsider).ok());
+  EXPECT_EQ(alone[3], 5);
+  for (auto& d : done) ASSERT_TRUE(Await(d).ok());
+  for (int w : {0, 2, 3}) {
+    for (int64_t i = 0; i < n; i += 101) ASSERT_EQ(out[w][i], 500 + 3 * i) << w << " " << i;
+  }
+  // A worker outside the set is refused at once.
+  std::vector<float> x(4), y(4);
+  auto refused = Collective(job.worker(1), "subset", DataType::kFloat32, {n}, in[1].data(), out[1].data(),
+                            ReduceOp::kSum, {0, 2, 3});
+  Status s = Await(refused);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("process set"), std::string::npos) << s.message();
+}
+
+TEST(EngineTest, APublishedTensorIsFetchedByReadersAndNobodyWaitsForAbsentOnes) {
+  LocalJob job(3, 2);
+  const int64_t n = 3000;
+  std::vector<float> value(n), out0(n), out1(n), out2(n, -1);
+  for (int64_t i = 0; i < n; ++i) value[i] = i * 0.5f;
+  // The publisher's call completes without any reader.
+  auto published = Collective(job.worker(1), "initial/kernel", DataType::kFloat32, {n}, value.data(), out1.data(),
+                              ReduceOp::kSum, {}, TensorScope::kPublished, 1);
+  ASSERT_TRUE(Await(published, 10).ok());
+  EXPECT_EQ(out1[7], 3.5f);
+  // Readers get its value, whenever they ask; worker 2 never asks (a variable it never creates).
+  auto read = Collective(job.worker(0), "initial/kernel", DataType::kFloat32, {n}, nullptr, out0.data(),
+                         ReduceOp::kSum, {}, TensorScope::kPublished, 1);
+  ASSERT_TRUE(Await(read, 10).ok());
+  for (int64_t i = 0; i < n; i += 13) ASSERT_EQ(out0[i], i * 0.5f);
+  // A reader that asks first waits for the publisher.
+  std::vector<float> later(4), got(4);
+  for (int i = 0; i < 4; ++i) later[i] = 40 + i;
+  auto early = Collective(job.worker(2), "initial/bias", DataType::kFloat32, {4}, nullptr, got.data(),
+                          ReduceOp::kSum, {}, TensorScope::kPublished, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(early.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  auto publish = Collective(job.worker(0), "initial/bias", DataType::kFloat32, {4}, later.data(), later.data(),
+                            ReduceOp::kSum, {}, TensorScope::kPublished, 0);
+  ASSERT_TRUE(Await(publish).ok());
+  ASSERT_TRUE(Await(early).ok());
+  EXPECT_EQ(got[3], 43);
 }
 
 TEST(EngineTest, MismatchedShapesFailOnEveryWorker) {
