@@ -17,6 +17,7 @@ class GatherOp : public AsyncOpKernel {
   explicit GatherOp(OpKernelConstruction* context) : AsyncOpKernel(context) {
     OP_REQUIRES_OK(context, context->GetAttr("tensor_name", &tensor_name_));
     OP_REQUIRES_OK(context, context->GetAttr("priority", &priority_));
+    OP_REQUIRES_OK(context, ReadProcessSet(context, &members_));
   }
 
   void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
@@ -49,14 +50,21 @@ class GatherOp : public AsyncOpKernel {
       if (rows.TotalBytes() > 0) std::memcpy(out + offset * row_bytes, rows.data(), rows.TotalBytes());
       std::memset(out + (offset + count) * row_bytes, 0, (total - offset - count) * row_bytes);
     }
+    if (!CheckMember(context, *engine, members_, "gather of '" + tensor_name_ + "'")) return done();
     // The total changes from step to step: it is part of the name, as every worker agrees on it.
-    Enqueue(context, *engine, tensor_name_ + "/" + shape.DebugString(), priority_, *output, output, std::move(done),
-            offset * row_elements, (offset + count) * row_elements);
+    PushPullRequest request;
+    request.name = tensor_name_ + "/" + shape.DebugString();
+    request.priority = priority_;
+    request.members = members_;
+    request.nonzero_begin = offset * row_elements;
+    request.nonzero_end = (offset + count) * row_elements;
+    Enqueue(context, *engine, std::move(request), *output, output, std::move(done));
   }
 
  private:
   std::string tensor_name_;
   int priority_ = 0;
+  std::vector<int32_t> members_;
 };
 
 REGISTER_KERNEL_BUILDER(Name("BytepsGather").Device(tensorflow::DEVICE_CPU).HostMemory("offset").HostMemory("total"),

@@ -74,6 +74,14 @@ class PushPullGpuOp : public AsyncOpKernel {
     OP_REQUIRES_OK(context, context->GetAttr("priority", &priority_));
     OP_REQUIRES_OK(context, context->GetAttr("shape_in_name", &shape_in_name_));
     OP_REQUIRES_OK(context, context->GetAttr("local_devices", &local_devices_));
+    std::string op;
+    std::vector<int> members;
+    OP_REQUIRES_OK(context, context->GetAttr("reduce_op", &op));
+    OP_REQUIRES_OK(context, context->GetAttr("process_set", &members));
+    // bps_tf's Python layer places such reductions on the CPU; the GPU path sums over every worker.
+    OP_REQUIRES(context, op == "sum" && members.empty(),
+                absl::InvalidArgumentError("push_pull of '" + tensor_name_ + "' on a GPU sums over every worker; "
+                                           "min, max, product and process sets run on CPU tensors"));
   }
 
   void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
@@ -95,6 +103,11 @@ class BroadcastGpuOp : public AsyncOpKernel {
   explicit BroadcastGpuOp(OpKernelConstruction* context) : AsyncOpKernel(context) {
     OP_REQUIRES_OK(context, context->GetAttr("tensor_name", &tensor_name_));
     OP_REQUIRES_OK(context, context->GetAttr("root_rank", &root_rank_));
+    std::vector<int> members;
+    OP_REQUIRES_OK(context, context->GetAttr("process_set", &members));
+    OP_REQUIRES(context, members.empty(),
+                absl::InvalidArgumentError("broadcast of '" + tensor_name_ + "' on a GPU goes to every worker; "
+                                           "process sets run on CPU tensors"));
   }
 
   void ComputeAsync(OpKernelContext* context, DoneCallback done) override {

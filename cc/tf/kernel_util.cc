@@ -1,5 +1,7 @@
 #include "cc/tf/kernel_util.h"
 
+#include <algorithm>
+
 #include "cc/runtime/process_engine.h"
 #include "cc/tf/adapters.h"
 
@@ -17,28 +19,47 @@ std::shared_ptr<Engine> EngineOrFail(OpKernelContext* context, const std::string
   return engine;
 }
 
-void Enqueue(OpKernelContext* context, Engine& engine, const std::string& name, int priority,
-             const tensorflow::Tensor& input, tensorflow::Tensor* output, AsyncOpKernel::DoneCallback done,
-             uint64_t nonzero_begin, uint64_t nonzero_end) {
+void Enqueue(OpKernelContext* context, Engine& engine, PushPullRequest request, const tensorflow::Tensor& input,
+             tensorflow::Tensor* output, AsyncOpKernel::DoneCallback done) {
   DataType dtype;
   if (!tf_adapter::ToCoreDtype(output->dtype(), &dtype)) {
-    context->SetStatus(absl::InvalidArgumentError("unsupported dtype for '" + name + "'"));
+    context->SetStatus(absl::InvalidArgumentError("unsupported dtype for '" + request.name + "'"));
     return done();
   }
-  PushPullRequest request;
-  request.name = name;
   request.dtype = dtype;
   request.shape = tf_adapter::Shape(*output);
   request.input = input.data();
   request.output = output->data();
-  request.priority = priority;
-  request.nonzero_begin = nonzero_begin;
-  request.nonzero_end = nonzero_end;
   request.done = [context, done](const Status& status) {
     context->SetStatus(tf_adapter::ToTfStatus(status));
     done();
   };
   engine.Enqueue(std::move(request));
+}
+
+bool ParseReduceOp(const std::string& name, ReduceOp* op) {
+  for (int i = 0; i < kNumReduceOps; ++i) {
+    if (name == ReduceOpName(static_cast<ReduceOp>(i))) {
+      *op = static_cast<ReduceOp>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+tensorflow::Status ReadProcessSet(tensorflow::OpKernelConstruction* context, std::vector<int32_t>* members) {
+  std::vector<int> ranks;
+  TF_RETURN_IF_ERROR(context->GetAttr("process_set", &ranks));
+  members->assign(ranks.begin(), ranks.end());
+  return absl::OkStatus();
+}
+
+bool CheckMember(OpKernelContext* context, const Engine& engine, const std::vector<int32_t>& members,
+                 const std::string& what) {
+  if (members.empty() || std::find(members.begin(), members.end(), engine.rank()) != members.end()) return true;
+  context->SetStatus(absl::InvalidArgumentError(what + ": worker " + std::to_string(engine.rank()) +
+                                                " is not in its process set"));
+  return false;
 }
 
 }  // namespace bps

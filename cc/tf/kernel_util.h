@@ -14,12 +14,20 @@ namespace bps {
 // engine runs its callbacks on its own threads, which must never drop its last reference.
 std::shared_ptr<Engine> EngineOrFail(tensorflow::OpKernelContext* context, const std::string& op_name);
 
-// Sums `input` across workers under `name` into `output` (the same shape and dtype; it may share
-// `input`'s buffer); calls done() when finished, with the core's status converted to a TF status.
-// Elements of `input` outside [nonzero_begin, nonzero_end) are zero (see PushPullRequest).
-void Enqueue(tensorflow::OpKernelContext* context, Engine& engine, const std::string& name, int priority,
+// Reduces `input` across workers into `output` (the same shape and dtype; it may share `input`'s buffer) as
+// `request` says (its name, priority, op, process set, scope, nonzero range; the rest is filled in here);
+// calls done() when finished, with the core's status converted to a TF status.
+void Enqueue(tensorflow::OpKernelContext* context, Engine& engine, PushPullRequest request,
              const tensorflow::Tensor& input, tensorflow::Tensor* output,
-             tensorflow::AsyncOpKernel::DoneCallback done, uint64_t nonzero_begin = 0,
-             uint64_t nonzero_end = UINT64_MAX);
+             tensorflow::AsyncOpKernel::DoneCallback done);
+
+// The reduce_op attr ("sum", "min", "max", "product").
+bool ParseReduceOp(const std::string& name, ReduceOp* op);
+
+// The attrs every collective op has: its process set (ascending ranks; empty: every worker).
+tensorflow::Status ReadProcessSet(tensorflow::OpKernelConstruction* context, std::vector<int32_t>* members);
+// Whether this worker may take part in a collective over `members`, else the error (on the context).
+bool CheckMember(tensorflow::OpKernelContext* context, const Engine& engine, const std::vector<int32_t>& members,
+                 const std::string& what);
 
 }  // namespace bps

@@ -13,6 +13,8 @@ REGISTER_OP("BytepsPushPull")
     .Attr("priority: int = 0")
     .Attr("shape_in_name: bool = false")
     .Attr("local_devices: int = 1")
+    .Attr("reduce_op: {'sum', 'min', 'max', 'product'} = 'sum'")
+    .Attr("process_set: list(int) = []")
     .Input("tensor: T")
     .Output("sum: T")
     .SetIsStateful()
@@ -20,12 +22,15 @@ REGISTER_OP("BytepsPushPull")
     .Doc("Sum of `tensor` across all workers, through the parameter servers. `tensor_name` identifies the "
          "tensor on every worker; with `shape_in_name` the runtime shape is part of the name, for tensors "
          "whose shape changes between steps (every worker must still agree on it at each step). On GPUs, "
-         "`local_devices` replicas of the tensor in this process (one per GPU) are reduced together.");
+         "`local_devices` replicas of the tensor in this process (one per GPU) are reduced together. "
+         "`reduce_op` min, max and product run on CPU tensors; `process_set` (ascending ranks) limits the "
+         "reduction to those workers.");
 
 REGISTER_OP("BytepsGather")
     .Attr("T: {half, bfloat16, float, double, int32, int64}")
     .Attr("tensor_name: string")
     .Attr("priority: int = 0")
+    .Attr("process_set: list(int) = []")
     .Input("rows: T")
     .Input("offset: int64")
     .Input("total: int64")
@@ -46,10 +51,27 @@ REGISTER_OP("BytepsBroadcast")
     .Attr("T: {half, bfloat16, float, double, int32, int64}")
     .Attr("tensor_name: string")
     .Attr("root_rank: int")
+    .Attr("process_set: list(int) = []")
     .Input("tensor: T")
     .Output("value: T")
     .SetIsStateful()
     .SetShapeFn(tensorflow::shape_inference::UnchangedShape)
-    .Doc("The value of `tensor` on worker `root_rank`, on every worker.");
+    .Doc("The value of `tensor` on worker `root_rank`, on every worker (of `process_set`, if given).");
+
+REGISTER_OP("BytepsPublish")
+    .Attr("T: {half, bfloat16, float, double, int32, int64}")
+    .Attr("tensor_name: string")
+    .Attr("root_rank: int")
+    .Input("tensor: T")
+    .Output("value: T")
+    .SetIsStateful()
+    .SetShapeFn(tensorflow::shape_inference::UnchangedShape)
+    .Doc("The value of `tensor` on worker `root_rank`: the root publishes it, every other worker that runs this "
+         "op fetches it; no worker waits for one that does not run it. Once per name and generation.");
+
+REGISTER_OP("BytepsBuildInfo")
+    .Output("info: string")
+    .SetShapeFn(tensorflow::shape_inference::ScalarShape)
+    .Doc("What this op library was built with: 'cuda nccl' in a CUDA build, '' otherwise.");
 
 }  // namespace bps

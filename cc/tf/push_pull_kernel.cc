@@ -13,6 +13,10 @@ class PushPullOp : public AsyncOpKernel {
     OP_REQUIRES_OK(context, context->GetAttr("tensor_name", &tensor_name_));
     OP_REQUIRES_OK(context, context->GetAttr("priority", &priority_));
     OP_REQUIRES_OK(context, context->GetAttr("shape_in_name", &shape_in_name_));
+    std::string op;
+    OP_REQUIRES_OK(context, context->GetAttr("reduce_op", &op));
+    OP_REQUIRES(context, ParseReduceOp(op, &reduce_op_), absl::InvalidArgumentError("unknown reduce_op '" + op + "'"));
+    OP_REQUIRES_OK(context, ReadProcessSet(context, &members_));
   }
 
   void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
@@ -22,14 +26,21 @@ class PushPullOp : public AsyncOpKernel {
     tensorflow::Tensor* output = nullptr;
     // In place when TF lets us reuse the input; otherwise the input is pushed and the sum lands in the output.
     OP_REQUIRES_OK_ASYNC(context, context->forward_input_or_allocate_output({0}, 0, input.shape(), &output), done);
-    std::string name = shape_in_name_ ? tensor_name_ + "/" + input.shape().DebugString() : tensor_name_;
-    Enqueue(context, *engine, name, priority_, input, output, std::move(done));
+    if (!CheckMember(context, *engine, members_, "push_pull of '" + tensor_name_ + "'")) return done();
+    PushPullRequest request;
+    request.name = shape_in_name_ ? tensor_name_ + "/" + input.shape().DebugString() : tensor_name_;
+    request.priority = priority_;
+    request.op = reduce_op_;
+    request.members = members_;
+    Enqueue(context, *engine, std::move(request), input, output, std::move(done));
   }
 
  private:
   std::string tensor_name_;
   int priority_ = 0;
   bool shape_in_name_ = false;
+  ReduceOp reduce_op_ = ReduceOp::kSum;
+  std::vector<int32_t> members_;
 };
 
 REGISTER_KERNEL_BUILDER(Name("BytepsPushPull").Device(tensorflow::DEVICE_CPU), PushPullOp);
