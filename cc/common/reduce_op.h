@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace bps {
 
@@ -22,6 +23,17 @@ inline const char* ReduceOpName(ReduceOp op) {
     case ReduceOp::kProduct: return "product";
   }
   return "unknown";
+}
+
+// The op named `name` ("sum", "min", "max", "product"); false if there is none.
+inline bool ParseReduceOp(const std::string& name, ReduceOp* op) {
+  for (int i = 0; i < kNumReduceOps; ++i) {
+    if (name == ReduceOpName(static_cast<ReduceOp>(i))) {
+      *op = static_cast<ReduceOp>(i);
+      return true;
+    }
+  }
+  return false;
 }
 
 inline bool IsValidReduceOp(int value) { return value >= 0 && value < kNumReduceOps; }

@@ -78,7 +78,8 @@ bool KeyRound::Counted() {
 StatusOr<bool> KeyRound::Add(int rank, uint32_t round) {
   BPS_RETURN_IF_ERROR(Admit(rank, round));
   data_from_ = data_from_ == kNobody ? rank : kSeveral;
-  if (pushed_.size() == 1) {
+  if (!accumulator_set_) {
+    accumulator_set_ = true;
     if (!wide_sum_) {
       // The first push is the sum so far: take its buffer instead of copying it. The worker's next push
       // (after this round's result reached it) lands in the old accumulator, of the same size.
@@ -97,13 +98,24 @@ StatusOr<bool> KeyRound::AddZeros(int rank, uint32_t round) {
     return InvalidArgument(std::string("a push of zeros to a ") + ReduceOpName(op_) + " (zeros stand for data in sums only)");
   }
   BPS_RETURN_IF_ERROR(Admit(rank, round));
-  if (pushed_.size() == 1) {
-    std::memset(accumulator(), 0, num_elements_ * DataTypeSize(AccumulatorType(dtype_)));
-  }
+  ClearAccumulatorIfUnset();
   return Counted();
 }
 
+StatusOr<bool> KeyRound::AddAbsent(int rank, uint32_t round) {
+  if (op_ == ReduceOp::kSum) return AddZeros(rank, round);
+  BPS_RETURN_IF_ERROR(Admit(rank, round));
+  return Counted();
+}
+
+void KeyRound::ClearAccumulatorIfUnset() {
+  if (accumulator_set_) return;
+  accumulator_set_ = true;
+  std::memset(accumulator(), 0, num_elements_ * DataTypeSize(AccumulatorType(dtype_)));
+}
+
 void KeyRound::CompleteRound() {
+  ClearAccumulatorIfUnset();  // (only when every contribution was absent: a result nobody will pull)
   if (!wide_sum_) {
     // Same layout: swap buffers instead of copying. The old result was received by every worker already.
     std::swap(sum_, result_);
@@ -112,6 +124,7 @@ void KeyRound::CompleteRound() {
   }
   result_from_ = data_from_;
   data_from_ = kNobody;
+  accumulator_set_ = false;
   pushed_.clear();
   ++completed_round_;
 }

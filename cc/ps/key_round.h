@@ -50,6 +50,11 @@ class KeyRound {
   StatusOr<bool> Add(int rank, uint32_t round);
   // The same for a push of zeros (no data, nothing to add; sums only).
   StatusOr<bool> AddZeros(int rank, uint32_t round);
+  // Counts worker `rank` as done in round `round` without a contribution (it joined): zeros in a sum, left
+  // out of a min, max or product.
+  StatusOr<bool> AddAbsent(int rank, uint32_t round);
+  // Whether `rank` has pushed (or was counted absent in) the accumulating round.
+  bool HasPushed(int rank) const { return pushed_.count(rank) > 0; }
 
   uint32_t completed_round() const { return completed_round_; }
   uint32_t accumulating_round() const { return completed_round_ + 1; }
@@ -78,6 +83,7 @@ class KeyRound {
   void* accumulator() { return wide_sum_ ? wide_sum_.get() : sum_.data; }
 
   Status Admit(int rank, uint32_t round);
+  void ClearAccumulatorIfUnset();
   bool Counted();
   void CompleteRound();
 
@@ -94,6 +100,7 @@ class KeyRound {
   static constexpr int kNobody = -1;
   static constexpr int kSeveral = -2;
   int data_from_ = kNobody;
+  bool accumulator_set_ = false;  // the accumulating round's accumulator holds a value (data or zeros)
   int result_from_ = kSeveral;
   uint32_t completed_round_ = 0;
   double round_started_at_ = 0;

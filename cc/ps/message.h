@@ -18,7 +18,7 @@ enum class MessageType : uint8_t {
   kDeclareReply,     // scheduler -> worker: key and partition plan (or an error)
   kPush,             // worker -> server: a partition's data for a round; answered by PULL_REPLY
   kPullReply,        // server -> worker: the round's sum once every worker pushed (or an error)
-  kFinish,           // worker -> scheduler: this worker is done
+  kFinish,           // worker -> scheduler: this worker is done (text kJoinedMark: it joined, see below)
   kShutdown,         // scheduler -> all: the job is over
   kAbort,            // scheduler -> all: a node failed; stop with the error in `text`
   kServerReady,      // server -> scheduler: address book received, pushes may come
@@ -27,15 +27,21 @@ enum class MessageType : uint8_t {
   kKeyPlan,          // scheduler -> server: the keys of a newly planned tensor this server sums (KeyPlanBody)
   kKeyPlanReply,     // server -> scheduler: ready for those keys (or an error)
   kWorkerFinished,   // scheduler -> servers: worker `sender` finished its generation: it pushes nothing more
+                     // (text kJoinedMark: it joined, and the rounds it misses complete without it)
   kReset,            // scheduler -> servers: every worker finished: forget every key (a new generation may come)
   kResetReply,       // server -> scheduler
-  kGenerationDone,   // scheduler -> workers: every worker finished: shutdown() returns, init() may follow
+  kGenerationDone,   // scheduler -> workers: every worker finished: shutdown() returns, init() may follow;
+                     // `sender` is the worker that finished last
   kAbortRequest,     // worker -> scheduler: this worker failed (why in `text`): abort the job
   kFetch,            // worker -> server: the sum of `round` of a published key, once its publisher pushed it
   kLastType = kFetch,
 };
 
 const char* MessageTypeName(MessageType type);
+
+// A worker that joins (join()) has no more data but lets the others go on: until every worker finished,
+// each round it misses completes without it (as zeros in a sum; min, max and product leave it out).
+constexpr char kJoinedMark[] = "joined";
 
 // A worker's use of the shared memory of a server on its host (cc/common/shared_arena.h).
 enum class ShareMode : uint8_t {

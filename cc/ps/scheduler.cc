@@ -83,7 +83,7 @@ void Scheduler::OnMessage(PeerId from, const std::string& header, void*, size_t)
   } else if (it->second.role == Role::kWorker) {
     switch (m.type) {
       case MessageType::kDeclare: return HandleDeclare(from, it->second, m);
-      case MessageType::kFinish: return HandleFinish(it->second);
+      case MessageType::kFinish: return HandleFinish(it->second, m.text == kJoinedMark);
       case MessageType::kAbortRequest:
         return Abort(Aborted(NodeName(from) + " failed: " + Printable(m.text, 4000)));
       default: break;
@@ -251,18 +251,26 @@ void Scheduler::HandleServerReady(PeerId from) {
 }
 
 std::set<int> Scheduler::FinishedParticipants(const TensorSpec& spec) const {
-  std::set<int> finished;
-  std::map<int, int> finished_per_machine;
+  return ParticipantsWhere(spec, [](const Node& node) { return node.part == Part::kFinished || node.part == Part::kLeft; });
+}
+
+std::set<int> Scheduler::JoinedParticipants(const TensorSpec& spec) const {
+  if (spec.scope == TensorScope::kPublished) return {};
+  return ParticipantsWhere(spec, [](const Node& node) { return node.part == Part::kFinished && node.joined; });
+}
+
+std::set<int> Scheduler::ParticipantsWhere(const TensorSpec& spec, const std::function<bool(const Node&)>& test) const {
+  std::set<int> found;
+  std::map<int, int> per_machine;
   for (const auto& worker : workers_) {
-    const Part part = nodes_.at(worker.second).part;
-    if (part != Part::kFinished && part != Part::kLeft) continue;
+    if (!test(nodes_.at(worker.second))) continue;
     const int index = participant_of(spec, worker.first);
-    if (index >= 0 && spec.scope != TensorScope::kMachine) finished.insert(index);
-    ++finished_per_machine[worker.first / local_size_];
+    if (index >= 0 && spec.scope != TensorScope::kMachine) found.insert(index);
+    ++per_machine[worker.first / local_size_];
   }
-  if (spec.scope != TensorScope::kMachine) return finished;
-  std::set<int> machines;
-  for (const auto& entry : finished_per_machine) {
+  if (spec.scope != TensorScope::kMachine) return found;
+  std::set<int> machines;  // a machine counts once all of its processes do
+  for (const auto& entry : per_machine) {
     if (entry.second == local_size_) machines.insert(entry.first);
   }
   return machines;
@@ -334,18 +342,25 @@ void Scheduler::HandleDeclare(PeerId from, const Node& node, const Message& m) {
     if (d.planned) return Abort(d.error);
   }
   d.declared[participant] = rank;
-  std::set<int> gone = FinishedParticipants(d.spec);
-  for (const auto& entry : d.declared) gone.erase(entry.first);
-  if (d.error.ok() && !d.planned && !gone.empty()) {
+  PlanIfComplete(d);
+  AnswerDeclaration(d);
+}
+
+void Scheduler::PlanIfComplete(Declaration& d) {
+  if (!d.error.ok() || d.planned || d.plan_request != 0) return;
+  std::set<int> covered = JoinedParticipants(d.spec);
+  for (const auto& entry : d.declared) covered.insert(entry.first);
+  std::set<int> gone;
+  for (int participant : FinishedParticipants(d.spec)) {
+    if (!covered.count(participant)) gone.insert(participant);
+  }
+  if (!gone.empty()) {
     d.error = FailedPrecondition("tensor '" + d.spec.name + "' cannot be summed: worker(s) " +
                                  RankList(ContributorRanks(d.spec, gone)) +
-                                 " already finished (called shutdown() or exited) without pushing it.");
+                                 " finished (called shutdown() or exited) without pushing it.");
+    return;
   }
-  if (d.error.ok() && !d.planned && d.plan_request == 0 &&
-      static_cast<int>(d.declared.size()) == expected_participants(d.spec)) {
-    Plan(d);
-  }
-  AnswerDeclaration(d);
+  if (static_cast<int>(covered.size()) == expected_participants(d.spec)) Plan(d);
 }
 
 // Makes the tensor's plan and tells each server holding a key what to expect; the workers get the plan
@@ -416,32 +431,30 @@ void Scheduler::AnswerDeclaration(Declaration& d) {
   d.waiting.clear();
 }
 
-void Scheduler::FailDeclarationsWaitingOnFinishedWorkers() {
+void Scheduler::ReviewWaitingDeclarations() {
   for (auto& entry : declarations_) {
     Declaration& d = entry.second;
-    if (d.planned || !d.error.ok() || d.waiting.empty()) continue;
-    std::set<int> gone = FinishedParticipants(d.spec);
-    for (const auto& declared : d.declared) gone.erase(declared.first);
-    if (gone.empty()) continue;
-    d.error = FailedPrecondition("tensor '" + d.spec.name + "' cannot be summed: worker(s) " +
-                                 RankList(ContributorRanks(d.spec, gone)) +
-                                 " finished (called shutdown() or exited) without pushing it.");
+    if (d.waiting.empty()) continue;
+    PlanIfComplete(d);
     AnswerDeclaration(d);
   }
 }
 
-void Scheduler::AnnounceFinished(int rank) {
+void Scheduler::AnnounceFinished(int rank, bool joined) {
   Message finished;
   finished.type = MessageType::kWorkerFinished;
   finished.sender = rank;
+  if (joined) finished.text = kJoinedMark;
   SendToServers(finished);
-  FailDeclarationsWaitingOnFinishedWorkers();
+  ReviewWaitingDeclarations();
 }
 
-void Scheduler::HandleFinish(Node& node) {
+void Scheduler::HandleFinish(Node& node, bool joined) {
   if (node.part == Part::kFinished || !resetting_.empty()) return;
   node.part = Part::kFinished;
-  AnnounceFinished(node.rank);
+  node.joined = joined;
+  last_finished_ = node.rank;
+  AnnounceFinished(node.rank, joined);
   EndGenerationIfAllFinished();
 }
 
@@ -477,10 +490,12 @@ void Scheduler::HandleResetReply(PeerId from) {
   BPS_LOG(Info) << "generation " << generation_++ << " ended: every worker finished";
   Message done;
   done.type = MessageType::kGenerationDone;
+  done.sender = last_finished_;
   for (auto& worker : workers_) {
     Node& node = nodes_[worker.second];
     if (node.part == Part::kLeft) continue;
     node.part = Part::kIdle;
+    node.joined = false;
     Send(worker.second, done);
   }
   if (AllLeft()) EndJob();
@@ -530,7 +545,7 @@ void Scheduler::OnPeerLost(PeerId peer, const Status& why) {
     const bool idle = node.part == Part::kIdle;
     node.part = Part::kLeft;
     if (!resetting_.empty()) return;  // the job ends once the generation is closed
-    if (idle) AnnounceFinished(node.rank);
+    if (idle) AnnounceFinished(node.rank, false);
     if (AllLeft()) return EndJob();
     return EndGenerationIfAllFinished();
   }

@@ -12,6 +12,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -52,6 +53,7 @@ class Scheduler : public MessageHandler {
     std::string address;
     std::string token;  // a worker's proof of its rank to the servers
     Part part = Part::kActive;
+    bool joined = false;  // finished by join(): the rounds and declarations it misses complete without it
   };
   struct Declaration {
     TensorSpec spec;
@@ -72,7 +74,7 @@ class Scheduler : public MessageHandler {
   void HandleDeclare(PeerId from, const Node& node, const Message& m);
   void Plan(Declaration& d);
   void HandleKeyPlanReply(PeerId from, const Message& m);
-  void HandleFinish(Node& node);
+  void HandleFinish(Node& node, bool joined);
   void HandleResetReply(PeerId from);
   size_t ChooseSliceBytes();
   static std::string HostOf(const std::string& address);
@@ -81,8 +83,12 @@ class Scheduler : public MessageHandler {
   void SendAddressBook(PeerId to);
   void HandleServerReady(PeerId from);
   void AnswerDeclaration(Declaration& d);
-  // A declaration that waits on a worker that finished can never complete.
-  void FailDeclarationsWaitingOnFinishedWorkers();
+  // After a worker finished: a declaration that waits on it fails (it can never complete), unless the
+  // worker joined, which may complete it.
+  void ReviewWaitingDeclarations();
+  // Fails `d` if a participant finished without declaring it (and did not join); plans it once every
+  // participant declared it or joined.
+  void PlanIfComplete(Declaration& d);
   void CheckTimeouts();
   void Abort(const Status& why);
   void EndJob();
@@ -107,8 +113,12 @@ class Scheduler : public MessageHandler {
   // Workers that finished this generation or left, and will push nothing more in it: by rank, and for
   // per-machine tensors the machines all of whose processes did.
   std::set<int> FinishedParticipants(const TensorSpec& spec) const;
+  // Of those, the ones that joined (a publisher that joined publishes nothing: never one of them).
+  std::set<int> JoinedParticipants(const TensorSpec& spec) const;
+  // The participants of `spec` whose workers pass `test` (per machine: all of the machine's processes).
+  std::set<int> ParticipantsWhere(const TensorSpec& spec, const std::function<bool(const Node&)>& test) const;
   // Tells the servers that worker `rank` pushes nothing more in this generation.
-  void AnnounceFinished(int rank);
+  void AnnounceFinished(int rank, bool joined);
   // Every worker that has not left finished: the servers forget the generation's keys.
   void EndGenerationIfAllFinished();
   bool AllLeft() const;
@@ -134,6 +144,7 @@ class Scheduler : public MessageHandler {
   std::map<uint64_t, std::string> key_owner_;  // key base -> tensor name, to catch hash collisions
   std::set<PeerId> resetting_;             // servers still forgetting the generation's keys
   int generation_ = 1;
+  int last_finished_ = -1;                 // the worker that finished the generation last
   bool done_ = false;
   Status result_;
   static constexpr double kRootCauseWaitSeconds = 1.0;

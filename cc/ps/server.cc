@@ -81,7 +81,7 @@ void Server::OnSchedulerMessage(const Message& m) {
   switch (m.type) {
     case MessageType::kAddressBook: return OnAddressBook(m);
     case MessageType::kKeyPlan: return HandleKeyPlan(m);
-    case MessageType::kWorkerFinished: return HandleWorkerFinished(m.sender);
+    case MessageType::kWorkerFinished: return HandleWorkerFinished(m.sender, m.text == kJoinedMark);
     case MessageType::kReset: return HandleReset();
     case MessageType::kShutdown: return Finish(Status::OK());
     case MessageType::kAbort:
@@ -168,18 +168,17 @@ void Server::HandleKeyPlan(const Message& m) {
   transport_->Send(scheduler_, reply.Encode(), nullptr, 0, nullptr);
 }
 
-std::set<int> Server::FinishedContributors(const KeySpec& spec) {
-  std::lock_guard<std::mutex> lock(keys_mu_);
+std::set<int> Server::ContributorsAmong(const KeySpec& spec, const std::set<int>& workers) {
   if (spec.scope != TensorScope::kMachine) {
     std::set<int> indices;
-    for (int rank : finished_workers_) {
+    for (int rank : workers) {
       const int index = ContributionIndex(spec.scope, spec.members, spec.root, rank, local_size_);
       if (index >= 0) indices.insert(index);
     }
     return indices;
   }
   std::map<int, int> per_machine;
-  for (int rank : finished_workers_) ++per_machine[rank / local_size_];
+  for (int rank : workers) ++per_machine[rank / local_size_];
   std::set<int> machines;
   for (const auto& entry : per_machine) {
     if (entry.second == local_size_) machines.insert(entry.first);
@@ -187,15 +186,27 @@ std::set<int> Server::FinishedContributors(const KeySpec& spec) {
   return machines;
 }
 
-void Server::HandleWorkerFinished(int rank) {
+std::set<int> Server::FinishedContributors(const KeySpec& spec) {
+  std::lock_guard<std::mutex> lock(keys_mu_);
+  return ContributorsAmong(spec, finished_workers_);
+}
+
+std::set<int> Server::JoinedContributors(const KeySpec& spec) {
+  if (spec.scope == TensorScope::kPublished) return {};  // a publisher that joined publishes nothing
+  std::lock_guard<std::mutex> lock(keys_mu_);
+  return ContributorsAmong(spec, joined_workers_);
+}
+
+void Server::HandleWorkerFinished(int rank, bool joined) {
   std::vector<std::pair<uint64_t, KeyEntry*>> keys;
   {
     std::lock_guard<std::mutex> lock(keys_mu_);
     finished_workers_.insert(rank);
+    if (joined) joined_workers_.insert(rank);
     for (auto& entry : keys_) keys.emplace_back(entry.first, &entry.second);
   }
   for (auto& key : keys) {
-    EngineFor(key.first).Post([this, key] { FailRoundWaitingOnFinished(key.first, key.second); });
+    EngineFor(key.first).Post([this, key] { SettleRound(key.first, key.second); });
   }
 }
 
@@ -237,6 +248,7 @@ void Server::HandleReset() {
     std::lock_guard<std::mutex> lock(keys_mu_);
     keys_.clear();
     finished_workers_.clear();
+    joined_workers_.clear();
   }
   release->set_value();
   Message reply;
@@ -345,20 +357,34 @@ void Server::HandleFetch(PeerId from, const Message& m) {
 }
 
 void Server::SumPush(uint64_t key, KeyEntry* entry, int rank, bool zeros, const ParkedPull& pull) {
-  auto completed = zeros ? entry->round->AddZeros(rank, pull.round) : entry->round->Add(rank, pull.round);
-  if (!completed.ok()) {
-    BPS_LOG(Error) << "key " << key << ": " << completed.status().message();
-    return ReplyError(pull.peer, pull, key, completed.status());
+  auto added = zeros ? entry->round->AddZeros(rank, pull.round) : entry->round->Add(rank, pull.round);
+  if (!added.ok()) {
+    BPS_LOG(Error) << "key " << key << ": " << added.status().message();
+    return ReplyError(pull.peer, pull, key, added.status());
   }
   entry->parked.push_back(pull);
-  if (!completed.value()) return FailRoundWaitingOnFinished(key, entry);
+  SettleRound(key, entry);
+}
+
+void Server::SettleRound(uint64_t key, KeyEntry* entry) {
+  if (!entry->round) return;
+  KeyRound& round = *entry->round;
+  if (round.round_started()) {
+    for (int index : JoinedContributors(entry->spec)) {
+      if (round.HasPushed(index)) continue;
+      auto completed = round.AddAbsent(index, round.accumulating_round());
+      if (!completed.ok()) BPS_LOG(Error) << "key " << key << ": " << completed.status().message();
+      if (!completed.ok() || completed.value()) break;
+    }
+  }
   std::vector<ParkedPull> ready;
   std::vector<ParkedPull> still_waiting;
   for (const ParkedPull& parked : entry->parked) {
-    (parked.round <= entry->round->completed_round() ? ready : still_waiting).push_back(parked);
+    (parked.round <= round.completed_round() ? ready : still_waiting).push_back(parked);
   }
   entry->parked.swap(still_waiting);
   for (const ParkedPull& parked : ready) AnswerPull(key, entry, parked);
+  FailRoundWaitingOnFinished(key, entry);
 }
 
 void Server::AnswerPull(uint64_t key, KeyEntry* entry, const ParkedPull& pull) {

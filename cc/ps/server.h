@@ -59,7 +59,7 @@ class Server : public MessageHandler {
   void OnAddressBook(const Message& m);
   void HandleIdentify(PeerId from, const Message& m);
   void HandleKeyPlan(const Message& m);
-  void HandleWorkerFinished(int rank);
+  void HandleWorkerFinished(int rank, bool joined);
   void HandleReset();
   void CreateSharedArena();
   // The key a push (or, `fetch`, a fetch) from `from` goes to, checked against its plan and the connection's
@@ -70,6 +70,9 @@ class Server : public MessageHandler {
   // A reader of a published key: answered with round m.round once the publisher pushed it.
   void HandleFetch(PeerId from, const Message& m);
   void SumPush(uint64_t key, KeyEntry* entry, int rank, bool zeros, const ParkedPull& pull);
+  // After a push or a worker's finish: counts the joined workers as absent from the round, answers the pulls
+  // of a completed round, and fails those of a round that waits on a worker that finished without joining.
+  void SettleRound(uint64_t key, KeyEntry* entry);
   void AnswerPull(uint64_t key, KeyEntry* entry, const ParkedPull& pull);
   // Fails the parked pulls of a round that waits on contributors who finished: it can never complete.
   void FailRoundWaitingOnFinished(uint64_t key, KeyEntry* entry);
@@ -78,6 +81,9 @@ class Server : public MessageHandler {
   void Finish(const Status& result);
   // Contributors of a key that finished: worker ranks, or machines all of whose processes finished.
   std::set<int> FinishedContributors(const KeySpec& spec);
+  // Those of them that joined (their rounds complete without them).
+  std::set<int> JoinedContributors(const KeySpec& spec);
+  std::set<int> ContributorsAmong(const KeySpec& spec, const std::set<int>& workers);  // with keys_mu_ held
 
   static constexpr double kAbortLingerSeconds = 0.5;
   // Address space reserved for keys shared with workers on this host; memory is used only as written.
@@ -101,6 +107,7 @@ class Server : public MessageHandler {
   std::map<PeerId, int> rank_of_;   // identified worker connections
   std::map<int, PeerId> peer_of_;   // and the other way
   std::set<int> finished_workers_;  // this generation's
+  std::set<int> joined_workers_;    // those of them that joined
   ThrottledLog dropped_{"messages dropped or peers turned away"};
 };
 

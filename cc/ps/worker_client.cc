@@ -239,6 +239,7 @@ void WorkerClient::OnMessage(PeerId from, const std::string& header, void* paylo
         // The servers forgot every key: offsets into their shared memory no longer hold.
         next_receive_.clear();
         ++generations_done_;
+        last_to_finish_ = m.sender;
         generation_cv_.notify_all();
         return;
       }
@@ -355,19 +356,20 @@ void WorkerClient::OnPeerLost(PeerId peer, const Status& why) {
   Fail(Unavailable("lost " + who + ": it exited or its connection broke (" + why.message() + ")"));
 }
 
-Status WorkerClient::EndGeneration() {
+StatusOr<int> WorkerClient::EndGeneration(bool joined) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!failure_.ok()) return failure_;
   const int before = generations_done_;
   Message m;
   m.type = MessageType::kFinish;
   m.sender = rank_;
+  if (joined) m.text = kJoinedMark;
   transport_->Send(scheduler_, m.Encode(), nullptr, 0, nullptr);
   bool done = generation_cv_.wait_for(lock, std::chrono::duration<double>(config_.timeout_s),
                                       [&] { return generations_done_ > before || !failure_.ok(); });
   if (!failure_.ok()) return failure_;
   if (!done) return DeadlineExceeded("other workers did not finish within BYTEPS_TIMEOUT; leaving anyway");
-  return Status::OK();
+  return last_to_finish_;
 }
 
 void WorkerClient::RequestAbort(const std::string& why) {

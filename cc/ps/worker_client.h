@@ -60,8 +60,9 @@ class WorkerClient : public MessageHandler {
   void Fetch(const Partition& part, uint32_t round, DataType dtype, void* output, Done done);
 
   // Tells the scheduler this worker finished its generation and waits (up to the timeout) for every other
-  // worker to finish too. The connections stay: a new generation may follow.
-  Status EndGeneration();
+  // worker to finish too. The connections stay: a new generation may follow. With `joined`, the rounds this
+  // worker misses meanwhile complete without it (join()). Returns the rank of the worker that finished last.
+  StatusOr<int> EndGeneration(bool joined = false);
   // Asks the scheduler to abort the job, naming `why` (an uncaught exception in this worker, say), and
   // fails this client's requests at once.
   void RequestAbort(const std::string& why);
@@ -127,6 +128,7 @@ class WorkerClient : public MessageHandler {
   std::string token_;  // proves this worker's rank to the servers
   std::condition_variable generation_cv_;  // guarded by mu_
   int generations_done_ = 0;
+  int last_to_finish_ = -1;  // of the last generation
 
   std::mutex mu_;
   std::map<uint64_t, Pending> pending_;

@@ -1,5 +1,7 @@
 // bps_tf._core: the framework-neutral Python door to the core. Arrays travel as raw addresses; the
 // Python wrapper (bps_tf/core.py) keeps them alive until their push_pull completes.
+#include <algorithm>
+
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -46,9 +48,17 @@ DataType ParseDtype(const std::string& name) {
 }
 
 int64_t PushPullAsync(uintptr_t input, uintptr_t output, const std::string& dtype, std::vector<int64_t> shape,
-                      const std::string& name, int priority) {
+                      const std::string& name, int priority, const std::string& op,
+                      std::vector<int32_t> process_set) {
   std::shared_ptr<Engine> engine = RequireEngine();
   if (name.empty()) throw py::value_error("push_pull needs a non-empty tensor name");
+  ReduceOp reduce_op;
+  if (!ParseReduceOp(op, &reduce_op)) throw py::value_error("unknown op '" + op + "': use sum, min, max or product");
+  if (!process_set.empty() &&
+      std::find(process_set.begin(), process_set.end(), engine->rank()) == process_set.end()) {
+    throw py::value_error("push_pull of '" + name + "': worker " + std::to_string(engine->rank()) +
+                          " is not in its process set");
+  }
   auto completion = std::make_shared<Completion>();
   PushPullRequest request;
   request.name = name;
@@ -57,6 +67,8 @@ int64_t PushPullAsync(uintptr_t input, uintptr_t output, const std::string& dtyp
   request.input = reinterpret_cast<const void*>(input);
   request.output = reinterpret_cast<void*>(output);
   request.priority = priority;
+  request.op = reduce_op;
+  request.members = std::move(process_set);
   request.done = [completion](const Status& s) { completion->Set(s); };
   int64_t handle = g_handles.Add(completion);
   engine->Enqueue(std::move(request));
@@ -113,6 +125,15 @@ PYBIND11_MODULE(_core, m) {
     }
     Check(s);
   });
+  m.def("join", [] {
+    StatusOr<int> last = -1;
+    {
+      py::gil_scoped_release release;
+      last = JoinProcessEngine();
+    }
+    Check(last.status());
+    return last.value();
+  });
   m.def("leave", [] {
     Status s;
     {
@@ -140,7 +161,8 @@ PYBIND11_MODULE(_core, m) {
     if (!s.ok()) throw std::runtime_error(s.message());
   });
   m.def("push_pull_async", &PushPullAsync, py::arg("input"), py::arg("output"), py::arg("dtype"),
-        py::arg("shape"), py::arg("name"), py::arg("priority") = 0);
+        py::arg("shape"), py::arg("name"), py::arg("priority") = 0, py::arg("op") = "sum",
+        py::arg("process_set") = std::vector<int32_t>());
   m.def("poll", &Poll);
   m.def("wait", &Wait);
 }

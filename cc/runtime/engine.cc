@@ -222,10 +222,17 @@ void Engine::FinishPartition(Operation* op, const Status& status) {
   Dispatch();
 }
 
-Status Engine::Shutdown() {
+Status Engine::Shutdown() { return Finish(false).status(); }
+
+StatusOr<int> Engine::Join() { return Finish(true); }
+
+StatusOr<int> Engine::Finish(bool joined) {
   {
     std::unique_lock<std::mutex> lock(mu_);
-    if (shut_down_) return Status::OK();
+    if (shut_down_) {
+      if (joined) return FailedPrecondition("join() after this generation ended");
+      return -1;
+    }
     shut_down_ = true;
     bool idle = idle_.wait_for(lock, std::chrono::duration<double>(config_.timeout_s),
                                [this] { return active_operations_ == 0; });
@@ -233,7 +240,7 @@ Status Engine::Shutdown() {
       BPS_LOG(Warning) << "shutting down with " << active_operations_ << " push_pulls unfinished";
     }
   }
-  Status finished = client_->EndGeneration();
+  StatusOr<int> finished = client_->EndGeneration(joined);
   if (watchdog_) watchdog_->Stop();
   if (owned_transport_) owned_transport_->Shutdown(1);
   return finished;

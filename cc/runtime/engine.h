@@ -64,6 +64,9 @@ class Engine {
   // Waits for in-flight requests and for every worker to finish the generation; closes the connections if
   // the engine owns them.
   Status Shutdown();
+  // Shutdown() as join(): until every worker finished, the others' rounds complete without this worker
+  // (zeros in sums). Returns the rank of the worker that finished last.
+  StatusOr<int> Join();
 
   int rank() const { return config_.rank(); }
   int size() const { return client_->num_workers(); }
@@ -95,6 +98,7 @@ class Engine {
 
   Engine(const Config& config, std::shared_ptr<WorkerClient> client);
   void StartWatchdog();
+  StatusOr<int> Finish(bool joined);
   void Advance(Tensor* tensor, Callbacks* later);
   void OnDeclared(Tensor* tensor, const StatusOr<PartitionPlan>& plan);
   void StartPartition(Operation* op, const Partition& part);

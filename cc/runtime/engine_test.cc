@@ -377,6 +377,53 @@ TEST(EngineTest, APublishedTensorIsFetchedByReadersAndNobodyWaitsForAbsentOnes) 
   EXPECT_EQ(got[3], 43);
 }
 
+TEST(EngineTest, RoundsAJoinedWorkerMissesCompleteWithoutIt) {
+  LocalJob job(3, 2);
+  const int64_t n = 3000;  // over both servers
+  std::vector<std::vector<float>> in(3, std::vector<float>(n)), out(3, std::vector<float>(n));
+  for (int w = 0; w < 3; ++w) {
+    for (int64_t i = 0; i < n; ++i) in[w][i] = (w + 1) * 1000 + i;
+  }
+  // Declared by all three before anyone joins.
+  std::vector<std::future<Status>> first;
+  for (int w = 0; w < 3; ++w) {
+    first.push_back(PushPull(job.worker(w), "before", DataType::kFloat32, {n}, in[w].data(), out[w].data()));
+  }
+  for (auto& f : first) ASSERT_TRUE(Await(f).ok());
+  auto joined2 = std::async(std::launch::async, [&] { return job.worker(2).Join(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (int step = 0; step < 3; ++step) {
+    // A tensor worker 2 declared and one it never saw; a sum and a max.
+    std::vector<std::future<Status>> done;
+    std::vector<std::vector<float>> maxima(2, std::vector<float>(n));
+    for (int w = 0; w < 2; ++w) {
+      done.push_back(PushPull(job.worker(w), "before", DataType::kFloat32, {n}, in[w].data(), out[w].data()));
+      done.push_back(Collective(job.worker(w), "after", DataType::kFloat32, {n}, in[w].data(), maxima[w].data(),
+                                ReduceOp::kMax));
+    }
+    for (auto& f : done) ASSERT_TRUE(Await(f).ok());
+    for (int w = 0; w < 2; ++w) {
+      for (int64_t i = 0; i < n; i += 97) {
+        ASSERT_EQ(out[w][i], 3000 + 2 * i) << "sum without worker 2, step " << step << " at " << i;
+        ASSERT_EQ(maxima[w][i], 2000 + i) << "max without worker 2, step " << step << " at " << i;
+      }
+    }
+  }
+  EXPECT_EQ(joined2.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout) << "join waits for all";
+  auto joined1 = std::async(std::launch::async, [&] { return job.worker(1).Join(); });
+  std::vector<float> alone(n);
+  auto solo = PushPull(job.worker(0), "before", DataType::kFloat32, {n}, in[0].data(), alone.data());
+  ASSERT_TRUE(Await(solo).ok());
+  EXPECT_EQ(alone[5], 1005);
+  StatusOr<int> last0 = job.worker(0).Join();
+  StatusOr<int> last1 = joined1.get();
+  StatusOr<int> last2 = joined2.get();
+  ASSERT_TRUE(last0.ok() && last1.ok() && last2.ok()) << last2.status().ToString();
+  EXPECT_EQ(last0.value(), 0);
+  EXPECT_EQ(last1.value(), 0);
+  EXPECT_EQ(last2.value(), 0);
+}
+
 TEST(EngineTest, MismatchedShapesFailOnEveryWorker) {
   LocalJob job(2, 1);
   std::vector<float> a(12), b(13), out_a(12), out_b(13);

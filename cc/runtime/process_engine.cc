@@ -103,7 +103,11 @@ void AddProcessShutdownHook(std::function<void()> hook) {
   g_shutdown_hooks.push_back(std::move(hook));
 }
 
-Status ShutdownProcessEngine() {
+namespace {
+
+// Ends the generation (as a join, or not) and runs the shutdown hooks. Returns the rank of the worker that
+// finished last (-1 where unknown: not initialised, or a failure that shutdown() reports).
+StatusOr<int> EndGeneration(bool joined) {
   std::shared_ptr<Engine> engine;
   std::vector<std::function<void()>> hooks;
   {
@@ -111,10 +115,32 @@ Status ShutdownProcessEngine() {
     engine = std::move(g_engine);
     hooks = g_shutdown_hooks;
   }
-  if (!engine) return Status::OK();
-  Status left = engine->Shutdown();
+  if (!engine) {
+    if (joined) return FailedPrecondition("join() before init(): call bps_tf.init() first");
+    return -1;
+  }
+  StatusOr<int> ended = -1;
+  if (joined) {
+    ended = engine->Join();
+  } else if (Status s = engine->Shutdown(); !s.ok()) {
+    ended = s;
+  }
   for (const auto& hook : hooks) hook();
-  return left;
+  return ended;
+}
+
+}  // namespace
+
+Status ShutdownProcessEngine() {
+  StatusOr<int> ended = EndGeneration(false);
+  return ended.ok() ? Status::OK() : ended.status();
+}
+
+StatusOr<int> JoinProcessEngine() {
+  StatusOr<int> last = EndGeneration(true);
+  if (!last.ok()) return last;
+  BPS_RETURN_IF_ERROR(InitProcessEngine());
+  return last;
 }
 
 Status LeaveJob() {

@@ -24,6 +24,10 @@ std::shared_ptr<Engine> ProcessEngine();
 // Ends this process's generation: waits for in-flight requests and for every other worker to finish, runs
 // the shutdown hooks, releases the engine. OK if not initialised.
 Status ShutdownProcessEngine();
+// join(): ends this process's generation as ShutdownProcessEngine() does, but lets the other workers go on
+// meanwhile (the rounds this worker misses complete without it), then starts the next generation. Returns
+// the rank of the worker that finished last. Error if not initialised.
+StatusOr<int> JoinProcessEngine();
 // Leaves the job for good (shutting down first if needed) and closes every connection. Nothing waits a
 // second time after a failure.
 Status LeaveJob();

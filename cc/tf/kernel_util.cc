@@ -37,17 +37,7 @@ void Enqueue(OpKernelContext* context, Engine& engine, PushPullRequest request, 
   engine.Enqueue(std::move(request));
 }
 
-bool ParseReduceOp(const std::string& name, ReduceOp* op) {
-  for (int i = 0; i < kNumReduceOps; ++i) {
-    if (name == ReduceOpName(static_cast<ReduceOp>(i))) {
-      *op = static_cast<ReduceOp>(i);
-      return true;
-    }
-  }
-  return false;
-}
-
-tensorflow::Status ReadProcessSet(tensorflow::OpKernelConstruction* context, std::vector<int32_t>* members) {
+absl::Status ReadProcessSet(tensorflow::OpKernelConstruction* context, std::vector<int32_t>* members) {
   std::vector<int> ranks;
   TF_RETURN_IF_ERROR(context->GetAttr("process_set", &ranks));
   members->assign(ranks.begin(), ranks.end());

@@ -21,11 +21,8 @@ void Enqueue(tensorflow::OpKernelContext* context, Engine& engine, PushPullReque
              const tensorflow::Tensor& input, tensorflow::Tensor* output,
              tensorflow::AsyncOpKernel::DoneCallback done);
 
-// The reduce_op attr ("sum", "min", "max", "product").
-bool ParseReduceOp(const std::string& name, ReduceOp* op);
-
 // The attrs every collective op has: its process set (ascending ranks; empty: every worker).
-tensorflow::Status ReadProcessSet(tensorflow::OpKernelConstruction* context, std::vector<int32_t>* members);
+absl::Status ReadProcessSet(tensorflow::OpKernelConstruction* context, std::vector<int32_t>* members);
 // Whether this worker may take part in a collective over `members`, else the error (on the context).
 bool CheckMember(tensorflow::OpKernelContext* context, const Engine& engine, const std::vector<int32_t>& members,
                  const std::string& what);
