@@ -1,8 +1,14 @@
 """Command-line parsing and validation for bpslaunch."""
 
 import argparse
+import os
 
 from bps_tf.launcher.local_job import DEFAULT_SHUTDOWN_GRACE_S
+from bps_tf.launcher.output import parse_output_ranks
+
+# Chooses the workers whose output is shown when --output-ranks is not given (handy in cluster mode, where
+# every machine's bpslaunch gets the same environment).
+OUTPUT_RANKS_VARIABLE = "BYTEPS_OUTPUT_RANKS"
 
 _USAGE_EXAMPLES = """\
 examples:
@@ -10,6 +16,8 @@ examples:
       start a scheduler, 1 server and 2 workers on this host
   bpslaunch --local --workers 2 --local-size 4 -- python train.py
       2 worker machines of 4 processes each (one per GPU: the script picks its GPU by bps_tf.local_rank())
+  bpslaunch --local --workers 4 --output-ranks 0 -- python train.py
+      show the output of worker rank 0 only (a failing worker's last stderr lines are still shown)
   DMLC_ROLE=worker DMLC_PS_ROOT_URI=10.0.0.1 ... bpslaunch python train.py
       play the role named by DMLC_ROLE in a cluster job; a worker with BYTEPS_LOCAL_SIZE=K (and no
       BYTEPS_LOCAL_RANK) runs K processes, BYTEPS_LOCAL_RANK=0..K-1
@@ -23,8 +31,13 @@ def parse_arguments(argv=None):
     # argparse keeps the `--` that separates our options from the user's command.
     if args.command[:1] == ["--"]:
         args.command = args.command[1:]
+    output_ranks_source = "--output-ranks"
+    if args.output_ranks is None:
+        args.output_ranks = _output_ranks_from_environment(parser)
+        output_ranks_source = OUTPUT_RANKS_VARIABLE
     if args.local:
         _check_local_arguments(parser, args)
+        _check_output_ranks_exist(parser, args, output_ranks_source)
     else:
         _check_cluster_arguments(parser, args)
     return args
@@ -48,6 +61,11 @@ def _build_parser():
     parser.add_argument("--shutdown-grace", type=float, metavar="S",
                         help="--local: how long the scheduler and servers may take to exit after the workers "
                              f"finished, before they are killed (default {DEFAULT_SHUTDOWN_GRACE_S:g})")
+    parser.add_argument("--output-ranks", type=_output_ranks_argument, metavar="RANKS",
+                        help="show the output of these worker ranks only, e.g. 0 or 0,2 (rank = machine x "
+                             "local size + local rank; default: every worker, or $" + OUTPUT_RANKS_VARIABLE
+                             + "). Other workers' output is dropped, except the last lines of stderr of one "
+                             "that fails; launcher, scheduler and server output is always shown")
     parser.add_argument("command", nargs=argparse.REMAINDER,
                         help="the training command, e.g. python train.py (after -- with --local)")
     return parser
@@ -79,3 +97,30 @@ def _check_cluster_arguments(parser, args):
     given = [name for name, value in local_only.items() if value is not None]
     if given:
         parser.error(f"{', '.join(given)} only apply with --local")
+
+
+def _output_ranks_argument(text):
+    try:
+        return parse_output_ranks(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _output_ranks_from_environment(parser):
+    """The ranks in BYTEPS_OUTPUT_RANKS, or None (every worker) when it is unset or empty."""
+    text = os.environ.get(OUTPUT_RANKS_VARIABLE, "").strip()
+    if not text:
+        return None
+    try:
+        return parse_output_ranks(text)
+    except ValueError as error:
+        parser.error(f"{OUTPUT_RANKS_VARIABLE}: {error}")
+
+
+def _check_output_ranks_exist(parser, args, source):
+    """A rank beyond the job is most likely a typo, and would hide every worker."""
+    num_ranks = args.workers * args.local_size
+    missing = sorted(rank for rank in args.output_ranks or () if rank >= num_ranks)
+    if missing:
+        parser.error(f"{source}: no worker has rank {', '.join(map(str, missing))}; this job has ranks "
+                     f"0..{num_ranks - 1}")

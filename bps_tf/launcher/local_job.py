@@ -19,7 +19,7 @@ from bps_tf.launcher.child_processes import (
     stop_process_groups,
 )
 from bps_tf.launcher.local_env import find_free_port, job_environment, role_environment
-from bps_tf.launcher.output import DRAIN_TIMEOUT_S, PrefixedOutput, worker_label
+from bps_tf.launcher.output import DRAIN_TIMEOUT_S, PrefixedOutput, is_shown, worker_label, worker_rank
 from bps_tf.launcher.stop_signals import StopSignals
 
 DEFAULT_ROLE_COMMAND = (sys.executable, "-m", "bps_tf.launcher.role")
@@ -31,7 +31,7 @@ _POLL_INTERVAL_S = 0.05
 
 def run_local_job(command, num_workers, num_servers, *, local_size=1, timeout=None,
                   shutdown_grace=DEFAULT_SHUTDOWN_GRACE_S, kill_grace=KILL_GRACE_S, role_command=DEFAULT_ROLE_COMMAND,
-                  stdout=None, stderr=None):
+                  output_ranks=None, stdout=None, stderr=None):
     """Runs a whole job on this host and returns bpslaunch's exit code.
 
     command: the worker's argv. num_workers: worker machines, each running `local_size` worker processes
@@ -40,10 +40,11 @@ def run_local_job(command, num_workers, num_servers, *, local_size=1, timeout=No
     shutdown_grace: how long the scheduler and servers may take to exit once all workers succeeded.
     kill_grace: seconds between SIGTERM and SIGKILL when stopping processes.
     role_command: argv that runs a scheduler or server (DMLC_ROLE tells which); tests pass stand-ins.
+    output_ranks: the worker ranks whose output is shown (None: all); the scheduler's and servers' always is.
     stdout, stderr: text streams that receive the prefixed output (default: ours).
     """
     job = _LocalJob(command, num_workers, num_servers, local_size, timeout, shutdown_grace, kill_grace, role_command,
-                    PrefixedOutput(stdout, stderr))
+                    PrefixedOutput(stdout, stderr), output_ranks)
     return job.run()
 
 
@@ -57,7 +58,7 @@ class _JobProcess:
 
 class _LocalJob:
     def __init__(self, command, num_workers, num_servers, local_size, timeout, shutdown_grace, kill_grace,
-                 role_command, output):
+                 role_command, output, output_ranks):
         self._command = list(command)
         self._num_workers = num_workers
         self._local_size = local_size
@@ -67,6 +68,7 @@ class _LocalJob:
         self._kill_grace = kill_grace
         self._role_command = list(role_command)
         self._output = output
+        self._output_ranks = output_ranks
         self._roles = []  # scheduler and servers
         self._workers = []
 
@@ -79,19 +81,22 @@ class _LocalJob:
                     return start_failure_code
                 return self._supervise(stop)
             finally:
-                stop_process_groups([process.popen for process in self._roles + self._workers], self._kill_grace)
+                everyone = [process.popen for process in self._roles + self._workers]
+                self._output.stopping(everyone)
+                stop_process_groups(everyone, self._kill_grace)
                 self._output.wait_until_drained(DRAIN_TIMEOUT_S)
 
     def _start_all(self):
         """Starts every process; on failure reports it and returns the exit code, else returns None."""
         job_env = job_environment(os.environ, self._num_workers, self._num_servers, find_free_port())
-        launches = [("scheduler", self._role_command, role_environment(job_env, "scheduler"), self._roles)]
-        launches += [(f"server {index}", self._role_command, role_environment(job_env, "server"), self._roles)
+        launches = [("scheduler", self._role_command, role_environment(job_env, "scheduler"), self._roles, True)]
+        launches += [(f"server {index}", self._role_command, role_environment(job_env, "server"), self._roles, True)
                      for index in range(self._num_servers)]
         launches += [(worker_label(machine, local_rank, self._local_size), self._command,
-                      role_environment(job_env, "worker", machine, local_rank, self._local_size), self._workers)
+                      role_environment(job_env, "worker", machine, local_rank, self._local_size), self._workers,
+                      is_shown(worker_rank(machine, local_rank, self._local_size), self._output_ranks))
                      for machine in range(self._num_workers) for local_rank in range(self._local_size)]
-        for label, argv, env, group in launches:
+        for label, argv, env, group, shown in launches:
             try:
                 popen = start_in_own_group(argv, env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                            stderr=subprocess.PIPE)
@@ -99,7 +104,7 @@ class _LocalJob:
                 self._output.report(f"cannot start {label} ({argv[0]}): {error}")
                 return exit_code_for_start_error(error)
             group.append(_JobProcess(label, popen))
-            self._output.follow(label, popen)
+            self._output.follow(label, popen, shown)
         return None
 
     def _supervise(self, stop):

@@ -16,5 +16,6 @@ def main(argv=None):
             local_size=args.local_size,
             timeout=args.timeout,
             shutdown_grace=args.shutdown_grace,
+            output_ranks=args.output_ranks,
         )
-    return run_cluster_role(args.command)
+    return run_cluster_role(args.command, output_ranks=args.output_ranks)

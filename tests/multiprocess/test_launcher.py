@@ -720,6 +720,32 @@ class TestRealCore:
         assert result.returncode == 3, result.stderr
         assert "bpslaunch: worker 1 exited with code 3" in result.stderr
 
+    @pytest.mark.timeout(180)
+    def test_output_ranks_hides_other_workers_but_not_their_failure(self):
+        # No TensorFlow: the core's own API. Rank 0 fails after the job's work, once rank 1 has printed.
+        worker = python("""
+            import sys
+            import bps_tf.core as bps
+            bps.init()
+            rank = bps.rank()
+            print(f'rank {rank} says hello', flush=True)
+            sys.stderr.write('\\r50%\\r100%\\n')
+            bps.shutdown()
+            if rank == 0:
+                sys.exit('rank 0 failed at the end')
+        """)
+        # Bytes, not text: text mode would turn the progress bar's \r into \n.
+        result = subprocess.run([bpslaunch_script(), "--local", "--workers", "2", "--servers", "1",
+                                 "--output-ranks", "1", "--timeout", "120", "--"] + worker, env=subprocess_env(),
+                                capture_output=True, timeout=150)
+        out, err = result.stdout.decode(), result.stderr.decode()
+        assert result.returncode == 1, err
+        assert "[worker 1] rank 1 says hello" in out.splitlines()
+        assert "[worker 0]" not in out
+        assert "[worker 1] 50%\r[worker 1] 100%\n" in err
+        assert "bpslaunch: worker 0 exited with code 1; its output was hidden" in err
+        assert "[worker 0] 100%\n[worker 0] rank 0 failed at the end\n" in err
+
     @pytest.mark.timeout(120)
     def test_ctrl_c_leaves_no_process_behind(self):
         worker = python(JOINING_WORKER.format(body="import time\ntime.sleep(600)"))
