@@ -239,6 +239,10 @@ StatusOr<Config> Config::FromEnvironment(const Environment& environment) {
   value = 1;
   BPS_RETURN_IF_ERROR(env.Int("BYTEPS_SHARED_MEMORY", 0, 1, &value, "0 or 1"));
   c.shared_memory = value == 1;
+  value = 0;
+  BPS_RETURN_IF_ERROR(env.Int("BYTEPS_TRACE_ON", 0, 1, &value, "0 or 1"));
+  c.trace_on = value == 1;
+  if (env.Has("BYTEPS_TRACE_DIR")) c.trace_dir = env.String("BYTEPS_TRACE_DIR");
   return c;
 }
 

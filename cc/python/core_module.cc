@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include "cc/common/clock.h"
+#include "cc/common/timeline.h"
 #include "cc/python/handles.h"
 #include "cc/runtime/process_engine.h"
 
@@ -134,6 +135,10 @@ PYBIND11_MODULE(_core, m) {
     Check(last.status());
     return last.value();
   });
+  m.def("start_timeline", [](const std::string& path) {
+    Check(Timeline::OfProcess().Start(path, RequireEngine()->rank()));
+  });
+  m.def("stop_timeline", [] { Timeline::OfProcess().Stop(); });
   m.def("leave", [] {
     Status s;
     {

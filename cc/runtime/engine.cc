@@ -1,7 +1,9 @@
 #include "cc/runtime/engine.h"
 
+#include "cc/common/clock.h"
 #include "cc/common/huge_pages.h"
 #include "cc/common/logging.h"
+#include "cc/common/timeline.h"
 
 namespace bps {
 namespace {
@@ -10,6 +12,14 @@ namespace {
 bool AllZeros(const PushPullRequest& request, const Partition& part) {
   return request.op == ReduceOp::kSum &&
          (part.offset + part.count <= request.nonzero_begin || part.offset >= request.nonzero_end);
+}
+
+// Records a partition's stage from `begin` until now, when the timeline is on.
+void TraceUntilNow(const std::string& tensor, const char* stage, double begin, const Partition& part) {
+  Timeline& timeline = Timeline::OfProcess();
+  if (!timeline.on()) return;
+  timeline.Span(tensor, stage, begin, NowSeconds(),
+                "partition at " + std::to_string(part.offset) + ", " + std::to_string(part.count) + " elements");
 }
 
 // What a partition's push puts on the wire, and so counts against the credit window.
@@ -64,6 +74,7 @@ void Engine::Enqueue(PushPullRequest request) {
     // A separate output is usually fresh memory that the pulled sums fault in page by page.
     AdviseHugePages(request.output, spec.num_elements() * DataTypeSize(request.dtype));
   }
+  request.enqueued_at = NowSeconds();
   Callbacks later;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -114,6 +125,7 @@ void Engine::Advance(Tensor* tensor, Callbacks* later) {
   if (!tensor->declared) {
     if (!tensor->declaring) {
       tensor->declaring = true;
+      tensor->declaring_since = NowSeconds();
       TensorSpec spec = tensor->spec;
       later->push_back([this, tensor, spec] {
         client_->Declare(spec, [this, tensor](const StatusOr<PartitionPlan>& plan) { OnDeclared(tensor, plan); });
@@ -123,6 +135,9 @@ void Engine::Advance(Tensor* tensor, Callbacks* later) {
   }
   auto* op = new Operation{tensor, std::move(tensor->queue.front()), tensor->plan.partitions.size(), Status::OK()};
   tensor->queue.pop_front();
+  const double now = NowSeconds();
+  // Waiting for the name's previous request, and for its declaration the first time.
+  Timeline::OfProcess().Span(op->request.name, "QUEUE", op->request.enqueued_at, now);
   tensor->busy = true;
   tensor->round++;
   active_operations_++;
@@ -133,7 +148,8 @@ void Engine::Advance(Tensor* tensor, Callbacks* later) {
   }
   for (const Partition& part : tensor->plan.partitions) {
     size_t bytes = PushedBytes(op->request, part, tensor->spec.dtype);
-    ready_.Add(ReadyPartition{op->request.priority, part.key, bytes, [this, op, part] { StartPartition(op, part); }});
+    ready_.Add(ReadyPartition{op->request.priority, part.key, bytes,
+                              [this, op, part, now] { StartPartition(op, part, now); }});
   }
 }
 
@@ -142,6 +158,7 @@ void Engine::OnDeclared(Tensor* tensor, const StatusOr<PartitionPlan>& plan) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     tensor->declaring = false;
+    Timeline::OfProcess().Span(tensor->spec.name, "DECLARE", tensor->declaring_since, NowSeconds());
     if (plan.ok()) {
       tensor->declared = true;
       tensor->plan = plan.value();
@@ -163,7 +180,7 @@ void Engine::Dispatch() {
   for (ReadyPartition& part : startable) part.start();
 }
 
-void Engine::StartPartition(Operation* op, const Partition& part) {
+void Engine::StartPartition(Operation* op, const Partition& part, double queued_at) {
   const DataType dtype = op->tensor->spec.dtype;
   const size_t element = DataTypeSize(dtype);
   const bool all_zeros = AllZeros(op->request, part);
@@ -173,9 +190,15 @@ void Engine::StartPartition(Operation* op, const Partition& part) {
   char* output = static_cast<char*>(op->request.output) + part.offset * element;
   const TensorSpec& spec = op->tensor->spec;
   const int index = ContributionIndex(spec.scope, spec.members, spec.root, rank(), config_.local_size);
+  const double started = NowSeconds();
+  // The partition waited for its turn by priority under the credit window.
+  TraceUntilNow(spec.name, "SCHEDULE", queued_at, part);
   if (index == kReader) {
     ReleaseCredit(bytes);
-    return client_->Fetch(part, round, dtype, output, [this, op](const Status& status) { FinishPartition(op, status); });
+    return client_->Fetch(part, round, dtype, output, [this, op, part, started](const Status& status) {
+      TraceUntilNow(op->request.name, "FETCH", started, part);
+      FinishPartition(op, status);
+    });
   }
   if (index == kOutsider) {
     ReleaseCredit(bytes);
@@ -185,10 +208,21 @@ void Engine::StartPartition(Operation* op, const Partition& part) {
   const int count = spec.scope == TensorScope::kMachine ? config_.num_worker
                     : spec.scope == TensorScope::kPublished ? 1
                     : spec.members.empty() ? size() : static_cast<int>(spec.members.size());
+  auto sent_at = std::make_shared<double>(started);
   // The credit covers the push only: the sum waits on the other workers, and holding credit across that
   // wait would let two workers that started different tensors first wait on each other forever.
-  client_->PushPull(part, round, Participant{index, count}, dtype, input, output, [this, bytes] { ReleaseCredit(bytes); },
-                    [this, op](const Status& status) { FinishPartition(op, status); });
+  client_->PushPull(
+      part, round, Participant{index, count}, dtype, input, output,
+      [this, bytes, name = spec.name, part, started, sent_at] {  // (may run after `op` is gone)
+        *sent_at = NowSeconds();
+        TraceUntilNow(name, "PUSH", started, part);
+        ReleaseCredit(bytes);
+      },
+      [this, op, part, sent_at](const Status& status) {
+        // The server's sum, waiting for the other workers' pushes, and the pull of the result.
+        TraceUntilNow(op->request.name, "SUM_PULL", *sent_at, part);
+        FinishPartition(op, status);
+      });
 }
 
 void Engine::ReleaseCredit(size_t bytes) {

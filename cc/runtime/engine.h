@@ -41,6 +41,7 @@ struct PushPullRequest {
   std::vector<int32_t> members;  // the process set (ascending ranks); empty: every worker
   int32_t root = 0;
   std::function<void(const Status&)> done;
+  double enqueued_at = 0;  // set by Enqueue (for the timeline)
 };
 
 // One generation of a worker's work: from init() to shutdown(). The client (the worker's place in the job,
@@ -81,6 +82,7 @@ class Engine {
   struct Tensor {
     TensorSpec spec;
     bool declaring = false;
+    double declaring_since = 0;
     bool declared = false;
     Status error;  // a failed declaration: every request for this name fails with it
     PartitionPlan plan;
@@ -101,7 +103,7 @@ class Engine {
   StatusOr<int> Finish(bool joined);
   void Advance(Tensor* tensor, Callbacks* later);
   void OnDeclared(Tensor* tensor, const StatusOr<PartitionPlan>& plan);
-  void StartPartition(Operation* op, const Partition& part);
+  void StartPartition(Operation* op, const Partition& part, double queued_at);
   void ReleaseCredit(size_t bytes);
   void FinishPartition(Operation* op, const Status& status);
   void Dispatch();

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <vector>
 
+#include "cc/common/timeline.h"
 #include "cc/ps/scheduler.h"
 #include "cc/ps/server.h"
 #include "cc/transport/tcp_transport.h"
@@ -89,7 +90,12 @@ Status InitProcessEngine() {
                               RoleName(config.value().role));
   }
   BPS_RETURN_IF_ERROR(EnsureMembership(config.value()));
-  g_engine = std::shared_ptr<Engine>(Engine::Start(config.value(), g_membership->client));
+  const Config& c = config.value();
+  if (c.trace_on && !Timeline::OfProcess().on()) {
+    BPS_RETURN_IF_ERROR(
+        Timeline::OfProcess().Start(c.trace_dir + "/" + std::to_string(c.rank()) + "/comm.json", c.rank()));
+  }
+  g_engine = std::shared_ptr<Engine>(Engine::Start(c, g_membership->client));
   return Status::OK();
 }
 
@@ -150,6 +156,7 @@ Status LeaveJob() {
     std::lock_guard<std::mutex> lock(g_mu);
     membership = std::move(g_membership);
   }
+  Timeline::OfProcess().Stop();
   return ended;  // the membership's connections close here
 }
 
