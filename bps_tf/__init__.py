@@ -8,11 +8,21 @@ resolved on first use.
 
 __version__ = "0.1.0"
 
+# bps_tf.tensorflow.__all__ (a unit test keeps the two equal).
 _TENSORFLOW_NAMES = (
-    "init", "shutdown", "is_initialized", "size", "rank", "local_size", "local_rank",
-    "push_pull", "broadcast", "broadcast_variables", "broadcast_object", "Average", "Sum", "Compression",
-    "DistributedOptimizer", "DistributedGradientTape", "BroadcastGlobalVariablesHook",
+    "init", "shutdown", "is_initialized", "size", "rank", "local_size", "local_rank", "cross_size", "cross_rank",
+    "is_homogeneous", "rank_op", "size_op", "local_rank_op", "local_size_op", "process_set_included_op",
+    "mpi_built", "mpi_enabled", "mpi_threads_supported", "gloo_built", "gloo_enabled", "nccl_built", "ddl_built",
+    "ccl_built", "cuda_built", "rocm_built", "start_timeline", "stop_timeline", "barrier", "join",
+    "ProcessSet", "global_process_set", "add_process_set", "remove_process_set",
+    "Average", "Sum", "Min", "Max", "Product", "Adasum", "Compression",
+    "push_pull", "allreduce", "grouped_allreduce", "allgather", "grouped_allgather", "broadcast", "broadcast_",
+    "alltoall", "reducescatter", "grouped_reducescatter", "broadcast_variables", "broadcast_global_variables",
+    "broadcast_object", "broadcast_object_fn", "allgather_object",
+    "DistributedOptimizer", "DistributedGradientTape", "PartialDistributedGradientTape",
+    "BroadcastGlobalVariablesHook", "SyncBatchNormalization",
 )
+_NOT_OFFERED = ("elastic",)
 _STRATEGY_NAMES = ("BytePSStrategy",)
 
 
@@ -25,6 +35,10 @@ def __getattr__(name):
         from bps_tf import strategy
 
         return getattr(strategy, name)
+    if name in _NOT_OFFERED:
+        from bps_tf.tensorflow.not_offered import not_offered
+
+        not_offered("bps_tf", name)
     raise AttributeError(f"module 'bps_tf' has no attribute '{name}'")
 
 

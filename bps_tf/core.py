@@ -6,7 +6,7 @@ Used by tests and benchmarks, and by the TensorFlow layer underneath.
 import numpy as np
 
 from bps_tf._native import load_core
-from bps_tf.process import init, is_initialized, local_rank, local_size, rank, shutdown, size  # noqa: F401
+from bps_tf.process import init, is_initialized, join, local_rank, local_size, rank, shutdown, size  # noqa: F401
 
 _core = load_core()
 
@@ -17,11 +17,11 @@ SUPPORTED_DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64
 class Handle:
     """An asynchronous push_pull in flight; pass it to synchronize()."""
 
-    def __init__(self, handle, input_array, output_array, average):
+    def __init__(self, handle, input_array, output_array, divisor):
         self._handle = handle
         self._input = input_array  # kept alive: the core reads and writes them until completion
         self.output = output_array
-        self._average = average
+        self._divisor = divisor  # of an average; None otherwise
 
     def done(self):
         return _core.poll(self._handle)
@@ -39,12 +39,21 @@ def _check_array(array, name):
     return array
 
 
-def push_pull_async(array, name, average=False, priority=0, out=None):
-    """Starts summing `array` across all workers under `name`. Returns a Handle.
+REDUCE_OPS = ("sum", "min", "max", "product")
 
-    `out` may be `array` itself for an in-place sum. Higher `priority` goes first.
+
+def push_pull_async(array, name, average=False, priority=0, out=None, op="sum", process_set=()):
+    """Starts reducing `array` across all workers under `name` (a sum, or op "min", "max", "product").
+    Returns a Handle.
+
+    `out` may be `array` itself for an in-place sum. Higher `priority` goes first. `process_set`: the ranks
+    (ascending) that take part, every worker if empty; an average divides by their number.
     """
     array = _check_array(array, name)
+    if op not in REDUCE_OPS:
+        raise ValueError(f"push_pull of '{name}': op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
+    if average and op != "sum":
+        raise ValueError(f"push_pull of '{name}': average=True is a sum divided by the number of workers; op={op!r}")
     if average and array.dtype.kind != "f" and array.dtype.name != "bfloat16":
         raise ValueError(f"push_pull of '{name}': average=True needs a floating dtype, got {array.dtype.name}")
     output = np.empty_like(array) if out is None else out
@@ -53,20 +62,39 @@ def push_pull_async(array, name, average=False, priority=0, out=None):
     if not output.flags.writeable:
         raise ValueError(f"push_pull of '{name}': out is read-only; pass a writable array (or none)")
     handle = _core.push_pull_async(
-        array.ctypes.data, output.ctypes.data, array.dtype.name, list(array.shape), name, int(priority)
+        array.ctypes.data, output.ctypes.data, array.dtype.name, list(array.shape), name, int(priority), op,
+        [int(r) for r in process_set],
     )
-    return Handle(handle, array, output, average)
+    return Handle(handle, array, output, (len(process_set) or size()) if average else None)
 
 
 def synchronize(handle):
     """Waits for a push_pull and returns its result (raises on failure, within BYTEPS_TIMEOUT)."""
     _core.wait(handle._handle)
     result = handle.output
-    if handle._average:
-        np.divide(result, size(), out=result, casting="unsafe")
+    if handle._divisor is not None:
+        np.divide(result, handle._divisor, out=result, casting="unsafe")
     return result
 
 
-def push_pull(array, name, average=False, priority=0):
-    """Returns the sum (or, with average=True, the mean) of `array` across all workers."""
-    return synchronize(push_pull_async(array, name, average=average, priority=priority))
+def push_pull(array, name, average=False, priority=0, op="sum", process_set=()):
+    """Returns the sum (or, with average=True, the mean; or op "min", "max", "product") of `array` across all
+    workers (or the ranks of `process_set`)."""
+    return synchronize(push_pull_async(array, name, average=average, priority=priority, op=op,
+                                       process_set=process_set))
+
+
+def barrier(process_set=()):
+    """Returns once every worker (of `process_set`, a list of ranks) has called barrier()."""
+    name = "barrier" + "".join(f".{r}" for r in process_set)
+    push_pull(np.zeros(1, np.int32), name, process_set=process_set)
+
+
+def start_timeline(path):
+    """Starts writing a Chrome trace of this worker's tensors to `path` (see docs/timeline.md)."""
+    _core.start_timeline(str(path))
+
+
+def stop_timeline():
+    """Completes the trace started by start_timeline() or BYTEPS_TRACE_ON."""
+    _core.stop_timeline()

@@ -27,6 +27,14 @@ def shutdown():
     _core.shutdown()
 
 
+def join():
+    """Ends this worker's part in the current work without ending it for the others: until every worker has
+    called join(), their push_pulls complete without this one (it contributes zeros to sums and is left
+    out of min, max and product). Returns the rank of the last worker to call join(); this worker then
+    continues with a new generation (as after shutdown() and init())."""
+    return _core.join()
+
+
 def _install_hooks():
     global _hooks_installed
     if _hooks_installed:

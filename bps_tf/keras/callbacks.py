@@ -10,34 +10,51 @@ from bps_tf.ops import broadcast_variables
 _Callback = tf.keras.callbacks.Callback
 
 
-class BroadcastGlobalVariablesCallback(_Callback):
-    """Starts every worker from worker `root_rank`'s model and optimizer state (at the start of training and,
-    for optimizer state created by the first step, after it)."""
+def _model_variables(model):
+    """The model's variables; none while it is unbuilt (tf-keras raises then instead of returning [])."""
+    return list(model.variables) if getattr(model, "built", True) else []
 
-    def __init__(self, root_rank, device=""):
+
+def _optimizer_variables(model):
+    optimizer = getattr(model, "optimizer", None)
+    return list(getattr(optimizer, "variables", []) or []) if optimizer is not None else []
+
+
+class BroadcastGlobalVariablesCallback(_Callback):
+    """Starts every worker from worker `root_rank`'s model and optimizer state.
+
+    A built model is broadcast when training begins, so that the first step starts from the same weights.
+    Everything (model and optimizer, whose state the first step creates, and a model built by its first
+    batch) is broadcast again after the first batch, as Horovod does. Training with nothing to broadcast
+    then is an error, never silent divergence. `local_variables` are left alone.
+    """
+
+    def __init__(self, root_rank, device="", local_variables=None):
         super().__init__()
         self.root_rank = root_rank
         self.device = device
-        self._optimizer_variables_done = False
+        self._local = {id(v) for v in (local_variables or [])}
+        self.broadcast_done = False
 
-    def _optimizer_variables(self):
-        optimizer = getattr(self.model, "optimizer", None)
-        return list(getattr(optimizer, "variables", []) or []) if optimizer is not None else []
+    def _broadcast(self, variables, name):
+        variables = [v for v in variables if id(v) not in self._local]
+        broadcast_variables(variables, self.root_rank, name=name)
+        return len(variables)
 
     def on_train_begin(self, logs=None):
-        broadcast_variables(self.model.variables, self.root_rank, name="model")
-        variables = self._optimizer_variables()
-        if variables:
-            broadcast_variables(variables, self.root_rank, name="optimizer")
-            self._optimizer_variables_done = True
+        self._broadcast(_model_variables(self.model), "model.begin")
 
     def on_train_batch_end(self, batch, logs=None):
-        if self._optimizer_variables_done:
+        if self.broadcast_done:
             return
-        self._optimizer_variables_done = True
-        variables = self._optimizer_variables()
-        if variables:
-            broadcast_variables(variables, self.root_rank, name="optimizer")
+        self.broadcast_done = True
+        model_variables = _model_variables(self.model)
+        if not model_variables:
+            raise RuntimeError(
+                "BroadcastGlobalVariablesCallback: the model has no variables after its first batch, so workers "
+                "cannot be made to start alike; build the model before training (an Input layer or model.build)")
+        self._broadcast(model_variables, "model")
+        self._broadcast(_optimizer_variables(self.model), "optimizer")
 
 
 class MetricAverageCallback(_Callback):
@@ -133,3 +150,35 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
         super().on_epoch_end(epoch, logs)
         if epoch == self.end_epoch - 1 and self.verbose and core.rank() == 0:
             print(f"Epoch {epoch + 1}: finished learning rate warmup to {get_learning_rate(self.model.optimizer):g}")
+
+
+class BestModelCheckpoint(tf.keras.callbacks.ModelCheckpoint):
+    """Saves the model whenever the monitored value improves (save_best_only), on worker 0 only.
+
+    Horovod's signature, plus `filepath`, which Horovod's Spark estimator sets afterwards: set it here, or
+    assign `.filepath` before training.
+    """
+
+    def __init__(self, monitor="val_loss", verbose=0, save_weights_only=False, mode="auto", save_freq="epoch",
+                 filepath=None):
+        # Keras checks the file name when one is given; a placeholder stands in until one is set.
+        super().__init__(filepath=filepath or _PLACEHOLDER_PATH[save_weights_only], monitor=monitor,
+                         verbose=verbose, save_best_only=True, save_weights_only=save_weights_only, mode=mode,
+                         save_freq=save_freq)
+        if filepath is None:
+            self.filepath = None
+
+    def on_train_begin(self, logs=None):
+        if self.filepath is None:
+            raise ValueError("BestModelCheckpoint needs a filepath: pass filepath= or set .filepath before training")
+        super().on_train_begin(logs)
+
+    def _save_model(self, *args, **kwargs):
+        # Under a distribution strategy across workers (BytePSStrategy) the strategy chooses who writes.
+        strategy = getattr(self.model, "distribute_strategy", None)
+        if core.rank() == 0 or (strategy is not None and strategy.num_replicas_in_sync > 1):
+            super()._save_model(*args, **kwargs)
+
+
+# Names Keras accepts for a model or for weights, used only until the real filepath is set.
+_PLACEHOLDER_PATH = {False: "unset.keras", True: "unset.weights.h5"}

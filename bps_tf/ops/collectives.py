@@ -1,73 +1,134 @@
-"""push_pull and broadcast of tf.Tensors (the collectives every other layer builds on), with their gradients."""
+"""push_pull, broadcast and publish of tf.Tensors (the collectives every other layer builds on), with their
+gradients."""
+
+import contextlib
 
 import tensorflow as tf
 
+from bps_tf import process_sets
 from bps_tf.ops import naming
 from bps_tf.ops.compression import Compression
 from bps_tf.ops.library import ops
-from bps_tf.process import rank, size
+from bps_tf.ops.wire_dtypes import SUPPORTED_DTYPES, from_wire, to_wire  # noqa: F401 (SUPPORTED_DTYPES re-exported)
+from bps_tf.process import rank
 
-# Reduction ops, as in Horovod.
+# Reduction ops, as in Horovod. Average is a sum divided by the number of workers taking part.
 Sum = "Sum"
 Average = "Average"
+Min = "Min"
+Max = "Max"
+Product = "Product"
+Adasum = "Adasum"
+REDUCE_OPS = (Sum, Average, Min, Max, Product)
+_SERVER_OP = {Sum: "sum", Average: "sum", Min: "min", Max: "max", Product: "product"}
+_ADASUM_MESSAGE = (
+    "bps_tf does not offer Adasum: its parameter servers combine gradients with a sum, min, max or product. "
+    "Use op=bps.Average (the default), which Adasum is usually compared against, with a learning rate scaled "
+    "by the number of workers.")
 
-SUPPORTED_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.int32, tf.int64)
+
+def check_op(op, what):
+    if op == Adasum:
+        raise NotImplementedError(f"{what}: {_ADASUM_MESSAGE}")
+    if op not in REDUCE_OPS:
+        raise ValueError(f"{what}: op must be one of bps.Sum, Average, Min, Max, Product; got {op!r}")
 
 
-def check_dtype(tensor, what):
-    if tensor.dtype not in SUPPORTED_DTYPES:
-        names = ", ".join(d.name for d in SUPPORTED_DTYPES)
-        raise ValueError(f"{what}: unsupported dtype {tensor.dtype.name}; supported: {names}")
+def _scaled(tensor, factor):
+    """`tensor` * `factor` in its own dtype (integers are scaled in float64 and truncated, as Horovod does)."""
+    if factor == 1.0:
+        return tensor
+    if tensor.dtype.is_floating:
+        return tensor * tf.cast(factor, tensor.dtype)
+    return tf.cast(tf.cast(tensor, tf.float64) * factor, tensor.dtype)
+
+
+def _set_label(members):
+    return "".join(f".{r}" for r in members) and ".set" + "".join(f".{r}" for r in members)
 
 
 def push_pull(tensor, name=None, op=Average, compression=Compression.none, priority=0, shape_in_name=False,
-              local_devices=1):
-    """Sum (op=Sum) or mean (op=Average) of `tensor` across all workers.
+              local_devices=1, prescale_factor=1.0, postscale_factor=1.0, process_set=None, ignore_name_scope=True):
+    """`tensor` reduced across all workers (or the members of `process_set`): op=Sum, Average (the sum
+    divided by the number of workers taking part), Min, Max or Product.
 
     `name` identifies the tensor on every worker; without one, a deterministic name is derived (the graph
     tensor's name inside tf.function, the calling code's location in eager mode). `shape_in_name=True`
     suits a tensor whose shape changes from step to step (all workers agree on it at each step).
     `local_devices` > 1: this is one of that many replicas in this process, each on its own GPU and each
-    issued under the same name; they are reduced together (NCCL) before the servers.
+    issued under the same name; they are reduced together (NCCL) before the servers. Min, Max, Product and
+    process sets run on the CPU. `prescale_factor` multiplies the input, `postscale_factor` the result.
+    With `ignore_name_scope=False` a given name is taken inside the current name scope.
     IndexedSlices (sparse gradients) become dense tensors first (see docs/api.md).
     """
-    if op not in (Sum, Average):
-        raise ValueError(f"push_pull: op must be bps_tf.Sum or bps_tf.Average, got {op!r}")
+    check_op(op, f"push_pull of '{name or 'tensor'}'")
     tensor = tf.convert_to_tensor(tensor)
-    check_dtype(tensor, f"push_pull of '{name or tensor.dtype.name}'")
-    if op == Average and not (tensor.dtype.is_floating):
-        raise ValueError(
-            f"push_pull: op=Average needs a floating dtype, got {tensor.dtype.name}; use op=bps_tf.Sum for integers"
-        )
-    full_name = naming.tensor_name(tensor, name, "push_pull", uses=int(local_devices))
-    compressed, context = compression.compress(tensor)
-    summed = ops.byteps_push_pull(compressed, tensor_name=full_name, priority=int(priority),
-                                  shape_in_name=bool(shape_in_name), local_devices=int(local_devices))
-    result = compression.decompress(summed, context)
+    what = f"push_pull of '{name or tensor.dtype.name}'"
+    members = process_sets.members(process_set, what)
+    if op == Average and not tensor.dtype.is_floating:
+        raise ValueError(f"{what}: op=Average needs a floating dtype, got {tensor.dtype.name}; use op=bps.Sum")
+    if tensor.dtype == tf.bool:
+        raise ValueError(f"{what}: bool tensors cannot be reduced; cast them to an integer dtype")
+    # The op and the set are part of the name: one call site may reduce the same tensor several ways.
+    kind = "push_pull" + ("" if _SERVER_OP[op] == "sum" else f".{_SERVER_OP[op]}") + _set_label(members)
+    full_name = naming.tensor_name(tensor, name, kind, uses=int(local_devices), ignore_name_scope=ignore_name_scope)
+    on_cpu = op in (Min, Max, Product) or bool(members)
+    with tf.device("/cpu:0") if on_cpu else contextlib.nullcontext():
+        compressed, context = compression.compress(_scaled(tensor, prescale_factor))
+        wire, original = to_wire(compressed, what)
+        reduced = ops.byteps_push_pull(wire, tensor_name=full_name, priority=int(priority),
+                                       shape_in_name=bool(shape_in_name), local_devices=int(local_devices),
+                                       reduce_op=_SERVER_OP[op], process_set=members)
+        result = compression.decompress(from_wire(reduced, original), context)
     if op == Average:
-        result = result / tf.cast(size(), result.dtype)
-    return result
+        result = result / tf.cast(process_sets.set_size(process_set), result.dtype)
+    return _scaled(result, postscale_factor)
 
 
-def broadcast(tensor, root_rank, name=None):
-    """The value of `tensor` on worker `root_rank`, returned on every worker."""
+def broadcast(tensor, root_rank, name=None, process_set=None, ignore_name_scope=True):
+    """The value of `tensor` on worker `root_rank` (a rank in the job, a member of `process_set` if given),
+    returned on every worker (of the set)."""
     tensor = tf.convert_to_tensor(tensor)
-    check_dtype(tensor, f"broadcast of '{name or tensor.dtype.name}'")
-    return ops.byteps_broadcast(tensor, tensor_name=naming.tensor_name(tensor, name, "broadcast"),
-                                root_rank=int(root_rank))
+    what = f"broadcast of '{name or tensor.dtype.name}'"
+    members = process_sets.members(process_set, what)
+    if members and root_rank not in members:
+        raise ValueError(f"{what}: root_rank {root_rank} is not in {process_set}")
+    full_name = naming.tensor_name(tensor, name, "broadcast" + _set_label(members), ignore_name_scope=ignore_name_scope)
+    with tf.device("/cpu:0") if members else contextlib.nullcontext():
+        wire, original = to_wire(tensor, what)
+        value = ops.byteps_broadcast(wire, tensor_name=full_name, root_rank=int(root_rank), process_set=members)
+        return from_wire(value, original)
+
+
+def publish(tensor, root_rank, name):
+    """The value of `tensor` on worker `root_rank`: the root publishes it, a worker that calls this too
+    fetches it, and nobody waits for a worker that never does (variables created on some workers only).
+    Once per name until shutdown()."""
+    tensor = tf.convert_to_tensor(tensor)
+    wire, original = to_wire(tensor, f"publish of '{name}'")
+    with tf.device("/cpu:0"):
+        value = ops.byteps_publish(wire, tensor_name=naming.tensor_name(tensor, name, "publish"),
+                                   root_rank=int(root_rank))
+    return from_wire(value, original)
 
 
 @tf.RegisterGradient("BytepsPushPull")
 def _push_pull_grad(op, grad):
-    """The gradient of a sum across workers is the sum of the gradients."""
+    """The gradient of a sum across workers is the sum of the gradients (for min, max and product, as in
+    Horovod, the gradients are reduced with the same op)."""
     return ops.byteps_push_pull(grad, tensor_name=op.get_attr("tensor_name").decode() + "/grad",
                                 priority=op.get_attr("priority"), shape_in_name=op.get_attr("shape_in_name"),
-                                local_devices=op.get_attr("local_devices"))
+                                local_devices=op.get_attr("local_devices"), reduce_op=op.get_attr("reduce_op"),
+                                process_set=op.get_attr("process_set"))
 
 
 @tf.RegisterGradient("BytepsBroadcast")
 def _broadcast_grad(op, grad):
     """Only the root's input influenced the output: it receives the summed gradient, others zero."""
     root = op.get_attr("root_rank")
-    summed = ops.byteps_push_pull(grad, tensor_name=op.get_attr("tensor_name").decode() + "/grad")
+    summed = ops.byteps_push_pull(grad, tensor_name=op.get_attr("tensor_name").decode() + "/grad",
+                                  process_set=op.get_attr("process_set"))
     return summed if rank() == root else summed * 0
+
+
+tf.no_gradient("BytepsPublish")

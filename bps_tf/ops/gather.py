@@ -9,40 +9,58 @@ as TensorFlow's own collectives do, when that moves fewer bytes than the dense t
 
 import tensorflow as tf
 
+from bps_tf import process_sets
 from bps_tf.ops.library import ops
 from bps_tf.ops.collectives import Average, Sum, push_pull
-from bps_tf.process import rank, size
+from bps_tf.ops.wire_dtypes import from_wire, to_wire
+from bps_tf.process import size
 
 
-def _offsets(length, name, priority):
+def row_counts(length, name, priority=0, process_set=None):
+    """Every member's `length` (a scalar int64 tensor), in rank order, as one int64 vector."""
+    mine = tf.scatter_nd([[process_sets.position(process_set)]], [tf.cast(length, tf.int64)],
+                         [process_sets.set_size(process_set)])
+    return push_pull(mine, name=f"{name}/counts", op=Sum, priority=priority, process_set=process_set)
+
+
+def _offsets(length, name, priority, process_set=None):
     """(rows before this worker's, rows of all workers) in the rank-ordered concatenation of every worker's rows."""
-    counts = push_pull(tf.scatter_nd([[rank()]], [length], [size()]), name=f"{name}/counts", op=Sum,
-                       priority=priority)
-    return tf.reduce_sum(counts[:rank()]), tf.reduce_sum(counts)
+    counts = row_counts(length, name, priority, process_set)
+    return tf.reduce_sum(counts[:process_sets.position(process_set)]), tf.reduce_sum(counts)
 
 
-def _gather_rows(rows, before, total, name, priority):
+def _gather_rows(rows, before, total, name, priority, process_set=None):
     """Every worker's `rows` concatenated along axis 0; this worker's start at row `before` of `total`."""
-    return ops.byteps_gather(rows, before, total, tensor_name=f"gather.{name}", priority=int(priority))
+    members = process_sets.members(process_set, f"gather of '{name}'")
+    wire, original = to_wire(rows, f"gather of '{name}'")
+    gathered = ops.byteps_gather(wire, before, total, tensor_name=f"gather.{name}", priority=int(priority),
+                                 process_set=members)
+    return from_wire(gathered, original)
 
 
 @tf.RegisterGradient("BytepsGather")
 def _gather_grad(op, grad):
     """Each worker's rows fed every worker's output: their gradient is the sum of the gradients at their rows."""
     rows, before = op.inputs[0], op.inputs[1]
-    summed = push_pull(grad, name=op.get_attr("tensor_name").decode() + "/grad", op=Sum,
-                       priority=op.get_attr("priority"), shape_in_name=True)
+    summed = ops.byteps_push_pull(grad, tensor_name=op.get_attr("tensor_name").decode() + "/grad",
+                                  priority=op.get_attr("priority"), shape_in_name=True,
+                                  process_set=op.get_attr("process_set"))
     return summed[before:before + tf.shape(rows, out_type=tf.int64)[0]], None, None
 
 
-def all_gather(tensor, axis, name, priority=0):
-    """Concatenation along `axis` of every worker's `tensor`, in rank order (lengths along `axis` may differ)."""
+def all_gather(tensor, axis, name, priority=0, process_set=None):
+    """Concatenation along `axis` of every worker's `tensor` (of `process_set`'s members), in rank order;
+    lengths along `axis` may differ."""
+    tensor = tf.convert_to_tensor(tensor)
+    if tensor.shape.rank == 0:
+        tensor = tf.reshape(tensor, [1])  # a scalar gathers as one row per worker
     axis = axis % tensor.shape.rank
-    before, total = _offsets(tf.shape(tensor, out_type=tf.int64)[axis], name, priority)
+    with tf.device("/cpu:0"):
+        before, total = _offsets(tf.shape(tensor, out_type=tf.int64)[axis], name, priority, process_set)
     if axis == 0:
-        return _gather_rows(tensor, before, total, f"{name}/data", priority)
+        return _gather_rows(tensor, before, total, f"{name}/data", priority, process_set)
     to_front = [axis] + [d for d in range(tensor.shape.rank) if d != axis]
-    gathered = _gather_rows(tf.transpose(tensor, to_front), before, total, f"{name}/data", priority)
+    gathered = _gather_rows(tf.transpose(tensor, to_front), before, total, f"{name}/data", priority, process_set)
     return tf.transpose(gathered, tf.math.invert_permutation(to_front))
 
 
@@ -56,14 +74,18 @@ def gather_is_smaller(local_slices):
     return size() * sum(rows) < table_rows[0]
 
 
-def push_pull_slices(local_slices, name, op=Sum, priority=0, replicas=None):
-    """Sum (op=Sum) or mean (op=Average, over `replicas`, default: workers) of IndexedSlices across workers,
-    as IndexedSlices: every worker's rows and indices (this process's `local_slices` first concatenated)."""
+def push_pull_slices(local_slices, name, op=Sum, priority=0, replicas=None, process_set=None):
+    """Sum (op=Sum) or mean (op=Average, over `replicas`, default: the workers taking part) of IndexedSlices
+    across workers (or `process_set`'s members), as IndexedSlices: every worker's rows and indices (this
+    process's `local_slices` first concatenated)."""
+    if op not in (Sum, Average):
+        raise ValueError(f"sparse gradients (IndexedSlices) of '{name}' are summed or averaged, not {op!r}; "
+                         "pass sparse_as_dense=True for other ops")
     values = tf.concat([s.values for s in local_slices], 0)
     indices = tf.concat([tf.cast(s.indices, tf.int64) for s in local_slices], 0)
-    before, total = _offsets(tf.shape(indices, out_type=tf.int64)[0], name, priority)
-    values = _gather_rows(values, before, total, f"{name}/values", priority)
-    indices = _gather_rows(indices, before, total, f"{name}/indices", priority)
+    before, total = _offsets(tf.shape(indices, out_type=tf.int64)[0], name, priority, process_set)
+    values = _gather_rows(values, before, total, f"{name}/values", priority, process_set)
+    indices = _gather_rows(indices, before, total, f"{name}/indices", priority, process_set)
     if op == Average:
-        values = values / tf.cast(replicas or size(), values.dtype)
+        values = values / tf.cast(replicas or process_sets.set_size(process_set), values.dtype)
     return tf.IndexedSlices(values, indices, local_slices[0].dense_shape)

@@ -13,7 +13,7 @@ if not os.path.exists(_LIBRARY):
     raise ImportError(f"{_LIBRARY} is missing: build bps_tf first (`make build`, see README.md)")
 ops = tf.load_op_library(_LIBRARY)
 
-OP_TYPES = frozenset({"BytepsPushPull", "BytepsGather", "BytepsBroadcast"})
+OP_TYPES = frozenset({"BytepsPushPull", "BytepsGather", "BytepsBroadcast", "BytepsPublish"})
 
 # tf.function runs stateful ops in program order unless they are known to be order-insensitive, as TF's own
 # collectives are. Ours must not wait for one another: their overlap is the point.

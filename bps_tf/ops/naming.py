@@ -47,12 +47,13 @@ def claim(full_name, uses=1):
             "tensors together; give each op its own name (the name= argument).")
 
 
-def tensor_name(tensor, name, kind, with_shape=True, uses=1):
-    """The name `tensor` is declared under: `name` if given, else one derived deterministically (in eager
-    mode from the call site and, unless `with_shape` is False, the dtype and shape). Claimed in the graph
-    being built (see claim)."""
+def tensor_name(tensor, name, kind, with_shape=True, uses=1, ignore_name_scope=True):
+    """The name `tensor` is declared under: `name` if given (inside the current name scope unless
+    `ignore_name_scope`), else one derived deterministically (in eager mode from the call site and, unless
+    `with_shape` is False, the dtype and shape). Claimed in the graph being built (see claim)."""
     if name:
-        full_name = f"{kind}.{name}"
+        scope = "" if ignore_name_scope else tf.get_current_name_scope()
+        full_name = f"{kind}.{scope}/{name}" if scope else f"{kind}.{name}"
     elif not tf.executing_eagerly():
         graph = tf.compat.v1.get_default_graph()
         graph_name = getattr(graph, "name", "") or "graph"

@@ -2,12 +2,12 @@
 pitfall of using MirroredStrategy across processes (docs/strategy.md lists them, (a) to (g)). The methods
 overridden are checked against the installed TensorFlow by bps_tf.compat."""
 
-import itertools
+import collections
 
 import tensorflow as tf
 
 from bps_tf import compat
-from bps_tf.ops import broadcast
+from bps_tf.ops import publish
 from bps_tf.process import rank, size
 from bps_tf.strategy.cross_device_ops import BytePSCrossDeviceOps
 
@@ -17,13 +17,29 @@ input_lib_v1 = compat.target("input_lib_v1")
 input_util = compat.target("input_util")
 
 
+# Variables created so far by name, in this process (across strategies: a published name is used once).
+_variables_by_name = collections.Counter()
+
+
+def job_cluster_resolver(num_workers, worker):
+    """A cluster resolver describing the job as MultiWorkerMirroredStrategy's would: one "worker" task per
+    worker process, this one `worker`, the chief being worker 0. The addresses are names only: bps_tf's
+    processes find each other through its scheduler."""
+    spec = tf.train.ClusterSpec({"worker": [f"bps_tf-worker-{i}:0" for i in range(num_workers)]})
+    return tf.distribute.cluster_resolver.SimpleClusterResolver(spec, task_type="worker", task_id=worker,
+                                                                rpc_layer="")
+
+
 class BytePSExtended(compat.target("MirroredExtended")):
     def __init__(self, container_strategy, devices):
         self._num_workers = size()
         self._id_in_cluster = rank()
         self._bps_ops = BytePSCrossDeviceOps(num_replicas_in_sync=len(devices) * size())
-        self._variable_counter = itertools.count()
         super().__init__(container_strategy, devices=devices, cross_device_ops=self._bps_ops)
+        # Code written for MultiWorkerMirroredStrategy reads the job from these: a worker job, chief = worker 0.
+        self._cluster_resolver = job_cluster_resolver(self._num_workers, self._id_in_cluster)
+        self._task_type = "worker"
+        self._task_id = self._id_in_cluster
 
     # (b) The replica count is global, or gradients would be `size` times too big.
     @property
@@ -78,12 +94,16 @@ class BytePSExtended(compat.target("MirroredExtended")):
     def _batch_reduce_to(self, reduce_op, value_destination_pairs, options):
         return self._bps_ops.batch_reduce(reduce_op, value_destination_pairs, options=options)
 
-    # (e) Initial values come from worker 0, so every process starts from the same variables.
+    # (e) Initial values come from worker 0, so every process starts from the same variables. Worker 0
+    # publishes each value and the others fetch it when they create the same variable: a variable created
+    # on some workers only (Keras's saving code makes one on worker 0) keeps nobody waiting. Variables are
+    # matched by name and by how many of that name this worker created before.
     def _get_variable_creator_initial_value(self, replica_id, device, primary_var, **kwargs):
         if replica_id != 0:
             return super()._get_variable_creator_initial_value(replica_id, device, primary_var, **kwargs)
-        index = next(self._variable_counter)
         name = kwargs.get("name") or "variable"
+        occurrence = _variables_by_name[name]
+        _variables_by_name[name] += 1
 
         def initial_value_fn():
             initial_value = kwargs["initial_value"]
@@ -94,7 +114,7 @@ class BytePSExtended(compat.target("MirroredExtended")):
                 value = tf.convert_to_tensor(initial_value, dtype=kwargs.get("dtype", None))
                 if self._num_workers == 1:
                     return value
-                return broadcast(value, root_rank=0, name=f"strategy.initial_value.{index}.{name}")
+                return publish(value, root_rank=0, name=f"strategy.initial_value.{name}.{occurrence}")
 
         return initial_value_fn
 

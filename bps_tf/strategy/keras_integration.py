@@ -5,8 +5,9 @@ from bps_tf.compat, which checks it against the supported Keras versions.
   made global, or one worker would skip a step (and its push_pulls) that the others take.
 - predict() concatenates the local replicas' outputs only; under BytePSStrategy it gathers every worker's,
   in the order MultiWorkerMirroredStrategy uses (the data is sharded the same way).
-- Files: only worker 0 writes checkpoints (ModelCheckpoint, BackupAndRestore) and deletes backups; other
-  workers write TensorBoard logs to a temporary directory. BackupAndRestore restores on worker 0 and
+- Files: only worker 0 writes checkpoints (ModelCheckpoint, BackupAndRestore) and deletes backups, and every
+  worker waits until it has written them, so any worker may read a checkpoint once its callback returns;
+  other workers write TensorBoard logs to a temporary directory. BackupAndRestore restores on worker 0 and
   broadcasts the state, so a resumed job needs the backup on worker 0's machine only.
 - Uneven data: every worker must take the same number of steps, or one waits for push_pulls the others
   never send. An epoch has as many steps as the worker with the fewest batches (the others skip their
@@ -20,7 +21,8 @@ import tensorflow as tf
 
 import bps_tf.core as core
 from bps_tf import compat
-from bps_tf.ops import broadcast_object, broadcast_variables
+from bps_tf.objects import broadcast_object
+from bps_tf.ops import broadcast_variables
 from bps_tf.strategy.extended import BytePSExtended
 
 _installed = False
@@ -101,6 +103,20 @@ def _secondary_worker(model):
     return is_bps_strategy(strategy) and strategy.extended._id_in_cluster != 0
 
 
+def _worker_zero_writes_then_all_wait(key):
+    """Worker 0 alone runs the method (it writes a file); every worker of a multi-worker job then waits
+    until it has. Keras calls these methods at the same points on every worker (logs are global)."""
+    original = compat.target(key)
+
+    def method(self, *args, **kwargs):
+        result = None if _secondary_worker(self.model) else original(self, *args, **kwargs)
+        if _multi_worker(getattr(self.model, "distribute_strategy", None)):
+            core.barrier()
+        return result
+
+    compat.replace(key, method)
+
+
 def _skip_on_secondary_workers(key):
     original = compat.target(key)
 
@@ -115,8 +131,8 @@ def _skip_on_secondary_workers(key):
 def _install_worker_zero_files():
     compat.target("Trainer._initial_epoch")
     compat.target("TensorBoard.log_dir")
-    _skip_on_secondary_workers("ModelCheckpoint._save_model")
-    _skip_on_secondary_workers("BackupAndRestore._save_model")
+    _worker_zero_writes_then_all_wait("ModelCheckpoint._save_model")
+    _worker_zero_writes_then_all_wait("BackupAndRestore._save_model")
     _skip_on_secondary_workers("BackupAndRestore.on_train_end")
 
     local_restore = compat.target("BackupAndRestore.on_train_begin")

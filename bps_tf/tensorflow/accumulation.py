@@ -1,12 +1,14 @@
 """Local gradient accumulation for backward_passes_per_step > 1: every call adds the gradients to local
-sums; every Nth call passes their mean on (to be reduced across workers and applied) and resets them."""
+sums; every Nth call passes their sum (or mean) on (to be reduced across workers and applied) and resets
+them."""
 
 import tensorflow as tf
 
 
 class LocalAccumulator:
-    def __init__(self, steps):
+    def __init__(self, steps, average=False):
         self.steps = steps
+        self._divisor = steps if average else 1
         self._sums = None
         self._counter = None
 
@@ -36,8 +38,8 @@ class LocalAccumulator:
             count = self._counter.assign_add(1)
 
         def flush():
-            means = [None if s is None else s.read_value() / self.steps for s in self._sums]
-            applied = apply(means)
+            totals = [None if s is None else s.read_value() / self._divisor for s in self._sums]
+            applied = apply(totals)
             # (tf-keras returns its iteration variable: nothing to depend on, tf.function orders it anyway)
             after = [applied] if isinstance(applied, (tf.Tensor, tf.Operation)) else []
             with tf.control_dependencies(after):

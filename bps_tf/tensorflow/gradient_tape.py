@@ -1,27 +1,30 @@
-"""DistributedGradientTape: a GradientTape whose gradients are averaged (or summed) across workers."""
+"""DistributedGradientTape: a GradientTape whose gradients are averaged (or otherwise reduced) across workers;
+PartialDistributedGradientTape keeps the gradients of chosen layers local."""
 
 import tensorflow as tf
 
 from bps_tf.ops import Average, Compression
-from bps_tf.tensorflow.gradients import push_pull_gradients
+from bps_tf.process_sets import global_process_set
+from bps_tf.tensorflow.gradients import GradientReduction, push_pull_gradients, variable_key
 
 
 class _DistributedGradientTape:
     """Wraps a tf.GradientTape; everything but gradient() is the wrapped tape's."""
 
-    def __init__(self, tape, compression, op, name, sparse_as_dense):
+    def __init__(self, tape, reduction, local_variables):
         self._tape = tape
-        self._sparse_as_dense = sparse_as_dense
-        self._compression = compression
-        self._op = op
-        self._name = name
+        self._reduction = reduction
+        self._local_variables = set(local_variables)
+
+    def register_local_source(self, source):
+        """Keeps `source`'s gradient local: it is not reduced across workers."""
+        self._local_variables.add(variable_key(source))
 
     def gradient(self, target, sources, output_gradients=None, **kwargs):
         gradients = self._tape.gradient(target, sources, output_gradients=output_gradients, **kwargs)
         flat_sources = tf.nest.flatten(sources)
         flat_gradients = tf.nest.flatten(gradients, expand_composites=False)
-        reduced = push_pull_gradients(flat_gradients, flat_sources, self._name, self._compression, self._op,
-                                      self._sparse_as_dense)
+        reduced = push_pull_gradients(flat_gradients, flat_sources, self._reduction, self._local_variables)
         return tf.nest.pack_sequence_as(gradients, reduced)
 
     def __getattr__(self, attribute):
@@ -36,9 +39,35 @@ class _DistributedGradientTape:
 
 
 def DistributedGradientTape(gradtape, device_dense="", device_sparse="", compression=Compression.none,
-                            sparse_as_dense=False, op=Average, name="tape"):
+                            sparse_as_dense=False, op=Average, gradient_predivide_factor=1.0, num_groups=0,
+                            groups=None, process_set=global_process_set, scale_local_gradients=True, name="tape"):
     """Wraps `gradtape` so that gradient() returns gradients reduced across workers (Horovod's signature;
-    device arguments are accepted for compatibility). Sparse gradients (IndexedSlices) are gathered as rows
-    unless `sparse_as_dense` or the dense tensor is smaller."""
-    del device_dense, device_sparse
-    return _DistributedGradientTape(gradtape, compression, op, name, sparse_as_dense)
+    device arguments are accepted for compatibility, `num_groups` and `groups` too: every gradient is in
+    flight together). Sparse gradients (IndexedSlices) are gathered as rows unless `sparse_as_dense` or the
+    dense tensor is smaller. register_local_source() keeps a source's gradient local."""
+    del device_dense, device_sparse, num_groups, groups
+    reduction = GradientReduction(scope=name, compression=compression, op=op, sparse_as_dense=sparse_as_dense,
+                                  process_set=process_set, gradient_predivide_factor=gradient_predivide_factor,
+                                  scale_local_gradients=scale_local_gradients)
+    return _DistributedGradientTape(gradtape, reduction, ())
+
+
+def PartialDistributedGradientTape(gradtape, device_dense="", device_sparse="", compression=Compression.none,
+                                   sparse_as_dense=False, op=Average, gradient_predivide_factor=1.0, num_groups=0,
+                                   groups=None, process_set=global_process_set, local_layers=None,
+                                   scale_local_gradients=True, name="tape"):
+    """DistributedGradientTape whose `local_layers` (a Keras layer or a list of them) keep their gradients
+    local: not reduced, and divided by the number of workers when `scale_local_gradients`."""
+    if local_layers is None:
+        local_layers = []
+    elif not isinstance(local_layers, (list, tuple)):
+        local_layers = [local_layers]
+    if not all(hasattr(layer, "trainable_weights") for layer in local_layers):
+        raise ValueError("local_layers must be a Keras layer or a list of Keras layers")
+    tape = DistributedGradientTape(gradtape, device_dense, device_sparse, compression, sparse_as_dense, op,
+                                   gradient_predivide_factor, num_groups, groups, process_set, scale_local_gradients,
+                                   name)
+    for layer in local_layers:
+        for variable in layer.trainable_weights:
+            tape.register_local_source(variable)
+    return tape

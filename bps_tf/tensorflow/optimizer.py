@@ -11,8 +11,9 @@ import tensorflow as tf
 
 from bps_tf import compat
 from bps_tf.ops import Average, Compression
+from bps_tf.process_sets import global_process_set
 from bps_tf.tensorflow.accumulation import LocalAccumulator
-from bps_tf.tensorflow.gradients import push_pull_gradients
+from bps_tf.tensorflow.gradients import GradientReduction, push_pull_gradients, variable_key
 
 
 def _is_keras3(optimizer):
@@ -31,7 +32,16 @@ def _is_tf_keras(optimizer):
     return isinstance(optimizer, (tf_keras.optimizers.Optimizer, tf_keras.optimizers.legacy.Optimizer))
 
 
-def _wrap_keras3(optimizer, reduce, backward_passes_per_step):
+def _add_local_variable_registry(optimizer, local_variables):
+    def register_local_var(self, variable):
+        """Keeps `variable`'s gradient local: it is not reduced across workers (divided by their number when
+        scale_local_gradients)."""
+        local_variables.add(variable_key(variable))
+
+    optimizer.register_local_var = types.MethodType(register_local_var, optimizer)
+
+
+def _wrap_keras3(optimizer, reduce, backward_passes_per_step, average_aggregated_gradients):
     import keras
 
     compat.check(compat.HOROVOD_API, "keras")
@@ -54,6 +64,8 @@ def _wrap_keras3(optimizer, reduce, backward_passes_per_step):
             if optimizer.built:
                 raise ValueError("wrap the optimizer before training when backward_passes_per_step > 1")
             optimizer.gradient_accumulation_steps = backward_passes_per_step
+        # Keras averages accumulated gradients; Horovod's default sums them.
+        accumulated_scale = 1 if average_aggregated_gradients else backward_passes_per_step
         # Keras calls this on update steps only (after its own gradient accumulation), where tf.distribute
         # would all-reduce: gradients are clipped per worker before averaging, as under tf.distribute.
         original_reduce = optimizer._all_reduce_sum_gradients
@@ -61,6 +73,8 @@ def _wrap_keras3(optimizer, reduce, backward_passes_per_step):
         def _all_reduce_sum_gradients(self, grads_and_vars):
             grads_and_vars = list(original_reduce(grads_and_vars))
             grads = reduce([g for g, _ in grads_and_vars], [v for _, v in grads_and_vars])
+            if accumulated_scale != 1:
+                grads = [None if g is None else g * accumulated_scale for g in grads]
             return list(zip(grads, [v for _, v in grads_and_vars]))
 
         optimizer._all_reduce_sum_gradients = types.MethodType(_all_reduce_sum_gradients, optimizer)
@@ -68,12 +82,12 @@ def _wrap_keras3(optimizer, reduce, backward_passes_per_step):
     return optimizer
 
 
-def _wrap_tf_keras(optimizer, reduce, backward_passes_per_step):
+def _wrap_tf_keras(optimizer, reduce, backward_passes_per_step, average_aggregated_gradients):
     compat.check(compat.HOROVOD_API, "tf_keras")
     if getattr(optimizer, "_bps_wrapped", False):
         raise ValueError("this optimizer is already a DistributedOptimizer")
     original_apply = optimizer.apply_gradients
-    accumulator = LocalAccumulator(backward_passes_per_step)
+    accumulator = LocalAccumulator(backward_passes_per_step, average_aggregated_gradients)
 
     def apply_gradients(self, grads_and_vars, *args, **kwargs):
         grads_and_vars = list(grads_and_vars)
@@ -101,11 +115,11 @@ def _build_tf_keras(optimizer, variables):
 class _DistributedOptimizerV1(tf.compat.v1.train.Optimizer):
     """A tf.compat.v1 optimizer whose compute_gradients() returns gradients reduced across workers."""
 
-    def __init__(self, optimizer, reduce, backward_passes_per_step, name):
+    def __init__(self, optimizer, reduce, backward_passes_per_step, average_aggregated_gradients, name):
         super().__init__(use_locking=False, name=name)
         self._optimizer = optimizer
         self._reduce = reduce
-        self._accumulator = LocalAccumulator(backward_passes_per_step)
+        self._accumulator = LocalAccumulator(backward_passes_per_step, average_aggregated_gradients)
         self._variables = None
 
     def compute_gradients(self, *args, **kwargs):
@@ -139,30 +153,52 @@ class _DistributedOptimizerV1(tf.compat.v1.train.Optimizer):
         return self._optimizer.variables(*args, **kwargs) + self._accumulator.variables()
 
 
+def _check_groups(num_groups, groups):
+    if not isinstance(num_groups, int) or num_groups < 0:
+        raise ValueError(f"num_groups must be an integer >= 0, got {num_groups!r}")
+    if groups is not None and not (isinstance(groups, int) and groups >= 0) and not (
+            isinstance(groups, (list, tuple)) and all(isinstance(g, (list, tuple)) for g in groups)):
+        raise ValueError("groups must be an integer >= 0 or a list of lists of variables")
+
+
 def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="", device_sparse="",
                          compression=Compression.none, sparse_as_dense=False, backward_passes_per_step=1,
-                         op=Average):
-    """Wraps `optimizer` so that gradients are reduced across workers (Horovod's signature).
+                         op=Average, gradient_predivide_factor=1.0, average_aggregated_gradients=False,
+                         num_groups=0, groups=None, process_set=global_process_set, scale_local_gradients=True):
+    """Wraps `optimizer` so that gradients are reduced across workers (Horovod's signature and defaults).
 
-    backward_passes_per_step > 1 sums that many local gradients before one exchange and one update.
-    Sparse gradients (IndexedSlices) are gathered as rows unless `sparse_as_dense` or the dense tensor is
-    smaller; gradients accumulated over several backward passes are dense.
+    backward_passes_per_step > 1 sums (average_aggregated_gradients: averages) that many local gradients
+    before one exchange and one update. Sparse gradients (IndexedSlices) are gathered as rows unless
+    `sparse_as_dense` or the dense tensor is smaller; gradients accumulated over several backward passes are
+    dense. `gradient_predivide_factor` f: gradients are divided by f before the sum and the sum by
+    size/f (op=Average). `process_set`: reduce among its members only. The optimizer's register_local_var()
+    keeps a variable's gradient local (divided by the number of workers when `scale_local_gradients`).
+    `num_groups` and `groups` are accepted: every gradient of a step is already in flight together.
     """
     del use_locking, device_dense, device_sparse
     if backward_passes_per_step < 1:
         raise ValueError(f"backward_passes_per_step must be >= 1, got {backward_passes_per_step}")
-    scope = name or "DistributedOptimizer"
+    _check_groups(num_groups, groups)
+    reduction = GradientReduction(scope=name or "DistributedOptimizer", compression=compression, op=op,
+                                  sparse_as_dense=sparse_as_dense, process_set=process_set,
+                                  gradient_predivide_factor=gradient_predivide_factor,
+                                  scale_local_gradients=scale_local_gradients)
+    local_variables = set()
 
     def reduce(grads, variables):
-        return push_pull_gradients(grads, variables, scope, compression, op, sparse_as_dense)
+        return push_pull_gradients(grads, variables, reduction, local_variables)
 
     if _is_keras3(optimizer):
-        return _wrap_keras3(optimizer, reduce, backward_passes_per_step)
-    if _is_tf_keras(optimizer):
-        return _wrap_tf_keras(optimizer, reduce, backward_passes_per_step)
-    if isinstance(optimizer, tf.compat.v1.train.Optimizer):
-        return _DistributedOptimizerV1(optimizer, reduce, backward_passes_per_step, scope)
-    raise ValueError(
-        f"DistributedOptimizer: unsupported optimizer {type(optimizer).__name__}; expected a Keras 3, tf-keras "
-        "or tf.compat.v1.train optimizer"
-    )
+        wrapped = _wrap_keras3(optimizer, reduce, backward_passes_per_step, average_aggregated_gradients)
+    elif _is_tf_keras(optimizer):
+        wrapped = _wrap_tf_keras(optimizer, reduce, backward_passes_per_step, average_aggregated_gradients)
+    elif isinstance(optimizer, tf.compat.v1.train.Optimizer):
+        wrapped = _DistributedOptimizerV1(optimizer, reduce, backward_passes_per_step, average_aggregated_gradients,
+                                          reduction.scope)
+    else:
+        raise ValueError(
+            f"DistributedOptimizer: unsupported optimizer {type(optimizer).__name__}; expected a Keras 3, tf-keras "
+            "or tf.compat.v1.train optimizer"
+        )
+    _add_local_variable_registry(wrapped, local_variables)
+    return wrapped

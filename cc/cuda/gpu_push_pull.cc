@@ -4,6 +4,8 @@
 #include <atomic>
 #include <mutex>
 
+#include "cc/common/clock.h"
+#include "cc/common/timeline.h"
 #include "cc/cuda/cuda_status.h"
 
 namespace bps {
@@ -39,6 +41,8 @@ struct GpuPushPull::Operation {
   std::mutex mu;
   Status status;
   bool completed = false;
+  double started_at = 0;  // (for the timeline)
+  double summed_at = 0;   // the last chunk's sum reached the host
 
   size_t element() const { return DataTypeSize(dtype); }
   char* device_data(int member, uint64_t offset) const {
@@ -135,6 +139,7 @@ void GpuPushPull::Run(const std::string& name, DataType dtype, uint64_t count, i
   op->priority = priority;
   op->members = std::move(members);
   op->done = std::move(done);
+  op->started_at = NowSeconds();
   Status started = Start(op);
   if (!started.ok()) Complete(op, started);
 }
@@ -278,6 +283,8 @@ Status GpuPushPull::StageToHost(const std::shared_ptr<Operation>& op) {
 }
 
 void GpuPushPull::OnChunkOnHost(const std::shared_ptr<Operation>& op, Chunk* chunk) {
+  // From the request: the framework's stream, the local NCCL reduction and this chunk's copy to the host.
+  Timeline::OfProcess().Span(chunk->name, "REDUCE_COPY_D2H", op->started_at, NowSeconds());
   PushPullRequest request;
   request.name = chunk->name;
   request.scope = nccl_->spans_processes() ? TensorScope::kMachine : TensorScope::kProcess;
@@ -309,6 +316,7 @@ void GpuPushPull::OnChunkSummed(const std::shared_ptr<Operation>& op, Chunk* chu
     if (op->status.ok()) op->status = copied;
   }
   if (--op->chunks_pending > 0) return;
+  op->summed_at = NowSeconds();
   Status result;
   {
     std::lock_guard<std::mutex> lock(op->mu);
@@ -349,6 +357,13 @@ Status GpuPushPull::FinishOnDevices(const std::shared_ptr<Operation>& op) {
   }
   for (int i = 0; i < local; ++i) {
     BPS_RETURN_IF_ERROR(StreamWaits(op->members[i].stream, op->members[i].device, main_streams_[i]));
+  }
+  if (Timeline::OfProcess().on() && local > 0) {
+    // A host callback only while tracing: the copies back and the local broadcast, as the first GPU sees them.
+    BPS_RETURN_IF_ERROR(StreamWaits(notify_streams_[0], op->members[0].device, main_streams_[0]));
+    BPS_RETURN_IF_ERROR(WhenReached(notify_streams_[0], [op] {
+      Timeline::OfProcess().Span(op->name, "COPY_H2D_BROADCAST", op->summed_at, NowSeconds());
+    }));
   }
   return Status::OK();
 }

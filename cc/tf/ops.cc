@@ -69,6 +69,14 @@ REGISTER_OP("BytepsPublish")
     .Doc("The value of `tensor` on worker `root_rank`: the root publishes it, every other worker that runs this "
          "op fetches it; no worker waits for one that does not run it. Once per name and generation.");
 
+REGISTER_OP("BytepsWorkerInfo")
+    .Attr("field: {'rank', 'size', 'local_rank', 'local_size'}")
+    .Output("value: int32")
+    .SetIsStateful()
+    .SetShapeFn(tensorflow::shape_inference::ScalarShape)
+    .Doc("This worker's rank, the number of workers, its local rank or its machine's number of workers, read "
+         "when the op runs.");
+
 REGISTER_OP("BytepsBuildInfo")
     .Output("info: string")
     .SetShapeFn(tensorflow::shape_inference::ScalarShape)

@@ -15,11 +15,13 @@ ALLOWED = {
     "compat": set(),
     "process": {"_native"},
     "core": {"_native", "process"},
+    "process_sets": {"_native", "process", "core"},
+    "objects": {"_native", "process", "core", "process_sets"},
     "launcher": {"_native"},
-    "ops": {"compat", "process"},
-    "tensorflow": {"compat", "process", "ops"},
-    "strategy": {"compat", "process", "core", "ops"},
-    "keras": {"compat", "process", "core", "ops", "tensorflow"},
+    "ops": {"compat", "process", "process_sets"},
+    "tensorflow": {"compat", "process", "core", "process_sets", "objects", "ops"},
+    "strategy": {"compat", "process", "core", "process_sets", "objects", "ops"},
+    "keras": {"compat", "process", "core", "process_sets", "objects", "ops", "tensorflow"},
 }
 
 

@@ -1,0 +1,49 @@
+// Ops that answer questions about the build and the job when a graph runs (not when it is built):
+// BytepsBuildInfo (so that cuda_built() and nccl_built() answer truthfully) and BytepsWorkerInfo (rank_op,
+// size_op, ... of the Horovod API).
+#include "cc/tf/kernel_util.h"
+
+namespace bps {
+
+class BuildInfoOp : public tensorflow::OpKernel {
+ public:
+  explicit BuildInfoOp(tensorflow::OpKernelConstruction* context) : OpKernel(context) {}
+
+  void Compute(tensorflow::OpKernelContext* context) override {
+    tensorflow::Tensor* output = nullptr;
+    OP_REQUIRES_OK(context, context->allocate_output(0, tensorflow::TensorShape({}), &output));
+#ifdef BPS_TF_CUDA
+    output->scalar<tensorflow::tstring>()() = "cuda nccl";
+#else
+    output->scalar<tensorflow::tstring>()() = "";
+#endif
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("BytepsBuildInfo").Device(tensorflow::DEVICE_CPU), BuildInfoOp);
+
+class WorkerInfoOp : public tensorflow::OpKernel {
+ public:
+  explicit WorkerInfoOp(tensorflow::OpKernelConstruction* context) : OpKernel(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("field", &field_));
+  }
+
+  void Compute(tensorflow::OpKernelContext* context) override {
+    std::shared_ptr<Engine> engine = EngineOrFail(context, field_ + "_op");
+    if (engine == nullptr) return;
+    tensorflow::Tensor* output = nullptr;
+    OP_REQUIRES_OK(context, context->allocate_output(0, tensorflow::TensorShape({}), &output));
+    int value = field_ == "rank"         ? engine->rank()
+                : field_ == "size"       ? engine->size()
+                : field_ == "local_rank" ? engine->local_rank()
+                                         : engine->local_size();
+    output->scalar<int32_t>()() = value;
+  }
+
+ private:
+  std::string field_;
+};
+
+REGISTER_KERNEL_BUILDER(Name("BytepsWorkerInfo").Device(tensorflow::DEVICE_CPU), WorkerInfoOp);
+
+}  // namespace bps
