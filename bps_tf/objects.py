@@ -22,10 +22,15 @@ def _pickled(obj):
     return np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
 
 
+def _scoped(name, ranks):
+    """The name of an object exchange: each process set exchanges under its own names."""
+    return (name or "object") + "".join(f".{r}" for r in ranks)
+
+
 def broadcast_object(obj, root_rank=0, name=None, process_set=None):
     """Returns `obj` as it is on `root_rank` (pickled there, unpickled everywhere)."""
-    name = name or "object"
-    ranks = process_sets.members(process_set, f"broadcast_object '{name}'")
+    ranks = process_sets.members(process_set, f"broadcast_object '{name or 'object'}'")
+    name = _scoped(name, ranks)
     if ranks and root_rank not in ranks:
         raise ValueError(f"broadcast_object '{name}': root_rank {root_rank} is not in {process_set}")
     is_root = rank() == root_rank
@@ -39,8 +44,8 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=None):
 
 def allgather_object(obj, name=None, process_set=None):
     """Every worker's `obj` (of `process_set`'s members), as a list in rank order."""
-    name = name or "object"
-    ranks = process_sets.members(process_set, f"allgather_object '{name}'")
+    ranks = process_sets.members(process_set, f"allgather_object '{name or 'object'}'")
+    name = _scoped(name, ranks)
     count, me = process_sets.set_size(process_set), process_sets.position(process_set)
     payload = _pickled(obj)
     lengths = np.zeros(count, np.int64)

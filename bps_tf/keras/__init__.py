@@ -9,8 +9,8 @@ from bps_tf.ops import Average, Compression, Sum, broadcast_variables
 from bps_tf.process import is_initialized, local_rank, local_size, rank, shutdown, size
 from bps_tf.process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
 from bps_tf.tensorflow import (
-    DistributedOptimizer, ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled, init,
-    mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, rocm_built, start_timeline, stop_timeline,
+    DistributedOptimizer, barrier, ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled, init,
+    join, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, rocm_built, start_timeline, stop_timeline,
 )
 from bps_tf.tensorflow.not_offered import not_offered
 
@@ -20,7 +20,7 @@ __all__ = [
     "gloo_enabled", "gloo_built", "nccl_built", "ddl_built", "ccl_built", "cuda_built", "rocm_built",
     "ProcessSet", "global_process_set", "add_process_set", "remove_process_set", "Average", "Sum", "Compression",
     "DistributedOptimizer", "broadcast_global_variables", "broadcast_variables", "allreduce", "allgather",
-    "broadcast", "reducescatter", "load_model", "SyncBatchNormalization",
+    "broadcast", "reducescatter", "load_model", "SyncBatchNormalization", "barrier", "join",
 ]
 
 

@@ -43,7 +43,8 @@ def _scaled(tensor, factor):
     return tf.cast(tf.cast(tensor, tf.float64) * factor, tensor.dtype)
 
 
-def _set_label(members):
+def set_label(members):
+    """Each process set has names of its own, as in Horovod: '.set.0.2' for ranks 0 and 2, '' for all."""
     return "".join(f".{r}" for r in members) and ".set" + "".join(f".{r}" for r in members)
 
 
@@ -70,7 +71,7 @@ def push_pull(tensor, name=None, op=Average, compression=Compression.none, prior
     if tensor.dtype == tf.bool:
         raise ValueError(f"{what}: bool tensors cannot be reduced; cast them to an integer dtype")
     # The op and the set are part of the name: one call site may reduce the same tensor several ways.
-    kind = "push_pull" + ("" if _SERVER_OP[op] == "sum" else f".{_SERVER_OP[op]}") + _set_label(members)
+    kind = "push_pull" + ("" if _SERVER_OP[op] == "sum" else f".{_SERVER_OP[op]}") + set_label(members)
     full_name = naming.tensor_name(tensor, name, kind, uses=int(local_devices), ignore_name_scope=ignore_name_scope)
     on_cpu = op in (Min, Max, Product) or bool(members)
     with tf.device("/cpu:0") if on_cpu else contextlib.nullcontext():
@@ -93,7 +94,7 @@ def broadcast(tensor, root_rank, name=None, process_set=None, ignore_name_scope=
     members = process_sets.members(process_set, what)
     if members and root_rank not in members:
         raise ValueError(f"{what}: root_rank {root_rank} is not in {process_set}")
-    full_name = naming.tensor_name(tensor, name, "broadcast" + _set_label(members), ignore_name_scope=ignore_name_scope)
+    full_name = naming.tensor_name(tensor, name, "broadcast" + set_label(members), ignore_name_scope=ignore_name_scope)
     with tf.device("/cpu:0") if members else contextlib.nullcontext():
         wire, original = to_wire(tensor, what)
         value = ops.byteps_broadcast(wire, tensor_name=full_name, root_rank=int(root_rank), process_set=members)

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from bps_tf import process_sets
 from bps_tf.ops.library import ops
-from bps_tf.ops.collectives import Average, Sum, push_pull
+from bps_tf.ops.collectives import Average, Sum, push_pull, set_label
 from bps_tf.ops.wire_dtypes import from_wire, to_wire
 from bps_tf.process import size
 
@@ -33,7 +33,7 @@ def _gather_rows(rows, before, total, name, priority, process_set=None):
     """Every worker's `rows` concatenated along axis 0; this worker's start at row `before` of `total`."""
     members = process_sets.members(process_set, f"gather of '{name}'")
     wire, original = to_wire(rows, f"gather of '{name}'")
-    gathered = ops.byteps_gather(wire, before, total, tensor_name=f"gather.{name}", priority=int(priority),
+    gathered = ops.byteps_gather(wire, before, total, tensor_name=f"gather{set_label(members)}.{name}", priority=int(priority),
                                  process_set=members)
     return from_wire(gathered, original)
 

@@ -22,5 +22,5 @@ def broadcast_variables(variables, root_rank, name="variables", process_set=None
     if not tf.executing_eagerly():
         return assign_all()
     if variables:
-        tf.function(assign_all, autograph=False)()
+        tf.function(lambda: [assign_all()][:0], autograph=False)()  # (a tf.function returns no Operation)
     return None
