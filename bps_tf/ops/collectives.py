@@ -9,7 +9,8 @@ from bps_tf import process_sets
 from bps_tf.ops import naming
 from bps_tf.ops.compression import Compression
 from bps_tf.ops.library import ops
-from bps_tf.ops.wire_dtypes import SUPPORTED_DTYPES, from_wire, to_wire  # noqa: F401 (SUPPORTED_DTYPES re-exported)
+from bps_tf.ops.wire_dtypes import SUPPORTED_DTYPES  # noqa: F401 (re-exported)
+from bps_tf.ops.wire_dtypes import check_travels, from_wire, to_wire
 from bps_tf.process import rank
 
 # Reduction ops, as in Horovod. Average is a sum divided by the number of workers taking part.
@@ -66,6 +67,7 @@ def push_pull(tensor, name=None, op=Average, compression=Compression.none, prior
     tensor = tf.convert_to_tensor(tensor)
     what = f"push_pull of '{name or tensor.dtype.name}'"
     members = process_sets.members(process_set, what)
+    check_travels(tensor.dtype, what)
     if op == Average and not tensor.dtype.is_floating:
         raise ValueError(f"{what}: op=Average needs a floating dtype, got {tensor.dtype.name}; use op=bps.Sum")
     if tensor.dtype == tf.bool:

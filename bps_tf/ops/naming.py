@@ -14,6 +14,7 @@ import tensorflow as tf
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _used_in_graph = weakref.WeakKeyDictionary()  # graph -> {name: uses}
+_labels_in_graph = weakref.WeakKeyDictionary()  # graph -> {label: times asked for}
 
 
 def _caller_location():
@@ -45,6 +46,17 @@ def claim(full_name, uses=1):
             f"the name '{full_name}' is used by two push_pull/broadcast ops in one graph (a tf.function or TF1 "
             "graph). Its ops run in any order, so workers could pair the two differently and sum the wrong "
             "tensors together; give each op its own name (the name= argument).")
+
+
+def occurrence_in_graph(label):
+    """How many times `label` was asked for before in the graph being built (0 eagerly, where one name
+    serves every call). Graphs are built in the same order on every worker, so the count is too."""
+    if tf.executing_eagerly():
+        return 0
+    graph = tf.compat.v1.get_default_graph()
+    seen = _labels_in_graph.setdefault(graph, {})
+    seen[label] = seen.get(label, 0) + 1
+    return seen[label] - 1
 
 
 def tensor_name(tensor, name, kind, with_shape=True, uses=1, ignore_name_scope=True):

@@ -8,14 +8,19 @@ _WIDENED = {tf.int8: tf.int32, tf.uint8: tf.int32, tf.int16: tf.int32, tf.uint16
             tf.bool: tf.int32}
 
 
+def check_travels(dtype, what):
+    """A ValueError naming the supported dtypes unless `dtype` can travel."""
+    if dtype not in SUPPORTED_DTYPES and dtype not in _WIDENED:
+        names = ", ".join(d.name for d in SUPPORTED_DTYPES + tuple(_WIDENED))
+        raise ValueError(f"{what}: unsupported dtype {dtype.name}; supported: {names}")
+
+
 def to_wire(tensor, what):
     """(the tensor as it travels, its own dtype if it was widened else None)."""
+    check_travels(tensor.dtype, what)
     if tensor.dtype in SUPPORTED_DTYPES:
         return tensor, None
-    if tensor.dtype in _WIDENED:
-        return tf.cast(tensor, _WIDENED[tensor.dtype]), tensor.dtype
-    names = ", ".join(d.name for d in SUPPORTED_DTYPES + tuple(_WIDENED))
-    raise ValueError(f"{what}: unsupported dtype {tensor.dtype.name}; supported: {names}")
+    return tf.cast(tensor, _WIDENED[tensor.dtype]), tensor.dtype
 
 
 def from_wire(tensor, original):

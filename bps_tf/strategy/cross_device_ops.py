@@ -40,7 +40,10 @@ def _label(value):
     """A name for the reduction that is the same on every worker (and every step in a tf.function)."""
     first = _local_values(value)[0]
     if isinstance(first, tf.Variable):
-        return f"var/{first.name}"
+        # Variables of one name (two tf-keras metrics' "total") may be read in one graph: count them.
+        label = f"var/{first.name}"
+        occurrence = naming.occurrence_in_graph(label)
+        return f"{label}#{occurrence}" if occurrence else label
     if not tf.executing_eagerly() and hasattr(first, "name"):
         return None  # the graph tensor's name (see naming.tensor_name)
     return "eager"

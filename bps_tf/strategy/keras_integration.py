@@ -103,13 +103,16 @@ def _secondary_worker(model):
     return is_bps_strategy(strategy) and strategy.extended._id_in_cluster != 0
 
 
-def _worker_zero_writes_then_all_wait(key):
-    """Worker 0 alone runs the method (it writes a file); every worker of a multi-worker job then waits
-    until it has. Keras calls these methods at the same points on every worker (logs are global)."""
+def _worker_zero_writes_then_all_wait(key, every_worker_runs=False):
+    """Worker 0 alone runs the method (it writes a file), or every worker when `every_worker_runs` (the
+    method itself sends the others' copies elsewhere); every worker of a multi-worker job then waits until
+    it has, so that whoever reads the file next finds it whole. Keras calls these methods at the same points
+    on every worker (logs are global)."""
     original = compat.target(key)
 
     def method(self, *args, **kwargs):
-        result = None if _secondary_worker(self.model) else original(self, *args, **kwargs)
+        skip = _secondary_worker(self.model) and not every_worker_runs
+        result = None if skip else original(self, *args, **kwargs)
         if _multi_worker(getattr(self.model, "distribute_strategy", None)):
             core.barrier()
         return result
@@ -164,11 +167,17 @@ def _install_worker_zero_files():
 
 
 def install():
-    """Patches Keras 3 once per process (a no-op without Keras 3: tf-keras needs none of this)."""
+    """Patches Keras once per process: Keras 3 where installed, and tf-keras's checkpoints when tf.keras is
+    tf-keras (it writes them as under MultiWorkerMirroredStrategy: worker 0 to the path, the others to
+    scratch copies it deletes)."""
     global _installed
-    if _installed or compat.installed_version("keras") is None:
+    if _installed:
         return
     _installed = True
+    if compat.keras_in_use() == "tf_keras":
+        _worker_zero_writes_then_all_wait("tf_keras.ModelCheckpoint._save_model", every_worker_runs=True)
+    if compat.installed_version("keras") is None:
+        return
     _install_global_finite_check()
     _install_global_predict_concat()
     _install_uniform_epoch_length()

@@ -72,7 +72,11 @@ def _scaled_local(gradient, reduction):
 
 
 def variable_key(variable):
-    """A hashable identity of a tf.Variable or Keras 3 variable (neither hashes by identity itself)."""
+    """A hashable identity of a tf.Variable or Keras 3 variable (neither hashes by identity itself). A Keras 3
+    variable is known by the tf.Variable it holds: its optimizer sees that one."""
+    held = getattr(variable, "value", None)
+    if not isinstance(variable, tf.Variable) and isinstance(held, tf.Variable):
+        variable = held
     return variable.ref() if hasattr(variable, "ref") else ("object", id(variable))
 
 

@@ -5,6 +5,8 @@ It derives from the BatchNormalization of the Keras that tf.keras resolves to (K
 TF_USE_LEGACY_KERAS=1) and replaces the private method that computes the batch moments (bps_tf.compat).
 """
 
+import functools
+
 import tensorflow as tf
 
 from bps_tf import compat
@@ -32,6 +34,7 @@ def _global_moments(inputs, axes, keepdims, name, mask=None):
     return tf.cast(mean, inputs.dtype), tf.cast(variance, inputs.dtype)
 
 
+@functools.cache  # one class, so that isinstance() and Keras's registry see the same one
 def _keras3_class():
     import keras
 
@@ -49,6 +52,7 @@ def _keras3_class():
     return SyncBatchNormalization
 
 
+@functools.cache
 def _tf_keras_class():
     import tf_keras
 

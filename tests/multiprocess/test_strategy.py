@@ -52,3 +52,13 @@ def test_strategy_example_trains_to_a_good_test_accuracy(example):
     accuracies = re.findall(r"worker (\d): test (?:loss [0-9.]+, test )?accuracy ([0-9.]+)", result.stdout)
     assert len(accuracies) == 2, result.stdout[-6000:]
     assert accuracies[0][1] == accuracies[1][1] and float(accuracies[0][1]) > 0.9, accuracies
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("legacy_keras", [0, 1], ids=["keras_3", "tf_keras"])
+def test_multi_worker_tutorial_code_with_the_strategy_swapped(tmp_path, legacy_keras):
+    """Cluster resolver, fit with ModelCheckpoint and BackupAndRestore inside the scope on shared paths,
+    every worker loading the checkpoint right after fit, a variable created on worker 0 only."""
+    result = run_local("strategy_real_client.py", 2, 1, tmp_path, TF_USE_LEGACY_KERAS=legacy_keras)
+    assert_job_ok(result, 2, "real client code ok")
+    assert (tmp_path / "model.keras").exists() and (tmp_path / "saved" / "final.keras").exists()
