@@ -50,10 +50,12 @@ def check_tape(keras, rank, size):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
-def check_backward_passes(keras, rank, size):
-    """Two micro-batches per update: the update uses the mean gradient of both global micro-batches."""
+def check_backward_passes(keras, rank, size, average):
+    """Two micro-batches per update: the update uses the sum (Horovod's default) or, with
+    average_aggregated_gradients, the mean of both global micro-batches' gradients."""
     model, reference = make_model(keras), make_model(keras)
-    optimizer = bps.DistributedOptimizer(keras.optimizers.SGD(0.1), backward_passes_per_step=2)
+    optimizer = bps.DistributedOptimizer(keras.optimizers.SGD(0.1), backward_passes_per_step=2,
+                                         average_aggregated_gradients=average)
     reference_optimizer = keras.optimizers.SGD(0.1)
     pending = []
     for x, y in global_batches(size):
@@ -65,8 +67,8 @@ def check_backward_passes(keras, rank, size):
             loss = loss_fn(reference, x, y)
         pending.append(tape.gradient(loss, reference.trainable_variables))
         if len(pending) == 2:
-            mean = [(a + b) / 2 for a, b in zip(*pending)]
-            reference_optimizer.apply_gradients(zip(mean, reference.trainable_variables))
+            combined = [(a + b) / 2 if average else a + b for a, b in zip(*pending)]
+            reference_optimizer.apply_gradients(zip(combined, reference.trainable_variables))
             pending = []
     for got, want in zip(model.get_weights(), reference.get_weights()):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
@@ -80,7 +82,8 @@ def main():
     rank, size = bps.rank(), bps.size()
     for module in (keras, tf_keras):
         check_tape(module, rank, size)
-        check_backward_passes(module, rank, size)
+        for average in (False, True):
+            check_backward_passes(module, rank, size, average)
     print(f"rank {rank}: equals single-process training", flush=True)
     bps.shutdown()
 
