@@ -3,12 +3,13 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(abspath $(VENV))/bin/python
+TF215_PY := $(abspath .venv-tf2.15)/bin/python
 BAZEL_CACHE ?= $(HOME)/.cache/bps_tf/bazel-disk
 BAZEL_FLAGS := --repo_env=PYTHON_BIN_PATH=$(PY) --disk_cache=$(BAZEL_CACHE)
 CORE_TARGETS := //cc:libbps_core.so //cc/python:_core.so //cc/tf:_bps_ops.so
 CUDA_TARGETS := //cc/cuda:cuda //cc/cuda:gpu_local_test //cc/cuda:gpu_job //cc/cuda:gpu_bench //cc/tf:_bps_ops.so
 
-.PHONY: demo test setup build test-cc test-py
+.PHONY: demo test setup build build-tf2.15 test-cc test-py
 
 # TF_CPP_MIN_LOG_LEVEL=2 keeps TensorFlow's start-up notices out of the demo's output.
 demo: build
@@ -19,10 +20,16 @@ test: test-cc test-py
 setup:
 	@scripts/setup.sh
 
-# Builds the core and puts the shared libraries next to the Python package (copied only when changed).
+# Builds the core and puts the shared libraries next to the Python package (copied only when changed). The
+# op library is named after the TensorFlow line it was built for (bps_tf/compat.py, op_library_name).
 build: setup
 	bazel build $(BAZEL_FLAGS) $(CORE_TARGETS)
-	@install -C -m 644 bazel-bin/cc/libbps_core.so bazel-bin/cc/python/_core.so bazel-bin/cc/tf/_bps_ops.so bps_tf/
+	@install -C -m 644 bazel-bin/cc/libbps_core.so bazel-bin/cc/python/_core.so bps_tf/
+	@install -C -m 644 bazel-bin/cc/tf/_bps_ops.so bps_tf/$$($(PY) -c 'from bps_tf import compat; print(compat.op_library_name())')
+
+# The op library for the second TensorFlow line (.venv-tf2.15).
+build-tf2.15: build
+	@scripts/build_ops.sh $(TF215_PY)
 
 # Where nvcc is present, the CUDA build is compiled too, so it cannot rot unnoticed (its tests need a GPU:
 # scripts/gpu_check.sh).
@@ -32,5 +39,5 @@ test-cc: setup
 	  bazel test $(BAZEL_FLAGS) --config=cuda //cc/cuda:local_rendezvous_test; \
 	else echo "no nvcc: CUDA build skipped"; fi
 
-test-py: build
+test-py: build build-tf2.15
 	$(PY) -m pytest -q tests

@@ -25,14 +25,20 @@ OPS = "ops"                  # the op library and its wrappers (bps_tf.ops)
 HOROVOD_API = "horovod_api"  # bps_tf.tensorflow and bps_tf.keras
 STRATEGY = "strategy"        # BytePSStrategy
 
-# The packages whose private API is used. "keras" is Keras 3; "tf_keras" is Keras 2 as TensorFlow ships it.
+# The packages whose private API is used. "keras" is Keras 3. "tf_keras" is Keras 2: the tf-keras package
+# (TensorFlow 2.16 and later, tf.keras with TF_USE_LEGACY_KERAS=1), or the keras package itself where it is
+# still Keras 2 (TensorFlow 2.15, whose tf.keras it is). Targets name its modules "tf_keras.*" either way.
 PACKAGES = ("tensorflow", "keras", "tf_keras")
 
-# major.minor releases each part was checked against, by package.
+# The TensorFlow lines the op library builds against and the Horovod-compatible API runs on.
+TF_LINES = tuple(f"2.{minor}" for minor in range(15, 22))
+
+# major.minor releases each part supports, by package. BytePSStrategy overrides much more private API than
+# the rest: it supports the releases it was tested with.
 SUPPORTED_VERSIONS = {
-    OPS: {"tensorflow": ("2.21",)},
-    HOROVOD_API: {"tensorflow": ("2.21",), "keras": ("3.15",), "tf_keras": ("2.21",)},
-    STRATEGY: {"tensorflow": ("2.21",), "keras": ("3.15",), "tf_keras": ("2.21",)},
+    OPS: {"tensorflow": TF_LINES},
+    HOROVOD_API: {"tensorflow": TF_LINES, "keras": ("3.15",), "tf_keras": TF_LINES},
+    STRATEGY: {"tensorflow": ("2.15", "2.21"), "keras": ("3.15",), "tf_keras": ("2.15", "2.21")},
 }
 
 
@@ -191,27 +197,65 @@ _DISTRIBUTIONS = {
 }
 
 
-def installed_version(package):
-    """The installed version of `package`, or None. Keras 2 under the name keras counts as not installed."""
-    module = sys.modules.get(package)
-    version = getattr(module, "__version__", None)
-    for distribution in () if version else _DISTRIBUTIONS[package]:
+def _version_of(module_name, distributions):
+    """The version of a module (as imported, else as installed), or None."""
+    version = getattr(sys.modules.get(module_name), "__version__", None)
+    for distribution in () if version else distributions:
         try:
-            version = importlib.metadata.version(distribution)
-            break
+            return importlib.metadata.version(distribution)
         except importlib.metadata.PackageNotFoundError:
             continue
+    return version
+
+
+def _keras_package_version():
+    return _version_of("keras", _DISTRIBUTIONS["keras"])
+
+
+def _legacy_keras_asked():
+    return os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true", "yes")
+
+
+def keras2_module_name():
+    """The module that is Keras 2 here: tf_keras when installed and TF_USE_LEGACY_KERAS asks for it (as
+    tf.keras then resolves), else keras where that package is Keras 2 (TensorFlow 2.15), else tf_keras if
+    installed; None without a Keras 2."""
+    has_tf_keras = _version_of("tf_keras", _DISTRIBUTIONS["tf_keras"]) is not None
+    if has_tf_keras and _legacy_keras_asked():
+        return "tf_keras"
+    keras_version = _keras_package_version()
+    if keras_version is not None and keras_version.startswith("2."):
+        return "keras"
+    return "tf_keras" if has_tf_keras else None
+
+
+def keras2():
+    """Keras 2's module (see keras2_module_name)."""
+    return importlib.import_module(keras2_module_name())
+
+
+def installed_version(package):
+    """The installed version of `package` ("keras": Keras 3 only; "tf_keras": Keras 2, see PACKAGES), or None."""
+    if package == "tf_keras":
+        module_name = keras2_module_name()
+        return None if module_name is None else _version_of(module_name, _DISTRIBUTIONS[module_name])
+    version = _version_of(package, _DISTRIBUTIONS[package])
     if package == "keras" and version is not None and not version.startswith("3."):
         return None
     return version
 
 
 def keras_in_use():
-    """The Keras that tf.keras resolves to: "tf_keras" with TF_USE_LEGACY_KERAS=1, else "keras" (Keras 3),
-    or None when that one is not installed."""
-    legacy = os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true", "yes")
-    package = "tf_keras" if legacy else "keras"
+    """The Keras that tf.keras resolves to: "tf_keras" (Keras 2) with TF_USE_LEGACY_KERAS=1 or where the keras
+    package is Keras 2 (TensorFlow 2.15), else "keras" (Keras 3); None when that one is not installed."""
+    package = "tf_keras" if _legacy_keras_asked() or keras2_module_name() == "keras" else "keras"
     return package if installed_version(package) else None
+
+
+def op_library_name():
+    """The file name of the op library built for the installed TensorFlow line: each line has its own, as
+    an op library works only with the TensorFlow it was compiled against."""
+    return f"_bps_ops_tf{_major_minor(installed_version('tensorflow'))}.so"
 
 
 def _major_minor(version):
@@ -226,8 +270,15 @@ def _versions_text(part):
     return f"installed: {installed}; bps_tf's {part.replace('_', ' ')} supports {supported}"
 
 
+def module_of(target):
+    """The module that holds `target` here (Keras 2 targets: in the module that is Keras 2 here)."""
+    if target.package == "tf_keras" and target.module.split(".")[0] == "tf_keras":
+        return keras2_module_name() + target.module[len("tf_keras"):]
+    return target.module
+
+
 def _resolve(target):
-    obj = importlib.import_module(target.module)
+    obj = importlib.import_module(module_of(target))
     for name in filter(None, target.attribute.split(".")):
         obj = getattr(obj, name)  # AttributeError: missing
     return obj
@@ -240,28 +291,29 @@ def _parameter_names(obj):
 
 def problem(target):
     """What is wrong with `target` in the installed version, or None."""
+    where = f"{module_of(target)}.{target.attribute}".rstrip(".")
     try:
         obj = _resolve(target)
     except (ImportError, AttributeError) as error:
-        return f"{target.module}.{target.attribute} is missing ({error})".replace(". is", " is")
+        return f"{where} is missing ({error})"
     if target.kind is not None and not isinstance(obj, target.kind):
-        return f"{target.module}.{target.attribute} is a {type(obj).__name__}, not a {target.kind.__name__}"
+        return f"{where} is a {type(obj).__name__}, not a {target.kind.__name__}"
     if target.parameters is not None:
         try:
             found = _parameter_names(obj)
         except (TypeError, ValueError):
-            return f"{target.module}.{target.attribute} is not a function"
+            return f"{where} is not a function"
         if found != target.parameters:
-            return (f"{target.module}.{target.attribute} takes ({', '.join(found)}), "
+            return (f"{where} takes ({', '.join(found)}), "
                     f"bps_tf was written for ({', '.join(target.parameters)})")
     if target.assigns:
         try:
             source = inspect.getsource(obj)
         except (OSError, TypeError):
-            return f"the code of {target.module}.{target.attribute} cannot be read to check it"
+            return f"the code of {where} cannot be read to check it"
         missing = [name for name in target.assigns if f"self.{name} =" not in source]
         if missing:
-            return f"{target.module}.{target.attribute} no longer sets {', '.join(missing)}"
+            return f"{where} no longer sets {', '.join(missing)}"
     return None
 
 
@@ -310,7 +362,7 @@ def replace(key, value):
     original = target(key)
     t = next(t for t in TARGETS if t.key == key)
     *owner_path, name = t.attribute.split(".")
-    owner = importlib.import_module(t.module)
+    owner = importlib.import_module(module_of(t))
     for part in owner_path:
         owner = getattr(owner, part)
     setattr(owner, name, value)

@@ -39,3 +39,18 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e .
   echo "$wanted" > "$stamp"
 fi
+
+# The second TensorFlow line (TensorFlow 2.15 with tf.estimator), in a virtual environment of its own.
+TF215=.venv-tf2.15
+if [ ! -x "$TF215/bin/python" ]; then
+  echo "setup: creating $TF215"
+  "$PYTHON" -m venv "$TF215"
+fi
+stamp=$TF215/.bps_tf_requirements
+wanted=$(cat requirements-tf2.15.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
+  echo "setup: installing Python packages into $TF215"
+  "$TF215/bin/python" -m pip install -q -r requirements-tf2.15.txt
+  "$TF215/bin/python" -m pip install -q --no-deps --no-build-isolation -e .
+  echo "$wanted" > "$stamp"
+fi

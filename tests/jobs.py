@@ -24,10 +24,11 @@ def clean_env(**extra):
     return env
 
 
-def run_local(script, workers, servers, *args, timeout=240, **env):
-    """Runs tests/workers/<script> as a `bpslaunch --local` job; returns the CompletedProcess."""
+def run_local(script, workers, servers, *args, timeout=240, python=sys.executable, **env):
+    """Runs tests/workers/<script> as a `bpslaunch --local` job, its workers with `python`; returns the
+    CompletedProcess."""
     command = [BPSLAUNCH, "--local", "--workers", str(workers), "--servers", str(servers),
-               "--timeout", str(timeout), "--", sys.executable, str(WORKERS_DIR / script), *map(str, args)]
+               "--timeout", str(timeout), "--", str(python), str(WORKERS_DIR / script), *map(str, args)]
     return subprocess.run(command, env=clean_env(**env), capture_output=True, text=True, timeout=timeout + 60)
 
 

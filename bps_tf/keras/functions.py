@@ -58,7 +58,7 @@ def load_model(filepath, custom_optimizers=None, custom_objects=None, compressio
     for optimizer_class in custom_optimizers or ():
         objects.setdefault(optimizer_class.__name__, optimizer_class)
     if compat.keras_in_use() == "tf_keras":
-        import tf_keras as keras
+        keras = compat.keras2()
     else:
         import keras
     model = keras.models.load_model(filepath, custom_objects=objects)

@@ -1,6 +1,9 @@
-"""The op library `_bps_ops.so`, loaded once, and the one TensorFlow-global setting bps_tf makes."""
+"""The op library built for the installed TensorFlow line (`_bps_ops_tf<major>.<minor>.so`), loaded once,
+and the one TensorFlow-global setting bps_tf makes."""
 
+import glob
 import os
+import sys
 
 import tensorflow as tf
 
@@ -8,9 +11,14 @@ from bps_tf import compat
 
 compat.check_part(compat.OPS)
 
-_LIBRARY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_bps_ops.so")
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_LIBRARY = os.path.join(_PACKAGE_DIR, compat.op_library_name())
 if not os.path.exists(_LIBRARY):
-    raise ImportError(f"{_LIBRARY} is missing: build bps_tf first (`make build`, see README.md)")
+    _built = sorted(os.path.basename(p) for p in glob.glob(os.path.join(_PACKAGE_DIR, "_bps_ops_tf*.so")))
+    raise ImportError(
+        f"bps_tf's TensorFlow ops are not built for TensorFlow {tf.__version__}: {_LIBRARY} is missing (built: "
+        f"{', '.join(_built) or 'none'}). Build them for this Python with `scripts/build_ops.sh {sys.executable}` "
+        "(README.md, \"Another TensorFlow\").")
 ops = tf.load_op_library(_LIBRARY)
 
 OP_TYPES = frozenset({"BytepsPushPull", "BytepsGather", "BytepsBroadcast", "BytepsPublish"})

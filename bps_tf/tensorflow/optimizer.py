@@ -24,12 +24,11 @@ def _is_keras3(optimizer):
     return isinstance(optimizer, keras.optimizers.Optimizer)
 
 
-def _is_tf_keras(optimizer):
+def _is_keras2(optimizer):
     if compat.installed_version("tf_keras") is None:
         return False
-    import tf_keras
-
-    return isinstance(optimizer, (tf_keras.optimizers.Optimizer, tf_keras.optimizers.legacy.Optimizer))
+    keras2 = compat.keras2()
+    return isinstance(optimizer, (keras2.optimizers.Optimizer, keras2.optimizers.legacy.Optimizer))
 
 
 def _add_local_variable_registry(optimizer, local_variables):
@@ -82,7 +81,7 @@ def _wrap_keras3(optimizer, reduce, backward_passes_per_step, average_aggregated
     return optimizer
 
 
-def _wrap_tf_keras(optimizer, reduce, backward_passes_per_step, average_aggregated_gradients):
+def _wrap_keras2(optimizer, reduce, backward_passes_per_step, average_aggregated_gradients):
     compat.check(compat.HOROVOD_API, "tf_keras")
     if getattr(optimizer, "_bps_wrapped", False):
         raise ValueError("this optimizer is already a DistributedOptimizer")
@@ -97,14 +96,14 @@ def _wrap_tf_keras(optimizer, reduce, backward_passes_per_step, average_aggregat
             return original_apply(list(zip(reduce(grads, variables), variables)), *args, **kwargs)
 
         return accumulator.run([g for g, _ in grads_and_vars], reduce_and_apply,
-                               prepare=lambda: _build_tf_keras(self, variables))
+                               prepare=lambda: _build_keras2(self, variables))
 
     optimizer.apply_gradients = types.MethodType(apply_gradients, optimizer)
     optimizer._bps_wrapped = True
     return optimizer
 
 
-def _build_tf_keras(optimizer, variables):
+def _build_keras2(optimizer, variables):
     """Creates the optimizer's slots now: later they would be created inside a conditional branch."""
     if hasattr(optimizer, "_create_all_weights"):  # tf-keras legacy optimizers
         optimizer._create_all_weights(variables)
@@ -190,8 +189,8 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
 
     if _is_keras3(optimizer):
         wrapped = _wrap_keras3(optimizer, reduce, backward_passes_per_step, average_aggregated_gradients)
-    elif _is_tf_keras(optimizer):
-        wrapped = _wrap_tf_keras(optimizer, reduce, backward_passes_per_step, average_aggregated_gradients)
+    elif _is_keras2(optimizer):
+        wrapped = _wrap_keras2(optimizer, reduce, backward_passes_per_step, average_aggregated_gradients)
     elif isinstance(optimizer, tf.compat.v1.train.Optimizer):
         wrapped = _DistributedOptimizerV1(optimizer, reduce, backward_passes_per_step, average_aggregated_gradients,
                                           reduction.scope)

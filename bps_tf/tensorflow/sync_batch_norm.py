@@ -1,8 +1,8 @@
 """SyncBatchNormalization: batch normalization whose batch statistics are those of every worker's batch
 together (one push_pull of the counts, sums and sums of squares per call), for small per-worker batches.
 
-It derives from the BatchNormalization of the Keras that tf.keras resolves to (Keras 3, or tf-keras with
-TF_USE_LEGACY_KERAS=1) and replaces the private method that computes the batch moments (bps_tf.compat).
+It derives from the BatchNormalization of the Keras that tf.keras resolves to (Keras 3, or Keras 2: tf-keras
+with TF_USE_LEGACY_KERAS=1, or keras 2.15 on TensorFlow 2.15) and replaces the private method that computes the batch moments (bps_tf.compat).
 """
 
 import functools
@@ -53,14 +53,13 @@ def _keras3_class():
 
 
 @functools.cache
-def _tf_keras_class():
-    import tf_keras
-
+def _keras2_class():
+    keras2 = compat.keras2()
     compat.check(compat.HOROVOD_API, "tf_keras")
 
-    @tf_keras.utils.register_keras_serializable(package="bps_tf")
-    class SyncBatchNormalization(tf_keras.layers.BatchNormalization):
-        """tf_keras.layers.BatchNormalization with batch statistics over every worker's batch."""
+    @keras2.utils.register_keras_serializable(package="bps_tf")
+    class SyncBatchNormalization(keras2.layers.BatchNormalization):
+        """Keras 2's BatchNormalization with batch statistics over every worker's batch."""
 
         def __init__(self, fused=False, **kwargs):
             if fused:
@@ -76,4 +75,4 @@ def _tf_keras_class():
 
 def sync_batch_normalization_class():
     """SyncBatchNormalization for the Keras that tf.keras resolves to."""
-    return _tf_keras_class() if compat.keras_in_use() == "tf_keras" else _keras3_class()
+    return _keras2_class() if compat.keras_in_use() == "tf_keras" else _keras3_class()

@@ -19,7 +19,7 @@ def fresh_checks(monkeypatch):
 
 
 def _owner_and_name(target):
-    owner = importlib.import_module(target.module)
+    owner = importlib.import_module(compat.module_of(target))
     *path, name = target.attribute.split(".")
     for part in path:
         owner = getattr(owner, part)
@@ -52,7 +52,7 @@ def test_a_missing_target_is_an_error_naming_the_versions(target, monkeypatch):
             if cls is not object and name in vars(cls):
                 monkeypatch.delattr(cls, name)
     else:
-        monkeypatch.setitem(sys.modules, target.module, None)  # the module cannot be imported
+        monkeypatch.setitem(sys.modules, compat.module_of(target), None)  # the module cannot be imported
     with pytest.raises(compat.IncompatibleVersionError) as raised:
         compat.check(target.part, target.package)
     message = str(raised.value)

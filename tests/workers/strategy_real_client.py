@@ -6,7 +6,8 @@ created on worker 0 only inside the scope must not stop the job.
 
 Runs under Keras 3, or tf-keras with TF_USE_LEGACY_KERAS=1 (tf.keras follows).
 
-    strategy_real_client.py DIR    # DIR: shared by the workers, as a network file system would be
+    strategy_real_client.py DIR [DEVICES]   # DIR: shared by the workers, as a network file system would be;
+                                            # DEVICES: logical CPU devices per worker (default 1)
 """
 
 import os
@@ -16,7 +17,7 @@ import numpy as np
 
 from worker_setup import split_cpu  # noqa: E402
 
-split_cpu(1)
+split_cpu(int(sys.argv[2]) if len(sys.argv) > 2 else 1)
 
 import tensorflow as tf  # noqa: E402
 

@@ -17,12 +17,8 @@ def split_cpu(devices):
 
 
 def devices_from_argv_and_keras():
-    """Splits the CPU into argv[1] logical devices (default 2), then imports the Keras the test runs under
-    (tf_keras when TF_USE_LEGACY_KERAS=1). Returns (devices, keras)."""
+    """Splits the CPU into argv[1] logical devices (default 2). Returns (devices, the Keras the test runs
+    under: tf.keras, which is Keras 3, or Keras 2 with TF_USE_LEGACY_KERAS=1 or on TensorFlow 2.15)."""
     devices = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     split_cpu(devices)
-    if os.environ.get("TF_USE_LEGACY_KERAS") == "1":
-        import tf_keras as keras
-    else:
-        import keras
-    return devices, keras
+    return devices, tf.keras
