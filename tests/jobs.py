@@ -85,9 +85,14 @@ class ManualJob:
         os.killpg(self.processes[name].pid, signal.SIGKILL)
 
     def wait(self, name, timeout):
-        """Exit code and output of one process."""
+        """Exit code and output of one process; an AssertionError with every process's output if it is still
+        running after `timeout` seconds."""
         process = self.processes[name]
-        process.wait(timeout=timeout)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            outputs = "\n".join(f"--- {n}:\n{self.output(n)[-3000:]}" for n in self.processes)
+            raise AssertionError(f"{name} still runs after {timeout} s\n{outputs}") from None
         return process.returncode, self.output(name)
 
     def close(self):

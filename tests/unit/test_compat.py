@@ -144,3 +144,40 @@ def test_replace_puts_a_value_where_the_target_is_and_returns_the_original(monke
 def test_keras_2_under_the_name_keras_counts_as_not_installed(monkeypatch):
     monkeypatch.setitem(sys.modules, "keras", types.SimpleNamespace(__version__="2.15.0"))
     assert compat.installed_version("keras") is None
+
+
+def _versions(monkeypatch, **versions):
+    """Pretends these module versions are installed (None: not installed)."""
+    monkeypatch.setattr(compat, "_version_of", lambda module, distributions: versions.get(module))
+
+
+def test_keras_2_is_tf_keras_beside_keras_3(monkeypatch):
+    _versions(monkeypatch, tensorflow="2.21.0", keras="3.15.1", tf_keras="2.21.0")
+    monkeypatch.delenv("TF_USE_LEGACY_KERAS", raising=False)
+    assert compat.keras2_module_name() == "tf_keras"
+    assert compat.keras_in_use() == "keras"
+    assert compat.installed_version("tf_keras") == "2.21.0"
+
+
+def test_keras_2_is_the_keras_package_on_tensorflow_2_15(monkeypatch):
+    _versions(monkeypatch, tensorflow="2.15.1", keras="2.15.0")
+    monkeypatch.delenv("TF_USE_LEGACY_KERAS", raising=False)
+    assert compat.keras2_module_name() == "keras"
+    assert compat.installed_version("keras") is None  # "keras" means Keras 3
+    assert compat.installed_version("tf_keras") == "2.15.0"
+    assert compat.keras_in_use() == "tf_keras"
+    target = next(t for t in compat.TARGETS if t.key == "BatchNormalization._calculate_mean_and_var")
+    assert compat.module_of(target) == "keras.src.layers.normalization.batch_normalization"
+    assert compat.op_library_name() == "_bps_ops_tf2.15.so"
+
+
+def test_tf_use_legacy_keras_chooses_tf_keras_even_beside_keras_2(monkeypatch):
+    _versions(monkeypatch, tensorflow="2.15.1", keras="2.15.0", tf_keras="2.15.1")
+    monkeypatch.setenv("TF_USE_LEGACY_KERAS", "1")
+    assert compat.keras2_module_name() == "tf_keras"
+    assert compat.installed_version("tf_keras") == "2.15.1"
+
+
+def test_the_op_library_is_named_after_the_tensorflow_line():
+    assert compat.op_library_name() == f"_bps_ops_tf{compat._major_minor(compat.installed_version('tensorflow'))}.so"
+    assert compat._major_minor("2.21.0") in compat.TF_LINES and "2.15" in compat.TF_LINES
