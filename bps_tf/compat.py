@@ -102,6 +102,8 @@ TARGETS = (
     _extended("_experimental_distribute_values_from_function", ("self", "value_fn"), "global replica ids"),
     _extended("_make_dataset_iterator", ("self", "dataset"), "per-worker dataset shards (TF1 loops)"),
     _extended("_make_input_fn_iterator", ("self", "input_fn", "replication_mode"), "per-worker input contexts"),
+    _extended("_configure", ("self", "session_config", "cluster_spec", "task_type", "task_id"),
+              "Estimator's train_distribute refused with a clear error"),
     _extended("_input_workers_with_options", ("self", "options"), "per-worker dataset shards"),
     Target("CrossDeviceOps", STRATEGY, "tensorflow", _CROSS_DEVICE, "CrossDeviceOps",
            "BytePSCrossDeviceOps derives from it"),

@@ -152,6 +152,15 @@ class BytePSExtended(compat.target("MirroredExtended")):
                                             num_replicas_in_sync=self._num_replicas_in_sync,
                                             input_context=self._make_input_context())
 
+    def _configure(self, session_config=None, cluster_spec=None, task_type=None, task_id=None):
+        # Only TF1-style drivers configure a strategy: tf.estimator's train_distribute, which runs its own
+        # multi-worker setup and would train each worker apart.
+        raise NotImplementedError(
+            "BytePSStrategy cannot drive tf.estimator (RunConfig(train_distribute=...)) or other TF1-style "
+            "sessions. For estimators, wrap the optimizer in the model_fn with bps_tf.tensorflow."
+            "DistributedOptimizer and add bps_tf.tensorflow.BroadcastGlobalVariablesHook(0) to the training "
+            "hooks (docs/api.md, \"Estimators\").")
+
     def _make_input_fn_iterator(self, input_fn, replication_mode=distribute_lib.InputReplicationMode.PER_WORKER):
         return input_lib_v1.InputFunctionIterator(input_fn, self._input_workers, [self._make_input_context()],
                                                   self._container_strategy())

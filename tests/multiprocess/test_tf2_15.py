@@ -107,6 +107,11 @@ def test_estimator_job_follows_single_process_training(python, tmp_path):
 
 
 @pytest.mark.timeout(300)
+def test_estimator_train_distribute_is_refused_clearly(python):
+    assert_job_ok(run_local("estimator_refuses_strategy.py", 2, 1, python=python), 2, "train_distribute refused")
+
+
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("example", ["keras_digits.py", "tf1_session.py"])
 def test_horovod_examples(python, example):
     result = run_local(str(REPO_ROOT / "examples" / example), 2, 1, python=python)
