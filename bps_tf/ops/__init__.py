@@ -2,7 +2,8 @@
 gradients and their names. The Horovod-compatible API (bps_tf.tensorflow) and BytePSStrategy
 (bps_tf.strategy) are both built on this layer, and neither on the other.
 
-Importing it loads `_bps_ops.so` and checks the installed TensorFlow (bps_tf.compat).
+Importing it loads the op library built for the installed TensorFlow (`_bps_ops_tf<major>.<minor>.so`) and
+checks that TensorFlow (bps_tf.compat).
 """
 
 from bps_tf.ops.compression import Compression

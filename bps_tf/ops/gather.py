@@ -7,6 +7,8 @@ Sparse gradients (tf.IndexedSlices, an embedding's) are summed by concatenating 
 as TensorFlow's own collectives do, when that moves fewer bytes than the dense tensor would.
 """
 
+import contextlib
+
 import tensorflow as tf
 
 from bps_tf import process_sets
@@ -33,8 +35,10 @@ def _gather_rows(rows, before, total, name, priority, process_set=None):
     """Every worker's `rows` concatenated along axis 0; this worker's start at row `before` of `total`."""
     members = process_sets.members(process_set, f"gather of '{name}'")
     wire, original = to_wire(rows, f"gather of '{name}'")
-    gathered = ops.byteps_gather(wire, before, total, tensor_name=f"gather{set_label(members)}.{name}", priority=int(priority),
-                                 process_set=members)
+    # A process set's gather runs on the CPU, as its push_pulls do; otherwise GPU rows stay on the GPU.
+    with tf.device("/cpu:0") if members else contextlib.nullcontext():
+        gathered = ops.byteps_gather(wire, before, total, tensor_name=f"gather{set_label(members)}.{name}",
+                                     priority=int(priority), process_set=members)
     return from_wire(gathered, original)
 
 

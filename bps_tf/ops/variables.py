@@ -3,6 +3,7 @@
 import tensorflow as tf
 
 from bps_tf.ops.collectives import broadcast
+from bps_tf.ops.together import function_of_its_own
 
 
 def _variable_name(variable, index):
@@ -22,5 +23,5 @@ def broadcast_variables(variables, root_rank, name="variables", process_set=None
     if not tf.executing_eagerly():
         return assign_all()
     if variables:
-        tf.function(lambda: [assign_all()][:0], autograph=False)()  # (a tf.function returns no Operation)
+        function_of_its_own(lambda: [assign_all()][:0])()  # (a tf.function returns no Operation)
     return None

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from bps_tf import compat
 from bps_tf.ops import Average, Sum, all_gather, gather_is_smaller, naming, push_pull, push_pull_slices
+from bps_tf.ops.together import function_of_its_own
 from bps_tf.process import size
 
 compat.check_part(compat.STRATEGY)
@@ -143,7 +144,7 @@ class BytePSCrossDeviceOps(_CrossDeviceOps):
         key = (reduce_op, tuple(names), tuple(len(g) for g in groups))
         function = self._eager_batches.get(key)
         if function is None:
-            function = tf.function(lambda gs: self._reduce_groups(reduce_op, gs, list(key[1])), autograph=False)
+            function = function_of_its_own(lambda gs: self._reduce_groups(reduce_op, gs, list(key[1])))
             self._eager_batches[key] = function
         return function(groups)
 

@@ -1,4 +1,4 @@
-// GPU kernels of BytepsPushPull and BytepsBroadcast. Ready event: our streams wait on TF's compute stream
+// GPU kernels of BytepsPushPull, BytepsBroadcast and BytepsGather. Ready event: our streams wait on TF's compute stream
 // (an event recorded there); completion: TF's stream waits on ours. The host never blocks on the GPU.
 #include <cuda_runtime.h>
 
@@ -31,10 +31,11 @@ absl::Status FromCuda(cudaError_t error, const char* what) {
   return error == cudaSuccess ? absl::OkStatus() : absl::InternalError(std::string(what) + ": " + cudaGetErrorString(error));
 }
 
-// Fills the output on TF's stream (fill(output, input, stream)), then hands it to the GPU push_pull.
+// Allocates an output of `shape`, fills it on TF's stream (fill(output, input, stream)), then hands it to the
+// GPU push_pull.
 template <typename Fill>
-void RunOnGpu(OpKernelContext* context, const std::string& name, int priority, int local_devices, Fill fill,
-              AsyncOpKernel::DoneCallback done) {
+void RunOnGpu(OpKernelContext* context, const std::string& name, int priority, int local_devices,
+              const tensorflow::TensorShape& shape, Fill fill, AsyncOpKernel::DoneCallback done) {
   if (!ProcessEngine()) {
     context->SetStatus(absl::FailedPreconditionError(
         "'" + name + "' ran before bps_tf.init(): call bps_tf.init() first, in a process started by bpslaunch"));
@@ -49,11 +50,11 @@ void RunOnGpu(OpKernelContext* context, const std::string& name, int priority, i
   OP_REQUIRES_ASYNC(context, TfStream(context, &stream, &device),
                     absl::InternalError("no CUDA stream for '" + name + "'"), done);
   tensorflow::Tensor* output = nullptr;
-  OP_REQUIRES_OK_ASYNC(context, context->allocate_output(0, input.shape(), &output), done);
+  OP_REQUIRES_OK_ASYNC(context, context->allocate_output(0, shape, &output), done);
   OP_REQUIRES_OK_ASYNC(context, FromCuda(cudaSetDevice(device), "cudaSetDevice"), done);
   OP_REQUIRES_OK_ASYNC(context, FromCuda(fill(output, input, stream), "preparing the output"), done);
   cuda::GpuTensor member{device, output->data(), stream};
-  cuda::ProcessGpuPushPull(name, dtype, static_cast<uint64_t>(input.NumElements()), priority, local_devices, member,
+  cuda::ProcessGpuPushPull(name, dtype, static_cast<uint64_t>(output->NumElements()), priority, local_devices, member,
                            [context, done](const Status& status) {
                              context->SetStatus(tf_adapter::ToTfStatus(status));
                              done();
@@ -87,7 +88,7 @@ class PushPullGpuOp : public AsyncOpKernel {
   void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
     const tensorflow::Tensor& input = context->input(0);
     std::string name = shape_in_name_ ? tensor_name_ + "/" + input.shape().DebugString() : tensor_name_;
-    RunOnGpu(context, name, priority_, local_devices_, CopyInput, std::move(done));
+    RunOnGpu(context, name, priority_, local_devices_, input.shape(), CopyInput, std::move(done));
   }
 
  private:
@@ -121,7 +122,7 @@ class BroadcastGpuOp : public AsyncOpKernel {
       if (root) return CopyInput(output, input, stream);
       return output->TotalBytes() ? cudaMemsetAsync(output->data(), 0, output->TotalBytes(), stream) : cudaSuccess;
     };
-    RunOnGpu(context, "broadcast/" + tensor_name_, 0, 1, fill, std::move(done));
+    RunOnGpu(context, "broadcast/" + tensor_name_, 0, 1, context->input(0).shape(), fill, std::move(done));
   }
 
  private:
@@ -129,7 +130,53 @@ class BroadcastGpuOp : public AsyncOpKernel {
   int root_rank_ = 0;
 };
 
+// Every worker's rows concatenated: this worker's rows at row `offset` of zeros of `total` rows, summed.
+// Unlike the CPU kernel, the whole tensor crosses (the GPU path has no zero ranges); sparse gradients are
+// gathered only when that is the smaller exchange anyway.
+class GatherGpuOp : public AsyncOpKernel {
+ public:
+  explicit GatherGpuOp(OpKernelConstruction* context) : AsyncOpKernel(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("tensor_name", &tensor_name_));
+    OP_REQUIRES_OK(context, context->GetAttr("priority", &priority_));
+    std::vector<int> members;
+    OP_REQUIRES_OK(context, context->GetAttr("process_set", &members));
+    OP_REQUIRES(context, members.empty(),
+                absl::InvalidArgumentError("gather of '" + tensor_name_ + "' on a GPU goes to every worker; "
+                                           "process sets run on CPU tensors"));
+  }
+
+  void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
+    const tensorflow::Tensor& rows = context->input(0);
+    const int64_t offset = context->input(1).scalar<int64_t>()();
+    const int64_t total = context->input(2).scalar<int64_t>()();
+    const int64_t count = rows.dims() >= 1 ? rows.dim_size(0) : 0;
+    OP_REQUIRES_ASYNC(context, rows.dims() >= 1 && offset >= 0 && count <= total - offset,
+                      absl::InvalidArgumentError("gather of '" + tensor_name_ + "': rows [" + std::to_string(offset) +
+                                                 ", " + std::to_string(offset + count) + ") do not fit in " +
+                                                 std::to_string(total) + " rows"),
+                      done);
+    tensorflow::TensorShape shape = rows.shape();
+    shape.set_dim(0, total);
+    const size_t row_bytes = count > 0 ? rows.TotalBytes() / count : 0;
+    auto fill = [offset, row_bytes](tensorflow::Tensor* output, const tensorflow::Tensor& input, cudaStream_t stream) {
+      if (output->TotalBytes() == 0) return cudaSuccess;
+      cudaError_t error = cudaMemsetAsync(output->data(), 0, output->TotalBytes(), stream);
+      if (error != cudaSuccess || input.TotalBytes() == 0) return error;
+      return cudaMemcpyAsync(static_cast<char*>(output->data()) + offset * row_bytes, input.data(), input.TotalBytes(),
+                             cudaMemcpyDeviceToDevice, stream);
+    };
+    // The total changes from step to step: it is part of the name, as every worker agrees on it.
+    RunOnGpu(context, tensor_name_ + "/" + shape.DebugString(), priority_, 1, shape, fill, std::move(done));
+  }
+
+ private:
+  std::string tensor_name_;
+  int priority_ = 0;
+};
+
 REGISTER_KERNEL_BUILDER(Name("BytepsPushPull").Device(tensorflow::DEVICE_GPU), PushPullGpuOp);
 REGISTER_KERNEL_BUILDER(Name("BytepsBroadcast").Device(tensorflow::DEVICE_GPU), BroadcastGpuOp);
+REGISTER_KERNEL_BUILDER(
+    Name("BytepsGather").Device(tensorflow::DEVICE_GPU).HostMemory("offset").HostMemory("total"), GatherGpuOp);
 
 }  // namespace bps

@@ -1,5 +1,5 @@
-"""push_pulls the same tensors step after step, checking every sum exactly, until a stop file appears:
-the job that attack and fault tests run against. Usage: steady_sums.py STOP_FILE."""
+"""push_pulls the same tensors step after step, checking every sum exactly, until a stop file appears (the
+workers agree on the step to stop at): the job that attack and fault tests run against. Usage: steady_sums.py STOP_FILE."""
 
 import sys
 import time
@@ -20,7 +20,11 @@ def main():
     print(f"rank {rank}: joined", flush=True)
     steps = 0
     deadline = time.monotonic() + 600
-    while not stop.exists() and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        # Stop together: a worker that saw the file while another already pushed this step's tensors would
+        # leave it waiting for a push that never comes.
+        if bps.push_pull(np.array([float(stop.exists())], np.float32), "stop")[0] > 0:
+            break
         for name, shape in SIZES.items():
             value = np.full(shape, rank + 1 + steps % 7, np.float32)
             total = bps.push_pull(value, name)

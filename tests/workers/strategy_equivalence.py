@@ -5,7 +5,9 @@ single-device training with the same global batch and data order: Keras fit, and
 import numpy as np
 import tensorflow as tf
 
-from worker_setup import devices_from_argv_and_keras  # noqa: E402
+from worker_setup import devices_from_argv_and_keras, tolerance  # noqa: E402
+
+RTOL, ATOL = tolerance()
 
 LOCAL_DEVICES, keras = devices_from_argv_and_keras()
 
@@ -43,7 +45,7 @@ def check_fit(strategy, reference):
         model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
     model.fit(x, y, batch_size=GLOBAL_BATCH, epochs=1, shuffle=False, verbose=0)
     for got, want in zip(model.get_weights(), reference):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
 
 
 def check_custom_loop(strategy, reference):
@@ -69,7 +71,7 @@ def check_custom_loop(strategy, reference):
     for inputs in distributed:
         train_step(inputs)
     for got, want in zip(model.get_weights(), reference):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
 
 
 def main():

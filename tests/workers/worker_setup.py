@@ -22,3 +22,10 @@ def devices_from_argv_and_keras():
     devices = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     split_cpu(devices)
     return devices, tf.keras
+
+
+def tolerance():
+    """(rtol, atol) for comparing trained weights with a single-device reference: tight on CPUs, looser where
+    the run is on GPUs (EQUIVALENCE_TOLERANCE="RTOL,ATOL"), whose kernels sum in other orders."""
+    rtol, atol = os.environ.get("EQUIVALENCE_TOLERANCE", "1e-5,1e-6").split(",")
+    return float(rtol), float(atol)

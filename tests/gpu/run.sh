@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# bps_tf's TensorFlow-level GPU tests, on a machine with NVIDIA GPUs, TensorFlow for GPUs and bps_tf built with
+# --config=cuda on PYTHONPATH. Each check is a real job on loopback (bpslaunch --local, a CPU server):
+#   1. gpu_ops.py: the GPU kernels of push_pull, broadcast and gather, every dtype and odd sizes, eager and
+#      tf.function, outputs on the GPU; DistributedGradientTape; 2 worker machines, worker r on GPU r % GPUs;
+#   2. BytePSStrategy Keras fit and a strategy.run loop against single-device training (strategy_equivalence.py)
+#      and sparse gradients: one process driving every GPU, and 2 worker machines through the server;
+#   3. a worker killed mid-training fails the others with an error naming it.
+# Usage: tests/gpu/run.sh [OUT_DIR]   (one log per check in OUT_DIR, default ./gpu_tf_out); exit 0 if all pass.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:-gpu_tf_out}
+mkdir -p "$out"
+export NVIDIA_TF32_OVERRIDE=0  # float32 matmuls without TF32: results are compared with tight tolerances
+export EQUIVALENCE_TOLERANCE=1e-3,1e-4  # GPU kernels sum in other orders than the single-device reference
+export TF_FORCE_GPU_ALLOW_GROWTH=true  # several processes share a GPU when there are fewer GPUs than workers
+export NCCL_NVLS_ENABLE=0 TF_CPP_MIN_LOG_LEVEL=2 PYTHONUNBUFFERED=1
+# Every process imports bps_tf from PYTHONPATH (the CUDA build), never from the source tree it starts in.
+export PYTHONSAFEPATH=1
+gpus=$(nvidia-smi -L | wc -l)
+failures=0
+
+check() {  # check NAME MARKER COUNT EXIT BPSLAUNCH_ARGS...: COUNT lines carry MARKER; the job exits EXIT ("any")
+  local name=$1 marker=$2 count=$3 want=$4
+  shift 4
+  local started=$SECONDS
+  timeout 600 python3 -m bps_tf.launcher --local "$@" > "$out/$name.log" 2>&1
+  local code=$? found
+  found=$(grep -c "$marker" "$out/$name.log")
+  local retraced  # by bps_tf's own functions (the checks' own functions retrace by design)
+  retraced=$(grep "triggered tf.function retracing" "$out/$name.log" | grep -vc "check_")
+  if { [ "$want" = any ] || [ "$code" = "$want" ]; } && [ "$found" = "$count" ]; then
+    echo "PASS $name ($((SECONDS - started)) s, retracing warnings: $retraced)"
+  else
+    echo "FAIL $name (exit $code, $found of $count '$marker')"
+    grep -v "^\[worker .\]   " "$out/$name.log" | tail -20
+    failures=$((failures + 1))
+  fi
+}
+
+echo "== $gpus GPU(s): $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
+python3 -c "import tensorflow as tf; print('== TensorFlow', tf.__version__)"
+check gpu_ops "gpu ops exact" 2 0 --workers 2 --servers 1 -- python3 tests/gpu/gpu_ops.py
+# One process driving every GPU (with one GPU and one worker nothing is reduced: sparse gradients need more).
+one_process_checks=(strategy_equivalence.py "$gpus")
+[ "$gpus" -gt 1 ] && one_process_checks+=(-- sparse_gradients.py "$gpus")
+check strategy_one_process "strategy equals single-process training" 1 0 --workers 1 --servers 1 -- \
+  python3 tests/workers/run_checks.py "${one_process_checks[@]}"
+check strategy_two_machines "strategy equals single-process training" 2 0 --workers 2 --servers 1 -- \
+  python3 tests/workers/run_checks.py strategy_equivalence.py "$gpus" -- sparse_gradients.py "$gpus"
+
+# A killed worker: the roles are started one by one (bpslaunch --local would stop the others itself), and
+# the surviving worker must report the lost one.
+killed_worker() {
+  local started=$SECONDS port secret pids=()
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  secret=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
+  export DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$port DMLC_NUM_WORKER=2 DMLC_NUM_SERVER=1 \
+    DMLC_NODE_HOST=127.0.0.1 BYTEPS_JOB_SECRET=$secret
+  DMLC_ROLE=scheduler timeout 300 python3 -m bps_tf.launcher > "$out/killed_scheduler.log" 2>&1 & pids+=($!)
+  DMLC_ROLE=server timeout 300 python3 -m bps_tf.launcher > "$out/killed_server.log" 2>&1 & pids+=($!)
+  DMLC_ROLE=worker DMLC_WORKER_ID=1 timeout 300 python3 tests/gpu/gpu_killed_worker.py > "$out/killed_worker1.log" 2>&1 &
+  pids+=($!)
+  DMLC_ROLE=worker DMLC_WORKER_ID=0 timeout 300 python3 tests/gpu/gpu_killed_worker.py > "$out/killed_worker0.log" 2>&1
+  local code=$?
+  kill "${pids[@]}" 2>/dev/null
+  wait 2>/dev/null
+  unset DMLC_PS_ROOT_URI DMLC_PS_ROOT_PORT DMLC_NUM_WORKER DMLC_NUM_SERVER DMLC_NODE_HOST BYTEPS_JOB_SECRET
+  if [ "$code" = 0 ] && grep -q "killed worker named" "$out/killed_worker0.log"; then
+    echo "PASS killed_worker ($((SECONDS - started)) s): $(grep -m1 "failed after" "$out/killed_worker0.log" | cut -c1-240)"
+  else
+    echo "FAIL killed_worker (worker 0 exit $code)"
+    tail -20 "$out/killed_worker0.log"
+    failures=$((failures + 1))
+  fi
+}
+killed_worker
+echo "== $failures failed"
+exit $((failures > 0))
