@@ -1,5 +1,5 @@
 """--local mode: one scheduler, M servers and N worker machines of K processes each on this host, supervised until
-the job ends."""
+the job ends (the Supervisor also runs one machine's processes of a cluster engine's job: node_job.py)."""
 
 import math
 import os
@@ -43,32 +43,45 @@ def run_local_job(command, num_workers, num_servers, *, local_size=1, timeout=No
     output_ranks: the worker ranks whose output is shown (None: all); the scheduler's and servers' always is.
     stdout, stderr: text streams that receive the prefixed output (default: ours).
     """
-    job = _LocalJob(command, num_workers, num_servers, local_size, timeout, shutdown_grace, kill_grace, role_command,
-                    PrefixedOutput(stdout, stderr), output_ranks)
-    return job.run()
+    job_env = job_environment(os.environ, num_workers, num_servers, find_free_port())
+    launches = [Launch("scheduler", list(role_command), role_environment(job_env, "scheduler"))]
+    launches += [Launch(f"server {index}", list(role_command), role_environment(job_env, "server"))
+                 for index in range(num_servers)]
+    launches += [Launch(worker_label(machine, local_rank, local_size), list(command),
+                        role_environment(job_env, "worker", machine, local_rank, local_size), worker=True,
+                        shown=is_shown(worker_rank(machine, local_rank, local_size), output_ranks))
+                 for machine in range(num_workers) for local_rank in range(local_size)]
+    return Supervisor(launches, timeout, shutdown_grace, kill_grace, PrefixedOutput(stdout, stderr)).run()
+
+
+@dataclass
+class Launch:
+    """One process to start: its label ("scheduler", "server 1", "worker 0", with --local-size > 1 "worker
+    0.1": machine 0, local rank 1; the output prefix and the name in messages), argv and environment."""
+    label: str
+    argv: list
+    env: dict
+    worker: bool = False
+    shown: bool = True
 
 
 @dataclass
 class _JobProcess:
-    # "scheduler", "server 1", "worker 0" (with --local-size > 1 "worker 0.1": machine 0, local rank 1):
-    # the output prefix and the name in messages
     label: str
     popen: subprocess.Popen
 
 
-class _LocalJob:
-    def __init__(self, command, num_workers, num_servers, local_size, timeout, shutdown_grace, kill_grace,
-                 role_command, output, output_ranks):
-        self._command = list(command)
-        self._num_workers = num_workers
-        self._local_size = local_size
-        self._num_servers = num_servers
+class Supervisor:
+    """Starts processes and supervises them until the workers succeed (then the others must exit within
+    `shutdown_grace`), one fails, `timeout` passes or a stop signal comes. Without workers it waits for the
+    others to succeed."""
+
+    def __init__(self, launches, timeout, shutdown_grace, kill_grace, output):
+        self._launches = launches
         self._timeout = timeout
         self._shutdown_grace = shutdown_grace
         self._kill_grace = kill_grace
-        self._role_command = list(role_command)
         self._output = output
-        self._output_ranks = output_ranks
         self._roles = []  # scheduler and servers
         self._workers = []
 
@@ -88,23 +101,17 @@ class _LocalJob:
 
     def _start_all(self):
         """Starts every process; on failure reports it and returns the exit code, else returns None."""
-        job_env = job_environment(os.environ, self._num_workers, self._num_servers, find_free_port())
-        launches = [("scheduler", self._role_command, role_environment(job_env, "scheduler"), self._roles, True)]
-        launches += [(f"server {index}", self._role_command, role_environment(job_env, "server"), self._roles, True)
-                     for index in range(self._num_servers)]
-        launches += [(worker_label(machine, local_rank, self._local_size), self._command,
-                      role_environment(job_env, "worker", machine, local_rank, self._local_size), self._workers,
-                      is_shown(worker_rank(machine, local_rank, self._local_size), self._output_ranks))
-                     for machine in range(self._num_workers) for local_rank in range(self._local_size)]
-        for label, argv, env, group, shown in launches:
+        for launch in self._launches:
             try:
-                popen = start_in_own_group(argv, env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                popen = start_in_own_group(launch.argv, launch.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                            stderr=subprocess.PIPE)
             except OSError as error:
-                self._output.report(f"cannot start {label} ({argv[0]}): {error}")
+                self._output.report(f"cannot start {launch.label} ({launch.argv[0]}): {error}")
                 return exit_code_for_start_error(error)
-            group.append(_JobProcess(label, popen))
-            self._output.follow(label, popen, shown)
+            (self._workers if launch.worker else self._roles).append(_JobProcess(launch.label, popen))
+            self._output.follow(launch.label, popen, launch.shown)
+        if not self._workers:  # a machine of servers only: they end when the job does
+            self._workers, self._roles = self._roles, []
         return None
 
     def _supervise(self, stop):

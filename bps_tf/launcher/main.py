@@ -1,8 +1,13 @@
 """Entry point of the `bpslaunch` console script."""
 
+import os
+
+from bps_tf.launcher import engines
 from bps_tf.launcher.arguments import parse_arguments
 from bps_tf.launcher.cluster import run_cluster_role
 from bps_tf.launcher.local_job import run_local_job
+from bps_tf.launcher.node_job import run_node_plan
+from bps_tf.launcher.output import report
 
 
 def main(argv=None):
@@ -18,4 +23,11 @@ def main(argv=None):
             shutdown_grace=args.shutdown_grace,
             output_ranks=args.output_ranks,
         )
+    try:
+        plan = engines.detect(os.environ)  # SLURM or TF_CONFIG, unless DMLC_ROLE chose the role by hand
+    except engines.EngineError as error:
+        report(str(error))
+        return 1
+    if plan is not None:
+        return run_node_plan(plan, args.command, output_ranks=args.output_ranks)
     return run_cluster_role(args.command, output_ranks=args.output_ranks)
