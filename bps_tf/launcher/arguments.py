@@ -21,6 +21,14 @@ examples:
   DMLC_ROLE=worker DMLC_PS_ROOT_URI=10.0.0.1 ... bpslaunch python train.py
       play the role named by DMLC_ROLE in a cluster job; a worker with BYTEPS_LOCAL_SIZE=K (and no
       BYTEPS_LOCAL_RANK) runs K processes, BYTEPS_LOCAL_RANK=0..K-1
+  srun --ntasks-per-node=1 bpslaunch python train.py
+      under SLURM (no DMLC_ROLE): node 0 runs the scheduler, every node BYTEPS_SERVERS_PER_NODE servers
+      (default 1) and one worker process per GPU (SLURM_GPUS_ON_NODE, or BYTEPS_LOCAL_SIZE)
+  bpslaunch python train.py   (in a Kubeflow TFJob pod, with TF_CONFIG)
+      the chief is worker 0 with the scheduler beside it, workers follow, ps tasks are servers (none: a
+      server beside each worker); a ps pod runs `bpslaunch` without a command
+  Every process of a job needs the same BYTEPS_JOB_SECRET (or BYTEPS_JOB_SECRET_FILE); --local makes one.
+  More: docs/launch.md
 """
 
 
@@ -46,7 +54,8 @@ def parse_arguments(argv=None):
 def _build_parser():
     parser = argparse.ArgumentParser(
         prog="bpslaunch",
-        description="Launch a bps_tf job: one role from DMLC_* variables, or a whole job on this host with --local.",
+        description="Launch a bps_tf job: a whole job on this host with --local, this machine's part of a SLURM or "
+                    "Kubeflow (TF_CONFIG) job, or one role from DMLC_* variables.",
         epilog=_USAGE_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
