@@ -9,7 +9,7 @@ BAZEL_FLAGS := --repo_env=PYTHON_BIN_PATH=$(PY) --disk_cache=$(BAZEL_CACHE)
 CORE_TARGETS := //cc:libbps_core.so //cc/python:_core.so //cc/tf:_bps_ops.so
 CUDA_TARGETS := //cc/cuda:cuda //cc/cuda:gpu_local_test //cc/cuda:gpu_job //cc/cuda:gpu_bench //cc/tf:_bps_ops.so
 
-.PHONY: demo test setup build build-tf2.15 test-cc test-py
+.PHONY: demo test setup build build-tf2.15 wheel test-cc test-py
 
 # TF_CPP_MIN_LOG_LEVEL=2 keeps TensorFlow's start-up notices out of the demo's output.
 demo: build
@@ -26,6 +26,10 @@ build: setup
 	bazel build $(BAZEL_FLAGS) $(CORE_TARGETS)
 	@install -C -m 644 bazel-bin/cc/libbps_core.so bazel-bin/cc/python/_core.so bps_tf/
 	@install -C -m 644 bazel-bin/cc/tf/_bps_ops.so bps_tf/$$($(PY) -c 'from bps_tf import compat; print(compat.op_library_name())')
+
+# A wheel of bps_tf for .venv's Python and TensorFlow, in dist/ (setup.py builds the native parts with Bazel).
+wheel: setup
+	$(PY) -m pip wheel . --no-build-isolation --no-deps -w dist
 
 # The op library for the second TensorFlow line (.venv-tf2.15).
 build-tf2.15: build
