@@ -5,7 +5,9 @@
 #      tf.function, outputs on the GPU; DistributedGradientTape; 2 worker machines, worker r on GPU r % GPUs;
 #   2. BytePSStrategy Keras fit and a strategy.run loop against single-device training (strategy_equivalence.py)
 #      and sparse gradients: one process driving every GPU, and 2 worker machines through the server;
-#   3. a worker killed mid-training fails the others with an error naming it.
+#   3. BytePSStrategy's features on GPUs (strategy_features.py): mixed precision (mixed_float16 with loss
+#      scaling, mixed_bfloat16), global metrics, evaluate and predict, int32 reductions, uneven data, XLA refused;
+#   4. a worker killed mid-training fails the others with an error naming it.
 # Usage: tests/gpu/run.sh [OUT_DIR]   (one log per check in OUT_DIR, default ./gpu_tf_out); exit 0 if all pass.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -48,6 +50,7 @@ check strategy_one_process "strategy equals single-process training" 1 0 --worke
   python3 tests/workers/run_checks.py "${one_process_checks[@]}"
 check strategy_two_machines "strategy equals single-process training" 2 0 --workers 2 --servers 1 -- \
   python3 tests/workers/run_checks.py strategy_equivalence.py "$gpus" -- sparse_gradients.py "$gpus"
+check strategy_features "strategy features ok" 2 0 --workers 2 --servers 1 -- python3 tests/workers/strategy_features.py
 
 # A killed worker: the roles are started one by one (bpslaunch --local would stop the others itself), and
 # the surviving worker must report the lost one.
