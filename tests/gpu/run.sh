@@ -50,7 +50,8 @@ check strategy_one_process "strategy equals single-process training" 1 0 --worke
   python3 tests/workers/run_checks.py "${one_process_checks[@]}"
 check strategy_two_machines "strategy equals single-process training" 2 0 --workers 2 --servers 1 -- \
   python3 tests/workers/run_checks.py strategy_equivalence.py "$gpus" -- sparse_gradients.py "$gpus"
-check strategy_features "strategy features ok" 2 0 --workers 2 --servers 1 -- python3 tests/workers/strategy_features.py
+check strategy_features "strategy features ok" 2 0 --workers 2 --servers 1 -- \
+  python3 tests/workers/run_checks.py strategy_features.py
 
 # A killed worker: the roles are started one by one (bpslaunch --local would stop the others itself), and
 # the surviving worker must report the lost one.

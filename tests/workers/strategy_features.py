@@ -6,9 +6,10 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from worker_setup import split_cpu  # noqa: E402
+from worker_setup import split_cpu, tolerance  # noqa: E402
 
 split_cpu(2)
+RTOL, ATOL = tolerance()
 
 import keras  # noqa: E402
 
@@ -48,13 +49,13 @@ def check_evaluate_predict_and_metrics(strategy):
     reference.set_weights(model.get_weights())
     got = model.evaluate(x, y, batch_size=24, verbose=0)
     want = reference.evaluate(x, y, batch_size=24, verbose=0)
-    np.testing.assert_allclose(got, want, rtol=1e-5)
+    np.testing.assert_allclose(got, want, rtol=RTOL)
     predictions = model.predict(x, batch_size=24, verbose=0)
     assert predictions.shape == (len(x), 1), predictions.shape
-    np.testing.assert_allclose(predictions, reference.predict(x, batch_size=24, verbose=0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(predictions, reference.predict(x, batch_size=24, verbose=0), rtol=RTOL, atol=ATOL)
     # An odd number of samples: the last global batch is partial.
     odd = model.predict(x[:101], batch_size=24, verbose=0)
-    np.testing.assert_allclose(odd, reference.predict(x[:101], verbose=0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(odd, reference.predict(x[:101], verbose=0), rtol=RTOL, atol=ATOL)
 
 
 def check_int32(strategy):
