@@ -84,6 +84,10 @@ class ManualJob:
     def kill(self, name):
         os.killpg(self.processes[name].pid, signal.SIGKILL)
 
+    def outputs(self):
+        """Every process's output (its last 3000 characters), for assertion messages."""
+        return "\n".join(f"--- {n}:\n{self.output(n)[-3000:]}" for n in self.processes)
+
     def wait(self, name, timeout):
         """Exit code and output of one process; an AssertionError with every process's output if it is still
         running after `timeout` seconds."""
@@ -91,8 +95,7 @@ class ManualJob:
         try:
             process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            outputs = "\n".join(f"--- {n}:\n{self.output(n)[-3000:]}" for n in self.processes)
-            raise AssertionError(f"{name} still runs after {timeout} s\n{outputs}") from None
+            raise AssertionError(f"{name} still runs after {timeout} s\n{self.outputs()}") from None
         return process.returncode, self.output(name)
 
     def close(self):

@@ -72,7 +72,7 @@ def test_killed_server_is_an_error_on_every_worker_within_the_timeout(transport)
             code, out = job.wait(f"worker{w}", timeout=60)
             assert code == 7, out
             seconds, kind, message = failure_report(out)
-            assert seconds < 20, out
+            assert seconds < 20, job.outputs()
             assert "server" in message, out
 
 
