@@ -81,9 +81,24 @@ Status WorkerClient::failure() {
 
 uint64_t WorkerClient::Track(Pending pending) {
   pending.started = NowSeconds();
-  std::lock_guard<std::mutex> lock(mu_);
-  uint64_t id = next_request_++;
-  pending_[id] = std::move(pending);
+  Status failed;
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    id = next_request_++;
+    if (failure_.ok()) {
+      pending_[id] = std::move(pending);
+      return id;
+    }
+    failed = failure_;
+  }
+  // The job failed between the caller's check and now: Fail() has answered every request it knew of, and
+  // this one would otherwise wait for a reply that cannot come.
+  if (pending.declare_done) {
+    pending.declare_done(failed);
+  } else {
+    pending.done(failed);
+  }
   return id;
 }
 

@@ -106,6 +106,7 @@ class WorkerClient : public MessageHandler {
   // Takes what a reply says about shared memory; copies a sum that stayed in the server's arena.
   Status TakeSharedReply(const Pending& p, const Message& reply);
 
+  // Registers a request awaiting its reply and returns its id; once the job has failed, answers it at once.
   uint64_t Track(Pending pending);
   void Fail(const Status& why);
   void Complete(PeerId from, uint64_t request_id, const Message& reply, void* payload);
