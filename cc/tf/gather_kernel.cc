@@ -24,22 +24,12 @@ class GatherOp : public AsyncOpKernel {
     std::shared_ptr<Engine> engine = EngineOrFail(context, "gather of '" + tensor_name_ + "'");
     if (engine == nullptr) return done();
     const tensorflow::Tensor& rows = context->input(0);
-    const tensorflow::Tensor& offset_tensor = context->input(1);
-    const tensorflow::Tensor& total_tensor = context->input(2);
-    OP_REQUIRES_ASYNC(context, rows.dims() >= 1 && offset_tensor.dims() == 0 && total_tensor.dims() == 0,
-                      absl::InvalidArgumentError("gather of '" + tensor_name_ +
-                                                 "': rows need a first dimension; offset and total are scalars"),
-                      done);
+    tensorflow::TensorShape shape;
+    int64_t offset = 0;
+    OP_REQUIRES_OK_ASYNC(
+        context, GatherLayout(tensor_name_, rows, context->input(1), context->input(2), &shape, &offset), done);
     const int64_t count = rows.dim_size(0);
-    const int64_t offset = offset_tensor.scalar<int64_t>()();
-    const int64_t total = total_tensor.scalar<int64_t>()();
-    OP_REQUIRES_ASYNC(context, offset >= 0 && count <= total - offset,
-                      absl::InvalidArgumentError("gather of '" + tensor_name_ + "': rows [" + std::to_string(offset) +
-                                                 ", " + std::to_string(offset + count) + ") do not fit in " +
-                                                 std::to_string(total) + " rows"),
-                      done);
-    tensorflow::TensorShape shape = rows.shape();
-    shape.set_dim(0, total);
+    const int64_t total = shape.dim_size(0);
     tensorflow::Tensor* output = nullptr;
     OP_REQUIRES_OK_ASYNC(context, context->allocate_output(0, shape, &output), done);
     const uint64_t row_elements = total > 0 ? output->NumElements() / total : 0;

@@ -5,6 +5,7 @@
 #include "cc/cuda/process_gpu.h"
 #include "cc/runtime/process_engine.h"
 #include "cc/tf/adapters.h"
+#include "cc/tf/kernel_util.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "xla/stream_executor/stream.h"
 #include "xla/stream_executor/stream_executor.h"
@@ -147,16 +148,11 @@ class GatherGpuOp : public AsyncOpKernel {
 
   void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
     const tensorflow::Tensor& rows = context->input(0);
-    const int64_t offset = context->input(1).scalar<int64_t>()();
-    const int64_t total = context->input(2).scalar<int64_t>()();
-    const int64_t count = rows.dims() >= 1 ? rows.dim_size(0) : 0;
-    OP_REQUIRES_ASYNC(context, rows.dims() >= 1 && offset >= 0 && count <= total - offset,
-                      absl::InvalidArgumentError("gather of '" + tensor_name_ + "': rows [" + std::to_string(offset) +
-                                                 ", " + std::to_string(offset + count) + ") do not fit in " +
-                                                 std::to_string(total) + " rows"),
-                      done);
-    tensorflow::TensorShape shape = rows.shape();
-    shape.set_dim(0, total);
+    tensorflow::TensorShape shape;
+    int64_t offset = 0;
+    OP_REQUIRES_OK_ASYNC(
+        context, GatherLayout(tensor_name_, rows, context->input(1), context->input(2), &shape, &offset), done);
+    const int64_t count = rows.dim_size(0);
     const size_t row_bytes = count > 0 ? rows.TotalBytes() / count : 0;
     auto fill = [offset, row_bytes](tensorflow::Tensor* output, const tensorflow::Tensor& input, cudaStream_t stream) {
       if (output->TotalBytes() == 0) return cudaSuccess;

@@ -52,4 +52,25 @@ bool CheckMember(OpKernelContext* context, const Engine& engine, const std::vect
   return false;
 }
 
+absl::Status GatherLayout(const std::string& tensor_name, const tensorflow::Tensor& rows,
+                          const tensorflow::Tensor& offset, const tensorflow::Tensor& total,
+                          tensorflow::TensorShape* shape, int64_t* first_row) {
+  if (rows.dims() < 1 || offset.dims() != 0 || total.dims() != 0) {
+    return absl::InvalidArgumentError("gather of '" + tensor_name +
+                                      "': rows need a first dimension; offset and total are scalars");
+  }
+  const int64_t count = rows.dim_size(0);
+  const int64_t start = offset.scalar<int64_t>()();
+  const int64_t rows_in_all = total.scalar<int64_t>()();
+  if (start < 0 || count > rows_in_all - start) {
+    return absl::InvalidArgumentError("gather of '" + tensor_name + "': rows [" + std::to_string(start) + ", " +
+                                      std::to_string(start + count) + ") do not fit in " +
+                                      std::to_string(rows_in_all) + " rows");
+  }
+  *shape = rows.shape();
+  shape->set_dim(0, rows_in_all);
+  *first_row = start;
+  return absl::OkStatus();
+}
+
 }  // namespace bps

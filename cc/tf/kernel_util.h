@@ -21,6 +21,12 @@ void Enqueue(tensorflow::OpKernelContext* context, Engine& engine, PushPullReque
              const tensorflow::Tensor& input, tensorflow::Tensor* output,
              tensorflow::AsyncOpKernel::DoneCallback done);
 
+// BytepsGather's inputs checked (rows with a first dimension, scalar offset and total, the rows fitting at
+// `offset` of `total` rows): the output's shape and this worker's first row, or the error to report.
+absl::Status GatherLayout(const std::string& tensor_name, const tensorflow::Tensor& rows,
+                          const tensorflow::Tensor& offset, const tensorflow::Tensor& total,
+                          tensorflow::TensorShape* shape, int64_t* first_row);
+
 // The attrs every collective op has: its process set (ascending ranks; empty: every worker).
 absl::Status ReadProcessSet(tensorflow::OpKernelConstruction* context, std::vector<int32_t>* members);
 // Whether this worker may take part in a collective over `members`, else the error (on the context).
