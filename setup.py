@@ -36,8 +36,12 @@ def _bazel(*args):
     flags = [f"--repo_env=PYTHON_BIN_PATH={sys.executable}",
              f"--disk_cache={os.path.expanduser('~/.cache/bps_tf/bazel-disk')}"]
     command, rest = args[0], list(args[1:])
-    return subprocess.run(["bazel", command, *flags, *rest], cwd=HERE, check=True, capture_output=command == "info",
-                          text=True)
+    try:
+        return subprocess.run(["bazel", command, *flags, *rest], cwd=HERE, check=True,
+                              capture_output=command == "info", text=True)
+    except subprocess.CalledProcessError as error:
+        raise SystemExit(f"bazel {command} failed (exit {error.returncode}); its output above says why. "
+                         "scripts/setup.sh installs what the build needs.") from None
 
 
 class BuildNative(build_py):
