@@ -7,7 +7,8 @@
 #   scripts/build_ops.sh /path/to/python    # a Python with TensorFlow 2.15 ... 2.21 installed
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python=$(realpath "${1:?usage: scripts/build_ops.sh PYTHON}")
+# -s: a virtual environment's python is a symlink to the system one; resolving it would lose the venv.
+python=$(realpath -s "${1:?usage: scripts/build_ops.sh PYTHON}")
 name=$("$python" -c 'from bps_tf import compat; print(compat.op_library_name())')
 output_base="$HOME/.cache/bps_tf/bazel-$(echo "$python" | sha256sum | cut -c1-12)"
 flags=(--repo_env=PYTHON_BIN_PATH="$python" --disk_cache="$HOME/.cache/bps_tf/bazel-disk")
