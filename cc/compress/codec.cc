@@ -1,0 +1,190 @@
+#include "cc/compress/codec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <unordered_set>
+
+namespace bps {
+namespace {
+
+struct TopKRecord {
+  uint32_t index;
+  float value;
+};
+static_assert(sizeof(TopKRecord) == 8, "top-k records are packed");
+
+// SplitMix64: small, fast, and the same on every platform (std's distributions are not).
+class Random {
+ public:
+  explicit Random(uint64_t seed) : state_(seed) {}
+  uint64_t Next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, bound).
+  uint64_t Below(uint64_t bound) { return static_cast<uint64_t>((static_cast<__uint128_t>(Next()) * bound) >> 64); }
+
+ private:
+  uint64_t state_;
+};
+
+void EncodeOneBit(float* values, uint64_t n, char* wire, bool feedback) {
+  double magnitude = 0;
+  for (uint64_t i = 0; i < n; ++i) magnitude += std::fabs(values[i]);
+  const float scale = n ? static_cast<float>(magnitude / n) : 0.f;
+  std::memcpy(wire, &scale, sizeof(scale));
+  auto* bits = reinterpret_cast<uint8_t*>(wire + sizeof(scale));
+  std::memset(bits, 0, (n + 7) / 8);
+  for (uint64_t i = 0; i < n; ++i) {
+    const bool negative = values[i] < 0;
+    bits[i / 8] |= static_cast<uint8_t>(negative) << (i % 8);
+    if (feedback) values[i] -= negative ? -scale : scale;
+  }
+}
+
+Status DecodeAddOneBit(const char* wire, uint64_t n, float* sum) {
+  float scale;
+  std::memcpy(&scale, wire, sizeof(scale));
+  const auto* bits = reinterpret_cast<const uint8_t*>(wire + sizeof(scale));
+  for (uint64_t i = 0; i < n; ++i) sum[i] += ((bits[i / 8] >> (i % 8)) & 1) ? -scale : scale;
+  return Status::OK();
+}
+
+// The k indices of the largest magnitudes, ascending (ties: the lower index first, so the result is exact).
+std::vector<uint32_t> LargestIndices(const float* values, uint64_t n, uint64_t k) {
+  std::vector<uint32_t> order(n);
+  std::iota(order.begin(), order.end(), 0u);
+  auto larger = [values](uint32_t a, uint32_t b) {
+    const float x = std::fabs(values[a]), y = std::fabs(values[b]);
+    return x > y || (x == y && a < b);
+  };
+  if (k < n) std::nth_element(order.begin(), order.begin() + k, order.end(), larger);
+  order.resize(k);
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
+void EncodeSelected(const std::vector<uint32_t>& indices, float* values, char* wire, bool with_indices, bool feedback) {
+  for (size_t j = 0; j < indices.size(); ++j) {
+    const uint32_t i = indices[j];
+    if (with_indices) {
+      TopKRecord record{i, values[i]};
+      std::memcpy(wire + j * sizeof(record), &record, sizeof(record));
+    } else {
+      std::memcpy(wire + j * sizeof(float), &values[i], sizeof(float));
+    }
+    if (feedback) values[i] = 0;
+  }
+}
+
+Status DecodeAddTopK(const char* wire, uint64_t n, uint64_t k, float* sum) {
+  for (uint64_t j = 0; j < k; ++j) {
+    TopKRecord record;
+    std::memcpy(&record, wire + j * sizeof(record), sizeof(record));
+    if (record.index >= n) {
+      return InvalidArgument("a top-k payload names element " + std::to_string(record.index) + " of a partition of " +
+                             std::to_string(n));
+    }
+    sum[record.index] += record.value;
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+uint64_t KeptElements(const CompressionSpec& spec, uint64_t n) {
+  if (n == 0) return 0;
+  // Rounded, not ceiled: a float ratio such as 0.3f is a hair above 0.3.
+  const auto k = static_cast<uint64_t>(std::llround(static_cast<double>(spec.ratio) * n));
+  return std::min<uint64_t>(n, std::max<uint64_t>(1, k));
+}
+
+size_t EncodedBytes(const CompressionSpec& spec, uint64_t n) {
+  switch (spec.kind) {
+    case CodecKind::kNone: return n * sizeof(float);
+    case CodecKind::kOneBit: return sizeof(float) + (n + 7) / 8;
+    case CodecKind::kTopK: return KeptElements(spec, n) * sizeof(TopKRecord);
+    case CodecKind::kRandomK: return KeptElements(spec, n) * sizeof(float);
+  }
+  return 0;
+}
+
+uint64_t PartitionSeed(uint64_t key, uint32_t round) {
+  Random mix(key * 0x100000001B3ull ^ round);
+  return mix.Next();
+}
+
+std::vector<uint32_t> RandomIndices(uint64_t seed, uint64_t n, uint64_t k) {
+  Random random(seed);
+  std::vector<uint32_t> chosen;
+  if (k * 4 >= n) {
+    // Many of them: the first k of a partial shuffle.
+    std::vector<uint32_t> all(n);
+    std::iota(all.begin(), all.end(), 0u);
+    for (uint64_t i = 0; i < k; ++i) std::swap(all[i], all[i + random.Below(n - i)]);
+    chosen.assign(all.begin(), all.begin() + k);
+  } else {
+    // Few: Floyd's sampling draws k distinct indices in k steps.
+    std::unordered_set<uint32_t> seen;
+    seen.reserve(k * 2);
+    for (uint64_t j = n - k; j < n; ++j) {
+      const auto t = static_cast<uint32_t>(random.Below(j + 1));
+      const uint32_t pick = seen.count(t) ? static_cast<uint32_t>(j) : t;
+      seen.insert(pick);
+      chosen.push_back(pick);
+    }
+  }
+  std::sort(chosen.begin(), chosen.end());
+  return chosen;
+}
+
+void Encode(const CompressionSpec& spec, float* values, uint64_t n, uint64_t seed, char* wire, bool feedback) {
+  switch (spec.kind) {
+    case CodecKind::kNone:
+      std::memcpy(wire, values, n * sizeof(float));
+      if (feedback) std::memset(values, 0, n * sizeof(float));
+      return;
+    case CodecKind::kOneBit: return EncodeOneBit(values, n, wire, feedback);
+    case CodecKind::kTopK:
+      return EncodeSelected(LargestIndices(values, n, KeptElements(spec, n)), values, wire, true, feedback);
+    case CodecKind::kRandomK:
+      return EncodeSelected(RandomIndices(seed, n, KeptElements(spec, n)), values, wire, false, feedback);
+  }
+}
+
+Status DecodeAdd(const CompressionSpec& spec, const char* wire, size_t bytes, uint64_t n, uint64_t seed, float* sum) {
+  if (bytes != EncodedBytes(spec, n)) {
+    return InvalidArgument("a " + spec.ToString() + " payload of " + std::to_string(bytes) + " bytes for " +
+                           std::to_string(n) + " elements; expected " + std::to_string(EncodedBytes(spec, n)));
+  }
+  switch (spec.kind) {
+    case CodecKind::kNone: {
+      const auto* in = reinterpret_cast<const float*>(wire);
+      for (uint64_t i = 0; i < n; ++i) sum[i] += in[i];
+      return Status::OK();
+    }
+    case CodecKind::kOneBit: return DecodeAddOneBit(wire, n, sum);
+    case CodecKind::kTopK: return DecodeAddTopK(wire, n, KeptElements(spec, n), sum);
+    case CodecKind::kRandomK: {
+      std::vector<uint32_t> indices = RandomIndices(seed, n, KeptElements(spec, n));
+      for (size_t j = 0; j < indices.size(); ++j) {
+        float value;
+        std::memcpy(&value, wire + j * sizeof(float), sizeof(float));
+        sum[indices[j]] += value;
+      }
+      return Status::OK();
+    }
+  }
+  return InvalidArgument("unknown compression");
+}
+
+Status Decode(const CompressionSpec& spec, const char* wire, size_t bytes, uint64_t n, uint64_t seed, float* out) {
+  std::memset(out, 0, n * sizeof(float));
+  return DecodeAdd(spec, wire, bytes, n, seed, out);
+}
+
+}  // namespace bps
