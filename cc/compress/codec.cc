@@ -81,7 +81,7 @@ void EncodeSelected(const std::vector<uint32_t>& indices, float* values, char* w
   }
 }
 
-Status DecodeAddTopK(const char* wire, uint64_t n, uint64_t k, float* sum) {
+Status CheckTopK(const char* wire, uint64_t n, uint64_t k) {
   for (uint64_t j = 0; j < k; ++j) {
     TopKRecord record;
     std::memcpy(&record, wire + j * sizeof(record), sizeof(record));
@@ -89,6 +89,15 @@ Status DecodeAddTopK(const char* wire, uint64_t n, uint64_t k, float* sum) {
       return InvalidArgument("a top-k payload names element " + std::to_string(record.index) + " of a partition of " +
                              std::to_string(n));
     }
+  }
+  return Status::OK();
+}
+
+Status DecodeAddTopK(const char* wire, uint64_t n, uint64_t k, float* sum) {
+  for (uint64_t j = 0; j < k; ++j) {
+    TopKRecord record;
+    std::memcpy(&record, wire + j * sizeof(record), sizeof(record));
+    if (record.index >= n) return CheckTopK(wire, n, k);
     sum[record.index] += record.value;
   }
   return Status::OK();
@@ -156,11 +165,16 @@ void Encode(const CompressionSpec& spec, float* values, uint64_t n, uint64_t see
   }
 }
 
-Status DecodeAdd(const CompressionSpec& spec, const char* wire, size_t bytes, uint64_t n, uint64_t seed, float* sum) {
+Status CheckEncoded(const CompressionSpec& spec, const char* wire, size_t bytes, uint64_t n) {
   if (bytes != EncodedBytes(spec, n)) {
     return InvalidArgument("a " + spec.ToString() + " payload of " + std::to_string(bytes) + " bytes for " +
                            std::to_string(n) + " elements; expected " + std::to_string(EncodedBytes(spec, n)));
   }
+  return spec.kind == CodecKind::kTopK ? CheckTopK(wire, n, KeptElements(spec, n)) : Status::OK();
+}
+
+Status DecodeAdd(const CompressionSpec& spec, const char* wire, size_t bytes, uint64_t n, uint64_t seed, float* sum) {
+  if (bytes != EncodedBytes(spec, n)) return CheckEncoded(spec, wire, bytes, n);
   switch (spec.kind) {
     case CodecKind::kNone: {
       const auto* in = reinterpret_cast<const float*>(wire);

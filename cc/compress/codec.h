@@ -34,6 +34,9 @@ std::vector<uint32_t> RandomIndices(uint64_t seed, uint64_t n, uint64_t k);
 // Encodes `values[0, n)` into `wire` (EncodedBytes(spec, n) bytes). With `feedback`, `values` is left holding
 // what the encoding dropped (values - Decode(wire)): the error feedback to add to the next round.
 void Encode(const CompressionSpec& spec, float* values, uint64_t n, uint64_t seed, char* wire, bool feedback);
+// Whether `wire` (`bytes` long) is a well-formed encoding of `n` elements; DecodeAdd checks it too, but may have
+// added part of it by the time it finds a fault.
+Status CheckEncoded(const CompressionSpec& spec, const char* wire, size_t bytes, uint64_t n);
 // Adds the decoding of `wire` (`bytes` long) to `sum[0, n)`.
 Status DecodeAdd(const CompressionSpec& spec, const char* wire, size_t bytes, uint64_t n, uint64_t seed, float* sum);
 // Writes the decoding of `wire` to `out[0, n)`.

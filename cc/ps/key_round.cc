@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "cc/common/clock.h"
+#include "cc/compress/codec.h"
 #include "cc/reducer/cpu_reducer.h"
 
 namespace bps {
@@ -16,8 +17,25 @@ constexpr size_t kCacheLineBytes = 64;
 
 }  // namespace
 
-KeyRound::KeyRound(DataType dtype, uint64_t num_elements, int num_workers, SharedArena* arena, ReduceOp op)
-    : dtype_(dtype), num_elements_(num_elements), num_workers_(num_workers), op_(op), receive_(num_workers) {
+KeyRound::KeyRound(DataType dtype, uint64_t num_elements, int num_workers, SharedArena* arena, ReduceOp op,
+                   const CompressionSpec& compression, uint64_t key)
+    : dtype_(dtype),
+      num_elements_(num_elements),
+      num_workers_(num_workers),
+      op_(op),
+      compression_(compression),
+      key_(key),
+      wire_bytes_(compression.on() ? EncodedBytes(compression, num_elements) : bytes()),
+      receive_(num_workers) {
+  if (compression_.on()) {
+    result_ = PrivateBuffer(wire_bytes_);
+    dense_.reset(new float[num_elements + 1]);
+    if (compression_.error_feedback) {
+      residual_.reset(new float[num_elements + 1]);
+      std::fill(residual_.get(), residual_.get() + num_elements, 0.f);
+    }
+    return;
+  }
   // All of a key's buffers are shared or none (swapped buffers must stay where a worker can find them),
   // so they are taken from the arena in one block. Pages nobody writes use no memory. Buffers of a page or
   // more start on a page; smaller ones on a cache line, so that small keys stay small.
@@ -34,24 +52,24 @@ KeyRound::KeyRound(DataType dtype, uint64_t num_elements, int num_workers, Share
     place(sum_, 1);
     for (int rank = 0; rank < num_workers; ++rank) place(receive_[rank], 2 + rank);
   } else {
-    result_ = PrivateBuffer();
+    result_ = PrivateBuffer(bytes());
   }
   if (AccumulatorType(dtype) != dtype) {
     wide_sum_.reset(new char[num_elements * DataTypeSize(AccumulatorType(dtype)) + 1]);
   } else if (!sum_.data) {
-    sum_ = PrivateBuffer();
+    sum_ = PrivateBuffer(bytes());
   }
 }
 
-KeyRound::Buffer KeyRound::PrivateBuffer() const {
+KeyRound::Buffer KeyRound::PrivateBuffer(size_t size) const {
   Buffer buffer;
-  buffer.heap.reset(new char[bytes() + 1]);
+  buffer.heap.reset(new char[size + 1]);
   buffer.data = buffer.heap.get();
   return buffer;
 }
 
 void* KeyRound::ReceiveBuffer(int rank) {
-  if (!receive_[rank].data) receive_[rank] = PrivateBuffer();
+  if (!receive_[rank].data) receive_[rank] = PrivateBuffer(wire_bytes_);
   return receive_[rank].data;
 }
 
@@ -77,6 +95,14 @@ bool KeyRound::Counted() {
 
 StatusOr<bool> KeyRound::Add(int rank, uint32_t round) {
   BPS_RETURN_IF_ERROR(Admit(rank, round));
+  if (compression_.on()) {
+    Status decoded = DecodeInto(rank);
+    if (!decoded.ok()) {
+      pushed_.erase(rank);  // the push is refused as a whole: the worker may not count as having pushed
+      return decoded;
+    }
+    return Counted();
+  }
   data_from_ = data_from_ == kNobody ? rank : kSeveral;
   if (!accumulator_set_) {
     accumulator_set_ = true;
@@ -114,15 +140,38 @@ void KeyRound::ClearAccumulatorIfUnset() {
   std::memset(accumulator(), 0, num_elements_ * DataTypeSize(AccumulatorType(dtype_)));
 }
 
+Status KeyRound::DecodeInto(int rank) {
+  // Checked before anything is added, so that a refused push leaves the sum as it was.
+  const char* wire = receive_[rank].data;
+  BPS_RETURN_IF_ERROR(CheckEncoded(compression_, wire, wire_bytes_, num_elements_));
+  ClearAccumulatorIfUnset();
+  return DecodeAdd(compression_, wire, wire_bytes_, num_elements_, PartitionSeed(key_, accumulating_round()),
+                   dense_.get());
+}
+
+// The pulled result is the encoded sum; with error feedback, what the encoding dropped joins the next sum.
+void KeyRound::EncodeResult() {
+  float* sum = dense_.get();
+  const uint64_t seed = PartitionSeed(key_, accumulating_round());
+  if (residual_) {
+    const float* residual = residual_.get();
+    for (uint64_t i = 0; i < num_elements_; ++i) sum[i] += residual[i];
+  }
+  Encode(compression_, sum, num_elements_, seed, result_.data, residual_ != nullptr);
+  if (residual_) std::swap(dense_, residual_);  // the sum is now the leftover; the old leftover is cleared next
+}
+
 void KeyRound::CompleteRound() {
   ClearAccumulatorIfUnset();  // (only when every contribution was absent: a result nobody will pull)
-  if (!wide_sum_) {
+  if (compression_.on()) {
+    EncodeResult();
+  } else if (!wide_sum_) {
     // Same layout: swap buffers instead of copying. The old result was received by every worker already.
     std::swap(sum_, result_);
   } else {
     LoadFromAccumulator(dtype_, wide_sum_.get(), result_.data, num_elements_);
   }
-  result_from_ = data_from_;
+  result_from_ = compression_.on() ? kSeveral : data_from_;  // an encoded sum is nobody's push
   data_from_ = kNobody;
   accumulator_set_ = false;
   pushed_.clear();

@@ -11,6 +11,10 @@
 // With a SharedArena the receive buffers and results live in memory that workers on the server's host map:
 // such a worker copies its push into ReceiveOffset(rank) itself and copies the sum out of result_offset().
 // Since buffers are swapped, both offsets change from round to round; the server tells the worker each time.
+//
+// A compressed key (KeySpec::compression) receives encoded pushes, decodes each into a dense float32 sum,
+// and encodes the completed sum for the pull, keeping what that encoding dropped for the next round (the
+// server's error feedback). Its buffers are private: compression is for the network, not shared memory.
 #pragma once
 
 #include <cstdint>
@@ -22,20 +26,24 @@
 #include "cc/common/reduce_op.h"
 #include "cc/common/shared_arena.h"
 #include "cc/common/status.h"
+#include "cc/compress/compression_spec.h"
 
 namespace bps {
 
 class KeyRound {
  public:
   // `arena` (may be null) provides shared buffers; where it is full the key's buffers are private. `op`
-  // combines the contributions (a sum unless said otherwise).
+  // combines the contributions (a sum unless said otherwise). `compression` (with the key, which seeds
+  // random-k) encodes pushes and results.
   KeyRound(DataType dtype, uint64_t num_elements, int num_workers, SharedArena* arena = nullptr,
-           ReduceOp op = ReduceOp::kSum);
+           ReduceOp op = ReduceOp::kSum, const CompressionSpec& compression = {}, uint64_t key = 0);
 
   DataType dtype() const { return dtype_; }
   uint64_t num_elements() const { return num_elements_; }
   int num_workers() const { return num_workers_; }  // contributions per round
   size_t bytes() const { return num_elements_ * DataTypeSize(dtype_); }
+  // What a push and a pulled result carry: bytes(), or their encoded size.
+  size_t wire_bytes() const { return wire_bytes_; }
 
   // Where worker `rank`'s pushed data should land.
   void* ReceiveBuffer(int rank);
@@ -78,9 +86,15 @@ class KeyRound {
     static constexpr uint64_t kPrivate = ~uint64_t(0);
     bool shared() const { return offset != kPrivate; }
   };
-  Buffer PrivateBuffer() const;
-  // The running sum: the `sum_` buffer itself when the accumulator type is the dtype, else `wide_sum_`.
-  void* accumulator() { return wide_sum_ ? wide_sum_.get() : sum_.data; }
+  Buffer PrivateBuffer(size_t size) const;
+  // The running sum: the `sum_` buffer itself when the accumulator type is the dtype, else `wide_sum_`
+  // (or, compressed, `dense_`).
+  void* accumulator() {
+    if (dense_) return dense_.get();
+    return wide_sum_ ? wide_sum_.get() : sum_.data;
+  }
+  Status DecodeInto(int rank);
+  void EncodeResult();
 
   Status Admit(int rank, uint32_t round);
   void ClearAccumulatorIfUnset();
@@ -91,9 +105,14 @@ class KeyRound {
   const uint64_t num_elements_;
   const int num_workers_;
   const ReduceOp op_;
+  const CompressionSpec compression_;
+  const uint64_t key_;
+  const size_t wire_bytes_;
   std::vector<Buffer> receive_;  // per worker rank, allocated on first use
   Buffer sum_;
   std::unique_ptr<char[]> wide_sum_;  // when AccumulatorType(dtype) is wider than dtype
+  std::unique_ptr<float[]> dense_;     // compressed: the decoded sum
+  std::unique_ptr<float[]> residual_;  // compressed, with error feedback: what the last result's encoding dropped
   Buffer result_;
   std::set<int> pushed_;
   // Who pushed data (not zeros) in the accumulating round, and in the completed one: a rank, or:

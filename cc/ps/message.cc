@@ -185,6 +185,13 @@ Status TensorSpec::Validate() const {
   if (!members.empty() && scope != TensorScope::kProcess) {
     return InvalidArgument("tensor '" + name + "': process sets apply to tensors every member pushes");
   }
+  if (compression.on()) {
+    BPS_RETURN_IF_ERROR(compression.Validate());
+    if (dtype != DataType::kFloat32 || op != ReduceOp::kSum || scope == TensorScope::kPublished) {
+      return InvalidArgument("tensor '" + name + "' (" + ToString() + "): compression applies to float32 sums only; "
+                             "push_pull it without compression");
+    }
+  }
   if (scope == TensorScope::kPublished && (op != ReduceOp::kSum || root < 0)) {
     return InvalidArgument("tensor '" + name + "': a published tensor has one publisher and no reduction");
   }
@@ -202,6 +209,7 @@ std::string TensorSpec::ToString() const {
     s += " over ranks ";
     for (size_t i = 0; i < members.size(); ++i) s += (i ? "," : "") + std::to_string(members[i]);
   }
+  if (compression.on()) s += " compressed " + compression.ToString();
   return s;
 }
 
@@ -227,6 +235,29 @@ int ContributorRank(TensorScope scope, const std::vector<int32_t>& members, int3
   return index;
 }
 
+namespace {
+
+void PutCompression(WireWriter& w, const CompressionSpec& c) {
+  w.Put<uint8_t>(static_cast<uint8_t>(c.kind));
+  w.Put(c.ratio);
+  w.Put(c.momentum);
+  w.Put<uint8_t>(c.error_feedback ? 1 : 0);
+}
+
+// A compression that fails its own checks reads as a failed read.
+CompressionSpec GetCompression(WireReader& r, bool* valid) {
+  CompressionSpec c;
+  c.kind = static_cast<CodecKind>(r.Get<uint8_t>());
+  c.ratio = r.Get<float>();
+  c.momentum = r.Get<float>();
+  const uint8_t feedback = r.Get<uint8_t>();
+  c.error_feedback = feedback == 1;
+  *valid = feedback <= 1 && c.Validate().ok();
+  return c;
+}
+
+}  // namespace
+
 std::string TensorSpec::Encode() const {
   WireWriter w;
   w.PutString(name);
@@ -238,6 +269,7 @@ std::string TensorSpec::Encode() const {
   w.Put<uint32_t>(static_cast<uint32_t>(members.size()));
   for (int32_t m : members) w.Put(m);
   w.Put(root);
+  PutCompression(w, compression);
   return w.Take();
 }
 
@@ -253,7 +285,9 @@ StatusOr<TensorSpec> TensorSpec::Decode(const std::string& bytes) {
   uint32_t members = r.Get<uint32_t>();
   for (uint32_t i = 0; i < members && !r.failed(); ++i) t.members.push_back(r.Get<int32_t>());
   t.root = r.Get<int32_t>();
-  if (r.failed() || !IsValidDataType(dtype) || scope > static_cast<uint8_t>(TensorScope::kPublished) ||
+  bool valid_compression = false;
+  t.compression = GetCompression(r, &valid_compression);
+  if (r.failed() || !valid_compression || !IsValidDataType(dtype) || scope > static_cast<uint8_t>(TensorScope::kPublished) ||
       !IsValidReduceOp(op)) {
     return Truncated("DECLARE");
   }
@@ -304,6 +338,7 @@ std::string KeyPlanBody::Encode() const {
     w.Put<uint32_t>(static_cast<uint32_t>(k.members.size()));
     for (int32_t m : k.members) w.Put(m);
     w.Put(k.root);
+    PutCompression(w, k.compression);
   }
   return w.Take();
 }
@@ -323,7 +358,9 @@ StatusOr<KeyPlanBody> KeyPlanBody::Decode(const std::string& bytes) {
     uint32_t members = r.Get<uint32_t>();
     for (uint32_t m = 0; m < members && !r.failed(); ++m) k.members.push_back(r.Get<int32_t>());
     k.root = r.Get<int32_t>();
-    if (!IsValidDataType(dtype) || scope > static_cast<uint8_t>(TensorScope::kPublished) || !IsValidReduceOp(op)) {
+    bool valid_compression = false;
+    k.compression = GetCompression(r, &valid_compression);
+    if (!valid_compression || !IsValidDataType(dtype) || scope > static_cast<uint8_t>(TensorScope::kPublished) || !IsValidReduceOp(op)) {
       return Truncated("KEY_PLAN");
     }
     k.dtype = static_cast<DataType>(dtype);

@@ -8,6 +8,7 @@
 #include "cc/common/dtype.h"
 #include "cc/common/reduce_op.h"
 #include "cc/common/status.h"
+#include "cc/compress/compression_spec.h"
 
 namespace bps {
 
@@ -122,6 +123,7 @@ struct TensorSpec {
   ReduceOp op = ReduceOp::kSum;
   std::vector<int32_t> members;  // kProcess: the ranks of its process set, ascending; empty: every worker
   int32_t root = 0;              // kPublished: the publisher's rank
+  CompressionSpec compression;   // float32 sums only
   uint64_t num_elements() const;
   std::string ToString() const;  // float32[3,4], "float32[3,4] per machine", "... min over ranks 0,2"
   // Sizes checked before anything is planned or allocated: a name of at most kMaxNameBytes, at most
@@ -132,7 +134,7 @@ struct TensorSpec {
   Status Validate() const;
   bool operator==(const TensorSpec& o) const {
     return name == o.name && dtype == o.dtype && shape == o.shape && scope == o.scope && op == o.op &&
-           members == o.members && root == o.root;
+           members == o.members && root == o.root && compression == o.compression;
   }
   std::string Encode() const;
   static StatusOr<TensorSpec> Decode(const std::string& bytes);
@@ -161,6 +163,7 @@ struct KeySpec {
   ReduceOp op = ReduceOp::kSum;
   std::vector<int32_t> members;  // as TensorSpec's
   int32_t root = 0;              // as TensorSpec's
+  CompressionSpec compression;   // as TensorSpec's: pushes and the pulled sum are encoded (cc/compress/codec.h)
 };
 
 // A worker's place among the contributors of a key (a contribution index), or why it has none.

@@ -6,6 +6,7 @@
 #include "cc/common/logging.h"
 #include "cc/common/tokens.h"
 #include "cc/common/rank_list.h"
+#include "cc/compress/codec.h"
 #include "cc/transport/address.h"
 
 namespace bps {
@@ -383,8 +384,13 @@ void Scheduler::Plan(Declaration& d) {
   std::map<int, KeyPlanBody> by_server;
   const int participants = expected_participants(d.spec);
   for (const Partition& p : d.plan.partitions) {
+    if (d.spec.compression.on() && p.count > kMaxCodecElements) {
+      d.error = InvalidArgument("tensor '" + d.spec.name + "': a compressed partition holds at most " +
+                                std::to_string(kMaxCodecElements) + " elements; lower BYTEPS_PARTITION_BYTES");
+      return;
+    }
     by_server[p.server].keys.push_back(KeySpec{p.key, d.spec.dtype, p.count, participants, d.spec.scope, d.spec.op,
-                                               d.spec.members, d.spec.root});
+                                               d.spec.members, d.spec.root, d.spec.compression});
   }
   d.plan_request = next_plan_request_++;
   plan_requests_[d.plan_request] = d.spec.name;

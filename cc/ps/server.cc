@@ -9,6 +9,7 @@
 #include "cc/common/logging.h"
 #include "cc/common/rank_list.h"
 #include "cc/common/tokens.h"
+#include "cc/compress/codec.h"
 #include "cc/ps/node_setup.h"
 
 namespace bps {
@@ -144,7 +145,11 @@ void Server::HandleKeyPlan(const Message& m) {
       const uint64_t limit = TensorSpec::kMaxTensorBytes / DataTypeSize(spec.dtype);
       const bool members_fit = spec.members.empty() || (spec.members.back() < num_workers_ &&
                                                         static_cast<int>(spec.members.size()) == spec.participants);
-      if (spec.count > limit || spec.participants < 1 || spec.participants > num_workers_ || !members_fit ||
+      const bool compression_fits = !spec.compression.on() || (spec.dtype == DataType::kFloat32 &&
+                                                               spec.op == ReduceOp::kSum &&
+                                                               spec.scope != TensorScope::kPublished &&
+                                                               spec.count <= kMaxCodecElements);
+      if (!compression_fits || spec.count > limit || spec.participants < 1 || spec.participants > num_workers_ || !members_fit ||
           spec.root < 0 || spec.root >= num_workers_) {
         result = InvalidArgument("a key plan out of this job's bounds");
         break;
@@ -155,7 +160,7 @@ void Server::HandleKeyPlan(const Message& m) {
       } else if (it->second.spec.dtype != spec.dtype || it->second.spec.count != spec.count ||
                  it->second.spec.participants != spec.participants || it->second.spec.scope != spec.scope ||
                  it->second.spec.op != spec.op || it->second.spec.members != spec.members ||
-                 it->second.spec.root != spec.root) {
+                 it->second.spec.root != spec.root || it->second.spec.compression != spec.compression) {
         result = InvalidArgument("key " + std::to_string(spec.key) + " is planned twice, differently");
         break;
       }
@@ -282,7 +287,8 @@ Server::KeyEntry* Server::CheckedKey(PeerId from, const Message& m, Status* erro
   }
   if (!entry.round) {
     try {
-      entry.round = std::make_unique<KeyRound>(spec.dtype, spec.count, spec.participants, arena_.get(), spec.op);
+      entry.round = std::make_unique<KeyRound>(spec.dtype, spec.count, spec.participants, arena_.get(), spec.op,
+                                               spec.compression, spec.key);
     } catch (const std::bad_alloc&) {
       *error = Unavailable("the server has no memory for key " + std::to_string(m.key) + " (" +
                            std::to_string(spec.count * DataTypeSize(spec.dtype)) + " bytes per contribution)");
@@ -298,7 +304,7 @@ void* Server::PayloadDestination(PeerId from, const std::string& header, size_t 
   const Message& push = m.value();
   Status error;
   KeyEntry* entry = CheckedKey(from, push, &error);
-  if (entry == nullptr || entry->round->bytes() != length) return nullptr;
+  if (entry == nullptr || entry->round->wire_bytes() != length) return nullptr;
   std::lock_guard<std::mutex> lock(keys_mu_);
   try {
     return entry->round->ReceiveBuffer(push.sender);
@@ -415,7 +421,8 @@ void Server::AnswerPull(uint64_t key, KeyEntry* entry, const ParkedPull& pull) {
       payload = false;
     }
   }
-  transport_->Send(pull.peer, reply.Encode(), payload ? round.result() : nullptr, payload ? round.bytes() : 0, nullptr);
+  transport_->Send(pull.peer, reply.Encode(), payload ? round.result() : nullptr, payload ? round.wire_bytes() : 0,
+                   nullptr);
 }
 
 // A round that started but did not complete within BYTEPS_TIMEOUT: tell the workers waiting on it who is

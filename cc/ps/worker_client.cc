@@ -130,13 +130,25 @@ void WorkerClient::Declare(const TensorSpec& spec, DeclareDone done) {
 
 void WorkerClient::PushPull(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input,
                             void* output, std::function<void()> on_sent, Done done) {
+  SendPush(part, round, me, dtype, input, output, part.count * DataTypeSize(dtype), /*shareable=*/true,
+           std::move(on_sent), std::move(done));
+}
+
+void WorkerClient::PushPullEncoded(const Partition& part, uint32_t round, Participant me, const void* encoded,
+                                   void* encoded_sum, size_t bytes, std::function<void()> on_sent, Done done) {
+  SendPush(part, round, me, DataType::kFloat32, encoded, encoded_sum, bytes, /*shareable=*/false, std::move(on_sent),
+           std::move(done));
+}
+
+void WorkerClient::SendPush(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input,
+                            void* output, size_t wire_bytes, bool shareable, std::function<void()> on_sent, Done done) {
   Status failed = failure();
   if (!failed.ok()) {
     if (on_sent) on_sent();
     return done(failed);
   }
-  const size_t bytes = input == nullptr ? 0 : part.count * DataTypeSize(dtype);
-  SharedPush shared = PlanSharedPush(part, bytes, input != nullptr);
+  const size_t bytes = input == nullptr ? 0 : wire_bytes;
+  SharedPush shared = shareable ? PlanSharedPush(part, bytes, input != nullptr) : SharedPush{};
   // A server on this host sums straight from its arena: the data crosses in one memcpy, not the transport.
   if (shared.destination != nullptr) std::memcpy(shared.destination, input, bytes);
   Pending p;
@@ -146,7 +158,7 @@ void WorkerClient::PushPull(const Partition& part, uint32_t round, Participant m
   p.key = part.key;
   p.source = input;
   p.destination = output;
-  p.bytes = part.count * DataTypeSize(dtype);
+  p.bytes = wire_bytes;
   p.what = "the sum of round " + std::to_string(round) + " from " + ServerName(part.server) +
            " (it answers once every worker has pushed)";
   Message m;

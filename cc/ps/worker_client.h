@@ -55,6 +55,10 @@ class WorkerClient : public MessageHandler {
   // count against the credit window), `done` once the sum is in `output`.
   void PushPull(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input, void* output,
                 std::function<void()> on_sent, Done done);
+  // PushPull of an encoded partition (cc/compress/codec.h): `bytes` go out from `encoded` and the encoded sum
+  // of as many bytes comes back into `encoded_sum`. Never through shared memory.
+  void PushPullEncoded(const Partition& part, uint32_t round, Participant me, const void* encoded, void* encoded_sum,
+                       size_t bytes, std::function<void()> on_sent, Done done);
   // A reader of a published tensor: the sum of `round` of the partition (its publisher's value) into
   // `output`, once the publisher pushed it.
   void Fetch(const Partition& part, uint32_t round, DataType dtype, void* output, Done done);
@@ -102,6 +106,8 @@ class WorkerClient : public MessageHandler {
     ShareMode share = ShareMode::kNone;
     char* destination = nullptr;
   };
+  void SendPush(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input, void* output,
+                size_t wire_bytes, bool shareable, std::function<void()> on_sent, Done done);
   SharedPush PlanSharedPush(const Partition& part, size_t bytes, bool has_data);
   // Takes what a reply says about shared memory; copies a sum that stayed in the server's arena.
   Status TakeSharedReply(const Pending& p, const Message& reply);

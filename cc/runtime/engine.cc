@@ -4,13 +4,15 @@
 #include "cc/common/huge_pages.h"
 #include "cc/common/logging.h"
 #include "cc/common/timeline.h"
+#include "cc/compress/codec.h"
 
 namespace bps {
 namespace {
 
 // Zeros stand for data in sums only.
+// (A compressed push always goes out: with error feedback it carries more than this round's data.)
 bool AllZeros(const PushPullRequest& request, const Partition& part) {
-  return request.op == ReduceOp::kSum &&
+  return request.op == ReduceOp::kSum && !request.compression.on() &&
          (part.offset + part.count <= request.nonzero_begin || part.offset >= request.nonzero_end);
 }
 
@@ -24,6 +26,7 @@ void TraceUntilNow(const std::string& tensor, const char* stage, double begin, c
 
 // What a partition's push puts on the wire, and so counts against the credit window.
 size_t PushedBytes(const PushPullRequest& request, const Partition& part, DataType dtype) {
+  if (request.compression.on()) return EncodedBytes(request.compression, part.count);
   return AllZeros(request, part) ? 0 : part.count * DataTypeSize(dtype);
 }
 
@@ -69,7 +72,7 @@ void Engine::Run(Callbacks& callbacks) {
 
 void Engine::Enqueue(PushPullRequest request) {
   const TensorSpec spec{request.name, request.dtype, request.shape, request.scope, request.op, request.members,
-                        request.root};
+                        request.root, request.compression};
   if (request.output != request.input) {
     // A separate output is usually fresh memory that the pulled sums fault in page by page.
     AdviseHugePages(request.output, spec.num_elements() * DataTypeSize(request.dtype));
@@ -162,6 +165,12 @@ void Engine::OnDeclared(Tensor* tensor, const StatusOr<PartitionPlan>& plan) {
     if (plan.ok()) {
       tensor->declared = true;
       tensor->plan = plan.value();
+      if (tensor->spec.compression.on()) {
+        for (const Partition& part : tensor->plan.partitions) {
+          tensor->compressors[part.key] =
+              std::make_unique<PartitionCompressor>(tensor->spec.compression, part.key, part.count);
+        }
+      }
     } else {
       tensor->error = plan.status();
     }
@@ -208,6 +217,7 @@ void Engine::StartPartition(Operation* op, const Partition& part, double queued_
   const int count = spec.scope == TensorScope::kMachine ? config_.num_worker
                     : spec.scope == TensorScope::kPublished ? 1
                     : spec.members.empty() ? size() : static_cast<int>(spec.members.size());
+  if (spec.compression.on()) return PushPullCompressed(op, part, Participant{index, count}, input, output, bytes, started);
   auto sent_at = std::make_shared<double>(started);
   // The credit covers the push only: the sum waits on the other workers, and holding credit across that
   // wait would let two workers that started different tensors first wait on each other forever.
@@ -221,6 +231,30 @@ void Engine::StartPartition(Operation* op, const Partition& part, double queued_
       [this, op, part, sent_at](const Status& status) {
         // The server's sum, waiting for the other workers' pushes, and the pull of the result.
         TraceUntilNow(op->request.name, "SUM_PULL", *sent_at, part);
+        FinishPartition(op, status);
+      });
+}
+
+void Engine::PushPullCompressed(Operation* op, const Partition& part, Participant me, const char* input, char* output,
+                                size_t bytes, double started) {
+  PartitionCompressor* compressor = op->tensor->compressors.at(part.key).get();
+  const uint32_t round = op->tensor->round;
+  compressor->Compress(reinterpret_cast<const float*>(input), round);
+  TraceUntilNow(op->request.name, "COMPRESS", started, part);
+  auto sent_at = std::make_shared<double>(NowSeconds());
+  client_->PushPullEncoded(
+      part, round, me, compressor->encoded_push(), compressor->encoded_sum(), compressor->encoded_bytes(),
+      [this, bytes, name = op->request.name, part, sent_at] {  // (may run after `op` is gone)
+        const double pushed_from = *sent_at;
+        *sent_at = NowSeconds();
+        TraceUntilNow(name, "PUSH", pushed_from, part);
+        ReleaseCredit(bytes);
+      },
+      [this, op, part, sent_at, compressor, output, round](Status status) {
+        TraceUntilNow(op->request.name, "SUM_PULL", *sent_at, part);
+        const double decoding = NowSeconds();
+        if (status.ok()) status = compressor->Decompress(reinterpret_cast<float*>(output), round);
+        TraceUntilNow(op->request.name, "DECOMPRESS", decoding, part);
         FinishPartition(op, status);
       });
 }

@@ -18,6 +18,7 @@
 #include "cc/ps/message.h"
 #include "cc/ps/worker_client.h"
 #include "cc/runtime/credit_queue.h"
+#include "cc/runtime/partition_compressor.h"
 #include "cc/transport/transport.h"
 
 namespace bps {
@@ -40,6 +41,8 @@ struct PushPullRequest {
   ReduceOp op = ReduceOp::kSum;
   std::vector<int32_t> members;  // the process set (ascending ranks); empty: every worker
   int32_t root = 0;
+  // Encodes pushes and pulled sums (float32 sums only); every worker gives the same for a name.
+  CompressionSpec compression;
   std::function<void(const Status&)> done;
   double enqueued_at = 0;  // set by Enqueue (for the timeline)
 };
@@ -89,6 +92,8 @@ class Engine {
     uint32_t round = 0;
     bool busy = false;
     std::deque<PushPullRequest> queue;
+    // With compression, by partition key; made with the plan, then used by the partition's flow only.
+    std::map<uint64_t, std::unique_ptr<PartitionCompressor>> compressors;
   };
   struct Operation {
     Tensor* tensor;
@@ -104,6 +109,9 @@ class Engine {
   void Advance(Tensor* tensor, Callbacks* later);
   void OnDeclared(Tensor* tensor, const StatusOr<PartitionPlan>& plan);
   void StartPartition(Operation* op, const Partition& part, double queued_at);
+  // The push and pull of a compressed partition (StartPartition's second half).
+  void PushPullCompressed(Operation* op, const Partition& part, Participant me, const char* input, char* output,
+                          size_t bytes, double started);
   void ReleaseCredit(size_t bytes);
   void FinishPartition(Operation* op, const Status& status);
   void Dispatch();
