@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from bps_tf import process_sets
 from bps_tf.ops import naming
-from bps_tf.ops.compression import Compression
+from bps_tf.ops.compression import Compression, wire_codec
 from bps_tf.ops.library import ops
 from bps_tf.ops.wire_dtypes import SUPPORTED_DTYPES  # noqa: F401 (re-exported)
 from bps_tf.ops.wire_dtypes import check_travels, from_wire, to_wire
@@ -75,17 +75,38 @@ def push_pull(tensor, name=None, op=Average, compression=Compression.none, prior
     # The op and the set are part of the name: one call site may reduce the same tensor several ways.
     kind = "push_pull" + ("" if _SERVER_OP[op] == "sum" else f".{_SERVER_OP[op]}") + set_label(members)
     full_name = naming.tensor_name(tensor, name, kind, uses=int(local_devices), ignore_name_scope=ignore_name_scope)
-    on_cpu = op in (Min, Max, Product) or bool(members)
+    codec = _codec_for(compression, tensor, op, what)
+    if codec is not None and int(local_devices) > 1:
+        raise ValueError(f"{what}: compression {codec.wire} encodes one tensor per process; sum the "
+                         f"{local_devices} local replicas first and push_pull the sum")
+    # The core encodes on the CPU: a GPU tensor is copied there (compression is for slow networks).
+    on_cpu = op in (Min, Max, Product) or bool(members) or codec is not None
     with tf.device("/cpu:0") if on_cpu else contextlib.nullcontext():
         compressed, context = compression.compress(_scaled(tensor, prescale_factor))
+        if codec is not None:
+            compressed, context = tf.cast(compressed, tf.float32), tensor.dtype
         wire, original = to_wire(compressed, what)
         reduced = ops.byteps_push_pull(wire, tensor_name=full_name, priority=int(priority),
                                        shape_in_name=bool(shape_in_name), local_devices=int(local_devices),
-                                       reduce_op=_SERVER_OP[op], process_set=members)
-        result = compression.decompress(from_wire(reduced, original), context)
+                                       reduce_op=_SERVER_OP[op], process_set=members,
+                                       compression=codec.wire if codec is not None else "")
+        result = from_wire(reduced, original)
+        result = tf.cast(result, context) if codec is not None else compression.decompress(result, context)
     if op == Average:
         result = result / tf.cast(process_sets.set_size(process_set), result.dtype)
     return _scaled(result, postscale_factor)
+
+
+def _codec_for(compression, tensor, op, what):
+    """The wire codec that encodes `tensor`, or None (no codec, or a tensor it leaves alone)."""
+    codec = wire_codec(compression)
+    if codec is None:
+        return None
+    if op not in (Sum, Average):
+        raise ValueError(f"{what}: compression {codec.wire} applies to sums and averages, not {op}")
+    if not codec.applies_to(tensor):
+        return None
+    return codec
 
 
 def broadcast(tensor, root_rank, name=None, process_set=None, ignore_name_scope=True):

@@ -8,7 +8,8 @@ dense tensor (bps_tf.ops.gather)."""
 import tensorflow as tf
 
 from bps_tf import compat
-from bps_tf.ops import Average, Sum, all_gather, gather_is_smaller, naming, push_pull, push_pull_slices
+from bps_tf.ops import Average, Compression, Sum, all_gather, gather_is_smaller, naming, push_pull, push_pull_slices
+from bps_tf.ops.compression import wire_codec
 from bps_tf.ops.together import function_of_its_own
 from bps_tf.process import size
 
@@ -84,9 +85,10 @@ def _stays_sparse(local_values):
 class BytePSCrossDeviceOps(_CrossDeviceOps):
     """Cross-device (and cross-process) reductions through bps_tf's parameter servers."""
 
-    def __init__(self, num_replicas_in_sync):
+    def __init__(self, num_replicas_in_sync, compression=Compression.none):
         super().__init__()
         self._num_replicas_in_sync = num_replicas_in_sync
+        self._compression = compression  # for batches (gradients); single reductions (metrics) travel exactly
         self._eager_batches = {}
 
     @property
@@ -94,7 +96,7 @@ class BytePSCrossDeviceOps(_CrossDeviceOps):
         # More than one process: TF must not skip the reduction of a single local replica.
         return size()
 
-    def _reduce_one(self, reduce_op, local_tensors, priority, name):
+    def _reduce_one(self, reduce_op, local_tensors, priority, name, compression=Compression.none):
         """The reduced value: one tensor, or one per local GPU (already on each GPU)."""
         if reduce_op not in (ReduceOp.SUM, ReduceOp.MEAN):
             raise ValueError(f"BytePSStrategy reduces with SUM or MEAN, not {reduce_op}")
@@ -103,7 +105,9 @@ class BytePSCrossDeviceOps(_CrossDeviceOps):
             op = Average if reduce_op == ReduceOp.MEAN else Sum
             with tf.device(local_tensors[0].device):
                 return push_pull_slices(local_tensors, name, op, priority, replicas=self._num_replicas_in_sync)
-        if len(local_tensors) > 1 and all(_on_gpu(t) for t in local_tensors):
+        codec = wire_codec(compression)
+        encoded = codec is not None and codec.applies_to(local_tensors[0])
+        if len(local_tensors) > 1 and all(_on_gpu(t) for t in local_tensors) and not encoded:
             # One op per GPU under one name: the core reduces them with NCCL before the servers.
             name = name or naming.tensor_name(local_tensors[0], None, "strategy")
             results = []
@@ -114,7 +118,8 @@ class BytePSCrossDeviceOps(_CrossDeviceOps):
             return results
         with tf.device(local_tensors[0].device):
             local = local_tensors[0] if len(local_tensors) == 1 else tf.add_n(local_tensors)
-        return self._finish_mean(reduce_op, push_pull(local, name=name, op=Sum, priority=priority))
+        summed = push_pull(local, name=name, op=Sum, priority=priority, compression=compression)
+        return self._finish_mean(reduce_op, summed)
 
     def _finish_mean(self, reduce_op, summed):
         if reduce_op != ReduceOp.MEAN:
@@ -123,11 +128,12 @@ class BytePSCrossDeviceOps(_CrossDeviceOps):
         # Integers keep their dtype (floor division), as a mean of counters is used.
         return summed / count if summed.dtype.is_floating else summed // count
 
-    def _reduce_groups(self, reduce_op, groups, names):
+    def _reduce_groups(self, reduce_op, groups, names, compression):
         count = len(groups)
-        return [self._reduce_one(reduce_op, g, count - i, n) for i, (g, n) in enumerate(zip(groups, names))]
+        return [self._reduce_one(reduce_op, g, count - i, n, compression)
+                for i, (g, n) in enumerate(zip(groups, names))]
 
-    def _reduce_batch(self, reduce_op, values):
+    def _reduce_batch(self, reduce_op, values, compression=Compression.none):
         """One reduced tensor per value (each value: a PerReplica/Mirrored value, a variable or a tensor)."""
         _refuse_xla()
         groups = [_local_values(v) for v in values]
@@ -138,13 +144,13 @@ class BytePSCrossDeviceOps(_CrossDeviceOps):
             # Same label, different shapes (two metrics' "total") must not share a tensor.
             names.append(None if label is None else f"strategy.{label}.{i}.{_signature(group[0])}")
         if not tf.executing_eagerly() or (len(groups) == 1 and len(groups[0]) == 1):
-            return self._reduce_groups(reduce_op, groups, names)
+            return self._reduce_groups(reduce_op, groups, names, compression)
         # Eagerly each op would wait for its own result (and one GPU's op for the others' part of the local
         # reduction): run the batch as one function so they overlap.
-        key = (reduce_op, tuple(names), tuple(len(g) for g in groups))
+        key = (reduce_op, tuple(names), tuple(len(g) for g in groups), compression)
         function = self._eager_batches.get(key)
         if function is None:
-            function = function_of_its_own(lambda gs: self._reduce_groups(reduce_op, gs, list(key[1])))
+            function = function_of_its_own(lambda gs: self._reduce_groups(reduce_op, gs, list(key[1]), compression))
             self._eager_batches[key] = function
         return function(groups)
 
@@ -153,7 +159,7 @@ class BytePSCrossDeviceOps(_CrossDeviceOps):
         return _to_destinations(reduced, destinations)
 
     def batch_reduce_implementation(self, reduce_op, value_destination_pairs, options):
-        reduced = self._reduce_batch(reduce_op, [v for v, _ in value_destination_pairs])
+        reduced = self._reduce_batch(reduce_op, [v for v, _ in value_destination_pairs], self._compression)
         return [_to_destinations(r, d) for r, (_, d) in zip(reduced, value_destination_pairs)]
 
     def _gather_implementation(self, per_replica_value, destinations, axis, options):

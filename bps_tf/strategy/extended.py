@@ -31,10 +31,10 @@ def job_cluster_resolver(num_workers, worker):
 
 
 class BytePSExtended(compat.target("MirroredExtended")):
-    def __init__(self, container_strategy, devices):
+    def __init__(self, container_strategy, devices, compression=None):
         self._num_workers = size()
         self._id_in_cluster = rank()
-        self._bps_ops = BytePSCrossDeviceOps(num_replicas_in_sync=len(devices) * size())
+        self._bps_ops = BytePSCrossDeviceOps(num_replicas_in_sync=len(devices) * size(), compression=compression)
         super().__init__(container_strategy, devices=devices, cross_device_ops=self._bps_ops)
         # Code written for MultiWorkerMirroredStrategy reads the job from these: a worker job, chief = worker 0.
         self._cluster_resolver = job_cluster_resolver(self._num_workers, self._id_in_cluster)

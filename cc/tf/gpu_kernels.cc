@@ -81,9 +81,11 @@ class PushPullGpuOp : public AsyncOpKernel {
     OP_REQUIRES_OK(context, context->GetAttr("reduce_op", &op));
     OP_REQUIRES_OK(context, context->GetAttr("process_set", &members));
     // bps_tf's Python layer places such reductions on the CPU; the GPU path sums over every worker.
-    OP_REQUIRES(context, op == "sum" && members.empty(),
+    std::string compression;
+    OP_REQUIRES_OK(context, context->GetAttr("compression", &compression));
+    OP_REQUIRES(context, op == "sum" && members.empty() && compression.empty(),
                 absl::InvalidArgumentError("push_pull of '" + tensor_name_ + "' on a GPU sums over every worker; "
-                                           "min, max, product and process sets run on CPU tensors"));
+                                           "min, max, product, process sets and compression run on CPU tensors"));
   }
 
   void ComputeAsync(OpKernelContext* context, DoneCallback done) override {

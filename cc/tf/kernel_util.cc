@@ -44,6 +44,15 @@ absl::Status ReadProcessSet(tensorflow::OpKernelConstruction* context, std::vect
   return absl::OkStatus();
 }
 
+absl::Status ReadCompression(tensorflow::OpKernelConstruction* context, CompressionSpec* compression) {
+  std::string text;
+  TF_RETURN_IF_ERROR(context->GetAttr("compression", &text));
+  auto parsed = CompressionSpec::Parse(text);
+  if (!parsed.ok()) return absl::InvalidArgumentError(parsed.status().message());
+  *compression = parsed.value();
+  return absl::OkStatus();
+}
+
 bool CheckMember(OpKernelContext* context, const Engine& engine, const std::vector<int32_t>& members,
                  const std::string& what) {
   if (members.empty() || std::find(members.begin(), members.end(), engine.rank()) != members.end()) return true;

@@ -29,6 +29,8 @@ absl::Status GatherLayout(const std::string& tensor_name, const tensorflow::Tens
 
 // The attrs every collective op has: its process set (ascending ranks; empty: every worker).
 absl::Status ReadProcessSet(tensorflow::OpKernelConstruction* context, std::vector<int32_t>* members);
+// The `compression` attribute ("", "onebit", "topk:0.01", ...), parsed.
+absl::Status ReadCompression(tensorflow::OpKernelConstruction* context, CompressionSpec* compression);
 // Whether this worker may take part in a collective over `members`, else the error (on the context).
 bool CheckMember(tensorflow::OpKernelContext* context, const Engine& engine, const std::vector<int32_t>& members,
                  const std::string& what);

@@ -17,6 +17,7 @@ class PushPullOp : public AsyncOpKernel {
     OP_REQUIRES_OK(context, context->GetAttr("reduce_op", &op));
     OP_REQUIRES(context, ParseReduceOp(op, &reduce_op_), absl::InvalidArgumentError("unknown reduce_op '" + op + "'"));
     OP_REQUIRES_OK(context, ReadProcessSet(context, &members_));
+    OP_REQUIRES_OK(context, ReadCompression(context, &compression_));
   }
 
   void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
@@ -32,6 +33,7 @@ class PushPullOp : public AsyncOpKernel {
     request.priority = priority_;
     request.op = reduce_op_;
     request.members = members_;
+    request.compression = compression_;
     Enqueue(context, *engine, std::move(request), input, output, std::move(done));
   }
 
@@ -41,6 +43,7 @@ class PushPullOp : public AsyncOpKernel {
   bool shape_in_name_ = false;
   ReduceOp reduce_op_ = ReduceOp::kSum;
   std::vector<int32_t> members_;
+  CompressionSpec compression_;
 };
 
 REGISTER_KERNEL_BUILDER(Name("BytepsPushPull").Device(tensorflow::DEVICE_CPU), PushPullOp);
