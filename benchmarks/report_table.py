@@ -49,17 +49,22 @@ def train_table(result):
     for r in runs:
         local = by.get((r["model"], "local"))
         mwms = by.get((r["model"], "mwms"))
+        bps = by.get((r["model"], "bps"))
         exposed = f"{r['median_step_s'] / local['median_step_s']:.2f}" if local else "-"
         versus = f"{mwms['median_step_s'] / r['median_step_s']:.2f}x" if mwms and r["strategy"] == "bps" else ""
+        over_bps = f"{bps['median_step_s'] / r['median_step_s']:.2f}x" if bps and r.get("tuned") else ""
+        sent = r.get("sent_bytes_per_step")
         rows.append([r["model"], strategy_label(r), f"{r['gradient_bytes'] / 1e6:.1f}",
-                     r["global_batch"], f"{r['median_step_s'] * 1e3:.0f}", f"{r['samples_per_s']:.1f}",
-                     exposed, versus])
-    return markdown(["model", "strategy", "gradients MB", "global batch", "step ms", "samples/s",
-                     "step / step without communication", "speed-up over MWMS"], rows)
+                     f"{sent / 1e6:.1f}" if sent else "-", r["global_batch"], f"{r['median_step_s'] * 1e3:.0f}",
+                     f"{r['samples_per_s']:.1f}", exposed, versus, over_bps])
+    return markdown(["model", "strategy", "gradients MB", "MB sent per step by worker 0", "global batch", "step ms",
+                     "samples/s", "step / step without communication", "speed-up over MWMS",
+                     "speed-up over BytePSStrategy"], rows)
 
 
 def strategy_label(run):
-    label = STRATEGY_NAMES[run.get("variant", run["strategy"])]
+    variant = run.get("variant", run["strategy"])
+    label = STRATEGY_NAMES["bps"] if variant.startswith("bps+") else STRATEGY_NAMES[variant]
     if run.get("env"):
         label += " with " + " ".join(f"{k}={v}" for k, v in run["env"].items())
     return label

@@ -21,7 +21,8 @@ def parse_args():
     add_training_arguments(parser)
     parser.add_argument("--strategies", default="local,mwms,bps",
                         help="local, mwms, bps (bps_tf's defaults), bps-tuned (bps with the --env settings), "
-                             "bps-dense (bps with sparse gradients densified)")
+                             "bps-dense (bps with sparse gradients densified), bps+COMPRESSION (bps with "
+                             "BYTEPS_COMPRESSION=COMPRESSION, e.g. bps+onebit, bps+topk:0.01)")
     parser.add_argument("--colocate", action="store_true", help="server i on worker i's host")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="for the bps-tuned runs")
     return parser.parse_args()
@@ -36,13 +37,16 @@ def main():
             batch = args.batch_bert if model == "bert" else args.batch_mlp
             for name in args.strategies.split(","):
                 strategy = "bps" if name.startswith("bps") else name
+                env = bps_env if name == "bps-tuned" else {}
+                if name.startswith("bps+"):
+                    env = {"BYTEPS_COMPRESSION": name.split("+", 1)[1]}
                 run = run_training(cluster, strategy, model, args.workers, args.servers, batch, args.steps,
-                                   args.warmup, bps_env if name == "bps-tuned" else {},
-                                   sparse_as_dense=name == "bps-dense", colocate=args.colocate)
+                                   args.warmup, env, sparse_as_dense=name == "bps-dense", colocate=args.colocate)
                 run["variant"] = name
                 run["tuned"] = name != strategy  # a variant of bps_tf's defaults
                 print(f"{model} {name}: {run['median_step_s'] * 1e3:.0f} ms/step, "
-                      f"{run['samples_per_s']:.1f} samples/s", flush=True)
+                      f"{run['samples_per_s']:.1f} samples/s, {run.get('sent_bytes_per_step', 0) / 1e6:.1f} MB "
+                      "sent per step", flush=True)
                 runs.append(run)
     result = {"benchmark": "train", "rate": args.rate, "workers": args.workers, "servers": args.servers,
               "colocate": args.colocate,

@@ -53,19 +53,39 @@ def make_strategy(args):
     return tf.distribute.get_strategy()  # the default: no distribution
 
 
+def link_counters():
+    """(received, sent) bytes of this host's link (eth0 of the network namespace), or None outside one."""
+    with open("/proc/self/net/dev") as dev:
+        for line in dev:
+            if line.strip().startswith("eth0:"):
+                fields = line.split(":", 1)[1].split()
+                return int(fields[0]), int(fields[8])
+    return None
+
+
 class StepTimes:
-    """Wall-clock time at the end of each training batch (Keras callback)."""
+    """Wall-clock time and the link's byte counters at the end of each training batch (Keras callback)."""
 
     def __init__(self):
         import tensorflow as tf
 
         times = self.times = []
+        counters = self.counters = []
 
         class Callback(tf.keras.callbacks.Callback):
             def on_train_batch_end(self, batch, logs=None):
                 times.append(time.perf_counter())
+                counters.append(link_counters())
 
         self.callback = Callback()
+
+    def bytes_per_step(self, first):
+        """(received, sent) per step from batch `first` on, or (0, 0) without a link."""
+        start, end = self.counters[first], self.counters[-1]
+        steps = len(self.counters) - 1 - first
+        if start is None or steps <= 0:
+            return 0, 0
+        return (end[0] - start[0]) / steps, (end[1] - start[1]) / steps
 
 
 def main():
@@ -100,6 +120,7 @@ def main():
                   "batch_per_worker": args.batch_per_worker, "global_batch": args.batch_per_worker * args.workers,
                   "gradient_bytes": gradient_bytes, "step_s": step_s, "no_priority": args.no_priority,
                   "sparse_as_dense": args.sparse_as_dense}
+        result["received_bytes_per_step"], result["sent_bytes_per_step"] = timer.bytes_per_step(args.warmup - 1)
         with open(args.output, "w") as out:
             json.dump(result, out)
 
