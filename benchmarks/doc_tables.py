@@ -11,7 +11,7 @@ import re
 import sys
 from pathlib import Path
 
-from benchmarks.report_table import push_pull_table, train_table, tuning_table
+from benchmarks.report_table import accuracy_table, push_pull_table, train_table, tuning_table
 
 CITATION = re.compile(r"\(([\w.-]+\.json), plot:")
 
@@ -21,6 +21,8 @@ def table_for(result):
         return train_table(result)
     if result.get("benchmark") == "tuning":
         return tuning_table(result)
+    if result.get("benchmark") == "time_to_accuracy":
+        return accuracy_table(result)
     return push_pull_table(result)
 
 

@@ -74,6 +74,23 @@ def plot_link_trace(result, axes):
     axes.legend(fontsize=8)
 
 
+def plot_accuracy(result, axes_row):
+    for r in result["runs"]:
+        curve = r["curve"]
+        label = "MWMS (RING)" if r["variant"] == "mwms" else f"BytePSStrategy, {r['variant']}"
+        accuracy = [p["accuracy"] for p in curve]
+        axes_row[0].plot([p["train_s"] for p in curve], accuracy, "o-", ms=3, label=label)
+        axes_row[1].plot([p["steps"] for p in curve], accuracy, "o-", ms=3, label=label)
+    for axes, xlabel in zip(axes_row, ("training time, s", "steps")):
+        axes.axhline(result["target"], color="grey", ls=":", label="target")
+        axes.set_xlabel(xlabel)
+        axes.set_ylabel("test accuracy")
+        axes.set_ylim(0.8, 1.0)
+        axes.set_title(f"digits, wide MLP: {result['workers']} workers, {result['servers']} servers, "
+                       f"{result['rate']} links", fontsize=10)
+        axes.legend(fontsize=7)
+
+
 def plot_file(path):
     result = json.loads(path.read_text())
     kind = result.get("benchmark")
@@ -83,6 +100,9 @@ def plot_file(path):
     elif kind == "link_trace":
         figure, axes = plt.subplots(figsize=(10, 4))
         plot_link_trace(result, axes)
+    elif kind == "time_to_accuracy":
+        figure, axes = plt.subplots(1, 2, figsize=(12, 5))
+        plot_accuracy(result, axes)
     elif kind in ("train", "tuning"):
         models = sorted({r["model"] for r in result["runs"]})
         figure, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 5), squeeze=False)

@@ -83,3 +83,26 @@ def tuning_table(result):
         rows.append([r["model"], r["variant"], f"{r['median_step_s'] * 1e3:.0f}", f"{r['samples_per_s']:.1f}",
                      f"{r['median_step_s'] / base:.2f}"])
     return markdown(["model", "variant", "step ms", "samples/s", "step / defaults' step"], rows)
+
+
+def accuracy_table(result):
+    """Per variant: whether and when the target accuracy was reached (steps, training time), the time per step,
+    and the time to the target relative to uncompressed BytePSStrategy."""
+    runs = result["runs"]
+    base = next((r["reached"] for r in runs if r["variant"] == "none"), None)
+    rows = []
+    for r in runs:
+        reached, last = r["reached"], r["curve"][-1]
+        label = "MultiWorkerMirroredStrategy (RING)" if r["variant"] == "mwms" else f"BytePSStrategy, {r['variant']}"
+        step_ms = last["train_s"] / last["steps"] * 1e3
+        if reached:
+            versus = f"{base['train_s'] / reached['train_s']:.2f}x" if base else ""
+            steps_ratio = f"{reached['steps'] / base['steps']:.2f}" if base else ""
+            rows.append([label, f"{reached['accuracy']:.3f}", reached["steps"], f"{reached['train_s']:.1f}",
+                         f"{step_ms:.0f}", steps_ratio, versus])
+        else:
+            rows.append([label, f"not reached (best {max(p['accuracy'] for p in r['curve']):.3f})", last["steps"],
+                         f"{last['train_s']:.1f}", f"{step_ms:.0f}", "", ""])
+    return markdown(["strategy, compression", f"test accuracy (target {result['target']})", "steps",
+                     "training s", "ms per step", "steps / uncompressed steps",
+                     "speed-up to target over uncompressed"], rows)

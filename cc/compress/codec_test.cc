@@ -89,6 +89,19 @@ TEST(CodecTest, TopKSendsTheLargestMagnitudes) {
   for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(residual[i] + out[i], v[i]);
 }
 
+TEST(CodecTest, TopKTiesGoToTheLowerIndexAndNaNsRankFirst) {
+  std::vector<float> ties = {1.f, -2.f, 2.f, 2.f, -1.f};
+  EXPECT_EQ(RoundTrip(Spec("topk:0.4"), ties, 0), (std::vector<float>{0, -2.f, 2.f, 0, 0}));
+  // A sum with NaNs (a peer that sent them) must not break the selection; NaNs are picked first.
+  std::vector<float> nans(1000, 1.f);
+  nans[10] = NAN;
+  nans[500] = NAN;
+  nans[999] = 5.f;
+  std::vector<float> out = RoundTrip(Spec("topk:0.003"), nans, 0);
+  EXPECT_TRUE(std::isnan(out[10]) && std::isnan(out[500]));
+  EXPECT_EQ(out[999], 5.f);
+}
+
 TEST(CodecTest, RandomKIndicesAreDistinctSortedAndShared) {
   for (uint64_t n : {10u, 1000u, 100000u}) {
     for (double ratio : {0.001, 0.1, 0.3, 1.0}) {

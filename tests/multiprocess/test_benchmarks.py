@@ -69,3 +69,19 @@ def test_emulated_cluster_push_pull_benchmark(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["bounds"]["tcp_goodput_bytes_s"] > 0 and result["results"][0]["bytes"] == 65536
+
+
+@pytest.mark.skipif(not can_make_namespaces, reason="needs root, ip and tc")
+@pytest.mark.timeout(300)
+def test_time_to_accuracy_benchmark_table_and_plot(tmp_path):
+    out = tmp_path / "performance" / "accuracy.json"
+    done = run_module("benchmarks.time_to_accuracy", "--workers", 2, "--servers", 1, "--rate", "1gbit",
+                      "--variants", "mwms,onebit", "--target", 0.5, "--max-epochs", 2, "--output", out, timeout=280)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert [r["variant"] for r in result["runs"]] == ["mwms", "onebit"]
+    assert all(r["curve"] and r["curve"][0]["steps"] > 0 for r in result["runs"])
+    assert "BytePSStrategy, onebit" in done.stdout
+    plotted = run_module("benchmarks.plots", tmp_path / "performance", timeout=60)
+    assert plotted.returncode == 0, plotted.stderr[-3000:]
+    assert (tmp_path / "performance" / "accuracy.png").stat().st_size > 0

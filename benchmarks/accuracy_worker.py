@@ -1,0 +1,100 @@
+"""One worker of the time-to-accuracy benchmark: Keras (tf-keras) `fit` of a wide MLP on scikit-learn's
+digits (shipped with scikit-learn) under BytePSStrategy (compression from BYTEPS_COMPRESSION) or
+MultiWorkerMirroredStrategy, until the test accuracy reaches the target or the epochs run out. After each
+epoch the weights are scored on the test set outside the strategy; training time excludes the scoring.
+Every worker holds the same weights, so all stop at the same epoch. Rank 0 writes the curve as JSON."""
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+
+WIDTH = 2048  # 64-2048-2048-10: 4.3 M parameters, 17.4 MB of float32 gradients per step
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--strategy", choices=["bps", "mwms"], required=True)
+    parser.add_argument("--workers", type=int, required=True)
+    parser.add_argument("--tf-cluster", help="mwms: host:port of each worker's TF server")
+    parser.add_argument("--batch-per-worker", type=int, default=32)
+    parser.add_argument("--learning-rate", type=float, default=0.05)
+    parser.add_argument("--target", type=float, default=0.96, help="test accuracy to reach")
+    parser.add_argument("--max-epochs", type=int, default=40)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--output", required=True)
+    return parser.parse_args()
+
+
+def build(tf):
+    tf.keras.utils.set_random_seed(0)
+    return tf.keras.Sequential([tf.keras.Input((64,)), tf.keras.layers.Dense(WIDTH, activation="relu"),
+                                tf.keras.layers.Dense(WIDTH, activation="relu"), tf.keras.layers.Dense(10)])
+
+
+def main():
+    args = parse_args()
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    if args.strategy == "mwms":
+        from benchmarks import tf_ring
+
+        strategy = tf_ring.ring_strategy(args.tf_cluster.split(","), int(os.environ["DMLC_WORKER_ID"]))
+    else:
+        from bps_tf.strategy import BytePSStrategy
+
+        strategy = BytePSStrategy()
+    from digits_data import load
+
+    x_train, y_train, x_test, y_test = load(rank=0, size=1)
+    global_batch = args.batch_per_worker * args.workers
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    data = tf.data.Dataset.from_tensor_slices((x_train, y_train)).shuffle(len(x_train), seed=0)
+    data = data.batch(global_batch, drop_remainder=True).with_options(options)
+    with strategy.scope():
+        model = build(tf)
+        model.compile(optimizer=tf.keras.optimizers.SGD(args.learning_rate, momentum=0.9),
+                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    scorer = build(tf)
+    curve = []
+
+    class Score(tf.keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.trained_s, self.steps, self.started = 0.0, 0, 0.0
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.started = time.perf_counter()
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.steps += 1
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.trained_s += time.perf_counter() - self.started
+            scorer.set_weights(self.model.get_weights())
+            accuracy = float(np.mean(np.argmax(scorer(x_test).numpy(), axis=1) == y_test))
+            curve.append({"epoch": epoch + 1, "steps": self.steps, "train_s": self.trained_s, "accuracy": accuracy,
+                          "loss": float(logs["loss"])})
+            if accuracy >= args.target:
+                self.model.stop_training = True
+
+    model.fit(data, epochs=args.max_epochs, callbacks=[Score()], verbose=0)
+    if int(os.environ.get("DMLC_WORKER_ID", "0")) == 0:
+        reached = next((point for point in curve if point["accuracy"] >= args.target), None)
+        with open(args.output, "w") as out:
+            json.dump({"strategy": args.strategy, "compression": os.environ.get("BYTEPS_COMPRESSION", "none"),
+                       "target": args.target, "global_batch": global_batch, "curve": curve, "reached": reached,
+                       "gradient_bytes": sum(int(np.prod(v.shape)) * 4 for v in model.trainable_variables)}, out)
+
+
+if __name__ == "__main__":
+    main()
