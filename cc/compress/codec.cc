@@ -89,25 +89,52 @@ Status DecodeAddOneBit(const char* wire, uint64_t n, float* sum) {
 // A magnitude to rank by: NaN ranks above everything (a NaN must not break the ordering nth_element needs).
 inline float RankOf(float value) { return std::isnan(value) ? INFINITY : std::fabs(value); }
 
-// The k indices of the largest magnitudes, ascending (ties: the lower index first, so the result is exact).
-// The k-th largest magnitude is found on a copy of the magnitudes (direct comparisons are faster than
-// indirect ones), then the indices are collected in one pass.
-std::vector<uint32_t> LargestIndices(const float* values, uint64_t n, uint64_t k) {
-  std::vector<uint32_t> chosen;
-  if (k == 0) return chosen;
+// The k indices of the largest magnitudes, exactly: ranks above the k-th largest, then ties to it by index.
+// On a copy of the ranks, nth_element compares directly (faster than through indices).
+std::vector<uint32_t> LargestIndicesExactly(const float* values, uint64_t n, uint64_t k) {
   std::vector<float> ranks(n);
   for (uint64_t i = 0; i < n; ++i) ranks[i] = RankOf(values[i]);
   std::nth_element(ranks.begin(), ranks.begin() + (k - 1), ranks.end(), std::greater<float>());
-  const float threshold = ranks[k - 1];
+  const float kth = ranks[k - 1];
   uint64_t above = 0;
-  for (uint64_t i = 0; i < n; ++i) above += RankOf(values[i]) > threshold;
+  for (uint64_t i = 0; i < n; ++i) above += RankOf(values[i]) > kth;
   uint64_t ties = k - std::min(above, k);
+  std::vector<uint32_t> chosen;
   chosen.reserve(k);
   for (uint64_t i = 0; i < n && chosen.size() < k; ++i) {
     const float rank = RankOf(values[i]);
-    if (rank > threshold || (rank == threshold && ties > 0 && ties--)) chosen.push_back(static_cast<uint32_t>(i));
+    if (rank > kth || (rank == kth && ties > 0 && ties--)) chosen.push_back(static_cast<uint32_t>(i));
   }
   return chosen;
+}
+
+// The k indices of the largest magnitudes, ascending; ties go to the lower index, so the choice is the same
+// wherever it is made. A threshold estimated from an evenly spaced sample keeps about 2k candidates in one
+// pass, and the top k are chosen among them: exact whenever at least k lie strictly above the threshold (all
+// of the top k then do). Otherwise (many equal values, such as zeros) the exact method runs on everything.
+std::vector<uint32_t> LargestIndices(const float* values, uint64_t n, uint64_t k) {
+  if (k == 0) return {};
+  if (k * 4 >= n) return LargestIndicesExactly(values, n, k);
+  const uint64_t sample_size = std::min<uint64_t>(n, 4096);
+  std::vector<float> sample(sample_size);
+  for (uint64_t j = 0; j < sample_size; ++j) sample[j] = RankOf(values[j * n / sample_size]);
+  const uint64_t position = std::min<uint64_t>(sample_size - 1, 2 * k * sample_size / n);
+  std::nth_element(sample.begin(), sample.begin() + position, sample.end(), std::greater<float>());
+  const float threshold = sample[position];
+  std::vector<uint32_t> candidates;
+  candidates.reserve(3 * k);
+  for (uint64_t i = 0; i < n; ++i) {
+    if (RankOf(values[i]) > threshold) candidates.push_back(static_cast<uint32_t>(i));
+  }
+  if (candidates.size() < k) return LargestIndicesExactly(values, n, k);
+  auto before = [values](uint32_t a, uint32_t b) {
+    const float x = RankOf(values[a]), y = RankOf(values[b]);
+    return x > y || (x == y && a < b);
+  };
+  std::nth_element(candidates.begin(), candidates.begin() + (k - 1), candidates.end(), before);
+  candidates.resize(k);
+  std::sort(candidates.begin(), candidates.end());
+  return candidates;
 }
 
 void EncodeSelected(const std::vector<uint32_t>& indices, float* values, char* wire, bool with_indices, bool feedback) {

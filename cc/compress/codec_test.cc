@@ -102,6 +102,27 @@ TEST(CodecTest, TopKTiesGoToTheLowerIndexAndNaNsRankFirst) {
   EXPECT_EQ(out[999], 5.f);
 }
 
+// The sampled threshold must give exactly the largest k, also when many values are equal.
+TEST(CodecTest, TopKOfLargePartitionsIsExact) {
+  for (int zeros_percent : {0, 50, 99}) {
+    const uint64_t n = 100000;
+    std::vector<float> v = Gaussian(n, zeros_percent);
+    for (uint64_t i = 0; i < n; ++i) {
+      if (static_cast<int>(i % 100) < zeros_percent) v[i] = 0.f;
+    }
+    for (double ratio : {0.001, 0.01, 0.1}) {
+      const uint64_t k = KeptElements(Spec("topk:" + std::to_string(ratio)), n);
+      std::vector<uint32_t> order(n);
+      for (uint32_t i = 0; i < n; ++i) order[i] = i;
+      std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return std::fabs(v[a]) > std::fabs(v[b]); });
+      std::vector<float> expected(n, 0.f);
+      for (uint64_t j = 0; j < k; ++j) expected[order[j]] = v[order[j]];
+      EXPECT_EQ(RoundTrip(Spec("topk:" + std::to_string(ratio)), v, 0), expected)
+          << zeros_percent << "% zeros, ratio " << ratio;
+    }
+  }
+}
+
 TEST(CodecTest, RandomKIndicesAreDistinctSortedAndShared) {
   for (uint64_t n : {10u, 1000u, 100000u}) {
     for (double ratio : {0.001, 0.1, 0.3, 1.0}) {
