@@ -4,7 +4,8 @@ BytePSStrategy with each compression, until a target test accuracy. Reports the 
 time each needed, and plots accuracy over time and over steps.
 
 python -m benchmarks.time_to_accuracy --workers 4 --servers 4 --rate 1gbit \\
-    --variants mwms,none,onebit,topk:0.01,randomk:0.01 --output docs/performance/accuracy_w4_s4_1gbit.json
+    --variants "mwms;none;onebit;onebit,momentum=0.9;topk:0.01;topk:0.01,momentum=0.9" \\
+    --output docs/performance/accuracy_w4_s4_1gbit.json
 """
 
 import argparse
@@ -25,8 +26,9 @@ def parse_args():
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--servers", type=int, default=4)
     parser.add_argument("--rate", default="1gbit", help="each host's link, each direction (tc syntax)")
-    parser.add_argument("--variants", default="mwms,none,onebit,topk:0.01,randomk:0.01",
-                        help="mwms, or a BYTEPS_COMPRESSION for BytePSStrategy (none, onebit, topk:R, ...)")
+    parser.add_argument("--variants", default="mwms;none;onebit;topk:0.01;randomk:0.01",
+                        help="separated by ';': mwms, or a BYTEPS_COMPRESSION for BytePSStrategy (none, onebit, "
+                             "topk:R, onebit,momentum=0.9, ...)")
     parser.add_argument("--target", type=float, default=0.96)
     parser.add_argument("--max-epochs", type=int, default=40)
     parser.add_argument("--learning-rate", type=float, default=0.05)
@@ -58,7 +60,7 @@ def main():
     args = parse_args()
     runs = []
     with EmulatedCluster(cluster_job.hosts_for(args.workers, args.servers), args.rate) as cluster:
-        for variant in args.variants.split(","):
+        for variant in args.variants.split(";"):
             run = run_variant(cluster, args, variant)
             reached = run["reached"]
             print(f"{variant}: " + (f"{reached['accuracy']:.3f} after {reached['steps']} steps, "

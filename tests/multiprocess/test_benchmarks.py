@@ -76,7 +76,7 @@ def test_emulated_cluster_push_pull_benchmark(tmp_path):
 def test_time_to_accuracy_benchmark_table_and_plot(tmp_path):
     out = tmp_path / "performance" / "accuracy.json"
     done = run_module("benchmarks.time_to_accuracy", "--workers", 2, "--servers", 1, "--rate", "1gbit",
-                      "--variants", "mwms,onebit", "--target", 0.5, "--max-epochs", 2, "--output", out, timeout=280)
+                      "--variants", "mwms;onebit", "--target", 0.5, "--max-epochs", 2, "--output", out, timeout=280)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(out.read_text())
     assert [r["variant"] for r in result["runs"]] == ["mwms", "onebit"]
