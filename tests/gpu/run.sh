@@ -7,7 +7,8 @@
 #      and sparse gradients: one process driving every GPU, and 2 worker machines through the server;
 #   3. BytePSStrategy's features on GPUs (strategy_features.py): mixed precision (mixed_float16 with loss
 #      scaling, mixed_bfloat16), global metrics, evaluate and predict, int32 reductions, uneven data, XLA refused;
-#   4. a worker killed mid-training fails the others with an error naming it.
+#   4. compressed push_pull of GPU tensors (compressed_sums.py);
+#   5. a worker killed mid-training fails the others with an error naming it.
 # Usage: tests/gpu/run.sh [OUT_DIR]   (one log per check in OUT_DIR, default ./gpu_tf_out); exit 0 if all pass.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -52,6 +53,9 @@ check strategy_two_machines "strategy equals single-process training" 2 0 --work
   python3 tests/workers/run_checks.py strategy_equivalence.py "$gpus" -- sparse_gradients.py "$gpus"
 check strategy_features "strategy features ok" 2 0 --workers 2 --servers 1 -- \
   python3 tests/workers/run_checks.py strategy_features.py
+# Compressed push_pull of GPU tensors (encoded on the CPU) against the NumPy model of workers and servers.
+BYTEPS_PARTITION_BYTES=65536 check compressed "compressed sums match the model" 2 0 --workers 2 --servers 1 -- \
+  python3 tests/workers/compressed_sums.py
 
 # A killed worker: the roles are started one by one (bpslaunch --local would stop the others itself), and
 # the surviving worker must report the lost one.
