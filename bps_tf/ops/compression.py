@@ -62,9 +62,10 @@ def _min_bytes_from_environment():
     return value
 
 
-class WireCodec:
+class WireCodec(NoneCompressor):
     """A compression the core performs on the wire (see the module's documentation). Calling it with
-    options gives a variant: `Compression.onebit(momentum=0.9)`."""
+    options gives a variant: `Compression.onebit(momentum=0.9)`. In TensorFlow it changes nothing (compress
+    and decompress are NoneCompressor's): the op encodes."""
 
     def __init__(self, kind, ratio=None, momentum=0.0, error_feedback=True, min_bytes=None):
         if kind not in ("onebit", "topk", "randomk"):
@@ -108,15 +109,6 @@ class WireCodec:
         if not tensor.dtype.is_floating or not shape.is_fully_defined():
             return False
         return shape.num_elements() * 4 >= self.min_bytes
-
-    # A wire codec changes nothing in TensorFlow: the op encodes.
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, context):
-        return tensor
 
     def __eq__(self, other):
         return isinstance(other, WireCodec) and (self.wire, self._min_bytes) == (other.wire, other._min_bytes)
