@@ -161,6 +161,16 @@ void KeyRound::EncodeResult() {
   if (residual_) std::swap(dense_, residual_);  // the sum is now the leftover; the old leftover is cleared next
 }
 
+float* KeyRound::ResidualInbox() {
+  if (!residual_inbox_) residual_inbox_.reset(new float[num_elements_ + 1]);
+  return residual_inbox_.get();
+}
+
+// The inbox stays allocated: the transport thread may be receiving into it again while this runs.
+void KeyRound::LoadResidual() {
+  std::copy(residual_inbox_.get(), residual_inbox_.get() + num_elements_, residual_.get());
+}
+
 void KeyRound::CompleteRound() {
   ClearAccumulatorIfUnset();  // (only when every contribution was absent: a result nobody will pull)
   if (compression_.on()) {

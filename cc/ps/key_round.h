@@ -77,6 +77,16 @@ class KeyRound {
   bool round_started() const { return !pushed_.empty(); }
   double round_started_at() const { return round_started_at_; }
 
+  // A compressed key with error feedback keeps what the last result's encoding dropped: num_elements()
+  // floats, saved and loaded (checkpoints) between rounds, by a contributor that has not pushed the
+  // accumulating round, so that the round cannot complete meanwhile.
+  bool has_residual() const { return residual_ != nullptr; }
+  const float* residual() const { return residual_.get(); }
+  // Where a loaded residual is received (transport thread, like ReceiveBuffer); LoadResidual takes it in
+  // (engine thread, after ResidualInbox).
+  float* ResidualInbox();
+  void LoadResidual();
+
  private:
   // A buffer of bytes(): in the shared arena, or on the heap.
   struct Buffer {
@@ -113,6 +123,7 @@ class KeyRound {
   std::unique_ptr<char[]> wide_sum_;  // when AccumulatorType(dtype) is wider than dtype
   std::unique_ptr<float[]> dense_;     // compressed: the decoded sum
   std::unique_ptr<float[]> residual_;  // compressed, with error feedback: what the last result's encoding dropped
+  std::unique_ptr<float[]> residual_inbox_;  // a loaded residual, until LoadResidual
   Buffer result_;
   std::set<int> pushed_;
   // Who pushed data (not zeros) in the accumulating round, and in the completed one: a rank, or:

@@ -33,6 +33,8 @@ const char* MessageTypeName(MessageType type) {
     case MessageType::kGenerationDone: return "GENERATION_DONE";
     case MessageType::kAbortRequest: return "ABORT_REQUEST";
     case MessageType::kFetch: return "FETCH";
+    case MessageType::kSaveResidual: return "SAVE_RESIDUAL";
+    case MessageType::kLoadResidual: return "LOAD_RESIDUAL";
   }
   return "UNKNOWN";
 }

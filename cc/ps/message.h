@@ -35,7 +35,12 @@ enum class MessageType : uint8_t {
                      // `sender` is the worker that finished last
   kAbortRequest,     // worker -> scheduler: this worker failed (why in `text`): abort the job
   kFetch,            // worker -> server: the sum of `round` of a published key, once its publisher pushed it
-  kLastType = kFetch,
+  // worker -> server, between rounds of a compressed key with error feedback (checkpoints): read the
+  // server's residual (cc/ps/key_round.h), answered by a PULL_REPLY carrying it; or replace it with the
+  // payload, answered by an empty PULL_REPLY. Addressed like a PUSH (sender: the contribution index).
+  kSaveResidual,
+  kLoadResidual,
+  kLastType = kLoadResidual,
 };
 
 const char* MessageTypeName(MessageType type);

@@ -72,6 +72,8 @@ void Server::OnMessage(PeerId from, const std::string& header, void* payload, si
     case MessageType::kIdentify: return HandleIdentify(from, m);
     case MessageType::kPush: return HandlePush(from, m, payload);
     case MessageType::kFetch: return HandleFetch(from, m);
+    case MessageType::kSaveResidual:
+    case MessageType::kLoadResidual: return HandleResidual(from, m, payload);
     default:
       dropped_.Warn(std::string("server dropped ") + MessageTypeName(m.type) + " from " + transport_->PeerName(from) +
                     ": only the scheduler sends it");
@@ -300,16 +302,21 @@ Server::KeyEntry* Server::CheckedKey(PeerId from, const Message& m, Status* erro
 
 void* Server::PayloadDestination(PeerId from, const std::string& header, size_t length) {
   auto m = Message::Decode(header);
-  if (!m.ok() || m.value().type != MessageType::kPush) return nullptr;
+  if (!m.ok()) return nullptr;
   const Message& push = m.value();
+  const bool residual = push.type == MessageType::kLoadResidual;
+  if (push.type != MessageType::kPush && !residual) return nullptr;
   Status error;
   KeyEntry* entry = CheckedKey(from, push, &error);
-  if (entry == nullptr || entry->round->wire_bytes() != length) return nullptr;
+  if (entry == nullptr) return nullptr;
+  KeyRound& round = *entry->round;
+  if (length != (residual ? round.num_elements() * sizeof(float) : round.wire_bytes())) return nullptr;
+  if (residual && !round.has_residual()) return nullptr;
   std::lock_guard<std::mutex> lock(keys_mu_);
   try {
-    return entry->round->ReceiveBuffer(push.sender);
+    return residual ? static_cast<void*>(round.ResidualInbox()) : round.ReceiveBuffer(push.sender);
   } catch (const std::bad_alloc&) {
-    return nullptr;  // the push is answered with an error: its payload could not be received
+    return nullptr;  // answered with an error: the payload could not be received
   }
 }
 
@@ -362,6 +369,45 @@ void Server::HandleFetch(PeerId from, const Message& m) {
   });
 }
 
+void Server::HandleResidual(PeerId from, const Message& m, void* payload) {
+  Status error;
+  KeyEntry* entry = CheckedKey(from, m, &error);
+  if (entry == nullptr && error.ok()) {
+    dropped_.Warn("server dropped a residual request from " + transport_->PeerName(from) +
+                  ": not an identified worker");
+    return;
+  }
+  const bool load = m.type == MessageType::kLoadResidual;
+  if (entry != nullptr && !entry->round->has_residual()) {
+    error = InvalidArgument("key " + std::to_string(m.key) + " keeps no residual: it is not compressed with "
+                            "error feedback");
+  } else if (entry != nullptr && load && payload == nullptr) {
+    error = InvalidArgument("the residual loaded by worker " + std::to_string(m.sender) + " could not be received");
+  }
+  ParkedPull pull{from, m.sender, ShareMode::kNone, m.request_id, m.round};
+  if (!error.ok()) return ReplyError(from, pull, m.key, error);
+  const uint64_t key = m.key;
+  EngineFor(key).Post([this, key, entry, pull, load] {
+    KeyRound& round = *entry->round;
+    if (round.HasPushed(pull.rank)) {
+      return ReplyError(pull.peer, pull, key,
+                        FailedPrecondition("worker " + std::to_string(pull.rank) + " moved the residual of key " +
+                                           std::to_string(key) + " after pushing round " +
+                                           std::to_string(round.accumulating_round()) + "; only between rounds"));
+    }
+    if (load) round.LoadResidual();
+    Message reply;
+    reply.type = MessageType::kPullReply;
+    reply.request_id = pull.request_id;
+    reply.key = key;
+    reply.dtype = DataType::kFloat32;
+    reply.num_elements = round.num_elements();
+    // The residual stays as it is until this worker pushes again, which it does after the reply.
+    const size_t bytes = load ? 0 : round.num_elements() * sizeof(float);
+    transport_->Send(pull.peer, reply.Encode(), load ? nullptr : round.residual(), bytes, nullptr);
+  });
+}
+
 void Server::SumPush(uint64_t key, KeyEntry* entry, int rank, bool zeros, const ParkedPull& pull) {
   auto added = zeros ? entry->round->AddZeros(rank, pull.round) : entry->round->Add(rank, pull.round);
   if (!added.ok()) {
@@ -379,7 +425,9 @@ void Server::SettleRound(uint64_t key, KeyEntry* entry) {
     for (int index : JoinedContributors(entry->spec)) {
       if (round.HasPushed(index)) continue;
       auto completed = round.AddAbsent(index, round.accumulating_round());
-      if (!completed.ok()) BPS_LOG(Error) << "key " << key << ": " << completed.status().message();
+      if (!completed.ok()) {
+        BPS_LOG(Error) << "key " << key << ": " << completed.status().message();
+      }
       if (!completed.ok() || completed.value()) break;
     }
   }

@@ -69,6 +69,8 @@ class Server : public MessageHandler {
   void HandlePush(PeerId from, const Message& m, void* payload);
   // A reader of a published key: answered with round m.round once the publisher pushed it.
   void HandleFetch(PeerId from, const Message& m);
+  // SAVE_RESIDUAL / LOAD_RESIDUAL of a compressed key (checkpoints of its error feedback).
+  void HandleResidual(PeerId from, const Message& m, void* payload);
   void SumPush(uint64_t key, KeyEntry* entry, int rank, bool zeros, const ParkedPull& pull);
   // After a push or a worker's finish: counts the joined workers as absent from the round, answers the pulls
   // of a completed round, and fails those of a round that waits on a worker that finished without joining.

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -29,6 +30,11 @@ class Inbox : public MessageHandler {
     cv_.notify_all();
   }
   void OnPeerLost(PeerId, const Status&) override {}
+
+  std::vector<char> LastPayload() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return payloads_.empty() ? std::vector<char>() : payloads_.back();
+  }
 
   // The next message of `type`, or nothing within `seconds`.
   std::optional<std::pair<PeerId, Message>> Next(MessageType type, double seconds = 5) {
@@ -265,11 +271,6 @@ TEST_F(ServerTest, AWorkerThatFinishedFailsTheRoundsWaitingOnItAtOnce) {
       << reply->second.status().message();
 }
 
-}  // namespace
-}  // namespace bps
-
-namespace bps {
-namespace {
 
 // A compressed key: pushes are encodings (cc/compress/codec.h), checked before anything is summed.
 class CompressedKeyTest : public ServerTest {
@@ -340,6 +341,68 @@ TEST_F(CompressedKeyTest, LyingPayloadsAreRefusedAndTheSumStaysIntact) {
     ASSERT_TRUE(reply->second.status().ok()) << reply->second.status().ToString();
   }
   // (The encoded sum's bytes land in the inbox's buffers; the engine tests check their decoding.)
+}
+
+TEST_F(CompressedKeyTest, TheResidualMovesWholeAndBetweenRoundsOnly) {
+  ASSERT_TRUE(PlanKey(DataType::kFloat32, "topk:0.5").ok());  // with error feedback
+  Inbox* inbox0 = NewInbox();
+  Inbox* inbox1 = NewInbox();
+  Status identified;
+  PeerId peer0 = Worker(inbox0, 0, kToken0, &identified);
+  Transport* worker0 = workers_.back().get();
+  PeerId peer1 = Worker(inbox1, 1, kToken1, &identified);
+  Transport* worker1 = workers_.back().get();
+  Message load = CompressedPush(0);
+  load.type = MessageType::kLoadResidual;
+  Message save = CompressedPush(0);
+  save.type = MessageType::kSaveResidual;
+  auto answer = [&](Inbox* inbox) {
+    auto reply = inbox->Next(MessageType::kPullReply);
+    return reply ? reply->second.status() : DeadlineExceeded("no reply");
+  };
+
+  float residual[4] = {1.f, -2.f, 3.f, 0.5f};
+  worker0->Send(peer0, load.Encode(), residual, 3 * sizeof(float), nullptr);
+  EXPECT_EQ(answer(inbox0).code(), Code::kInvalidArgument) << "three of four floats";
+  worker0->Send(peer0, load.Encode(), residual, sizeof(residual), nullptr);
+  ASSERT_TRUE(answer(inbox0).ok());
+  worker0->Send(peer0, save.Encode(), nullptr, 0, nullptr);
+  ASSERT_TRUE(answer(inbox0).ok());
+  std::vector<char> saved = inbox0->LastPayload();
+  ASSERT_EQ(saved.size(), sizeof(residual));
+  EXPECT_EQ(std::memcmp(saved.data(), residual, sizeof(residual)), 0);
+
+  // Once worker 0 pushed a round, its residual stays until the round completes.
+  Record push0[2] = {{0, 10.f}, {1, 1.f}};
+  Record push1[2] = {{2, 1.f}, {3, 1.f}};
+  worker0->Send(peer0, CompressedPush(0).Encode(), push0, sizeof(push0), nullptr);
+  worker0->Send(peer0, load.Encode(), residual, sizeof(residual), nullptr);
+  Status refused = answer(inbox0);
+  EXPECT_EQ(refused.code(), Code::kFailedPrecondition) << refused.ToString();
+  // The loaded residual joins the sum: {11, -1, 4, 1.5}, whose top two are elements 0 and 2.
+  worker1->Send(peer1, CompressedPush(1).Encode(), push1, sizeof(push1), nullptr);
+  ASSERT_TRUE(answer(inbox0).ok());
+  ASSERT_TRUE(answer(inbox1).ok());
+  std::vector<char> sum = inbox1->LastPayload();
+  ASSERT_EQ(sum.size(), sizeof(push0));
+  Record top[2];
+  std::memcpy(top, sum.data(), sizeof(top));
+  EXPECT_EQ(top[0].index, 0u);
+  EXPECT_EQ(top[0].value, 11.f);
+  EXPECT_EQ(top[1].index, 2u);
+  EXPECT_EQ(top[1].value, 4.f);
+}
+
+TEST_F(ServerTest, AKeyWithoutErrorFeedbackHasNoResidual) {
+  Inbox* inbox = NewInbox();
+  Status identified;
+  PeerId peer = Worker(inbox, 0, kToken0, &identified);
+  Message save = Push(0, 4);
+  save.type = MessageType::kSaveResidual;
+  workers_.back()->Send(peer, save.Encode(), nullptr, 0, nullptr);
+  auto reply = inbox->Next(MessageType::kPullReply);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->second.status().code(), Code::kInvalidArgument) << reply->second.status().ToString();
 }
 
 }  // namespace

@@ -201,6 +201,38 @@ void WorkerClient::Fetch(const Partition& part, uint32_t round, DataType dtype, 
   SendOrFail(servers_[part.server], m, nullptr, 0, m.request_id);
 }
 
+void WorkerClient::SaveResidual(const Partition& part, Participant me, float* residual, Done done) {
+  SendResidual(MessageType::kSaveResidual, part, me, nullptr, residual, std::move(done));
+}
+
+void WorkerClient::LoadResidual(const Partition& part, Participant me, const float* residual, Done done) {
+  SendResidual(MessageType::kLoadResidual, part, me, residual, nullptr, std::move(done));
+}
+
+void WorkerClient::SendResidual(MessageType type, const Partition& part, Participant me, const float* source,
+                                float* destination, Done done) {
+  Status failed = failure();
+  if (!failed.ok()) return done(failed);
+  const size_t bytes = part.count * sizeof(float);
+  Pending p;
+  p.done = std::move(done);
+  p.peer = servers_[part.server];
+  p.server = part.server;
+  p.key = part.key;
+  p.destination = destination;
+  p.bytes = destination == nullptr ? 0 : bytes;
+  p.what = std::string("the residual of key ") + std::to_string(part.key) + " from " + ServerName(part.server);
+  Message m;
+  m.type = type;
+  m.sender = me.index;
+  m.participants = me.count;
+  m.key = part.key;
+  m.dtype = DataType::kFloat32;
+  m.num_elements = part.count;
+  m.request_id = Track(std::move(p));
+  SendOrFail(servers_[part.server], m, source, source == nullptr ? 0 : bytes, m.request_id);
+}
+
 WorkerClient::SharedPush WorkerClient::PlanSharedPush(const Partition& part, size_t bytes, bool has_data) {
   SharedPush push;
   std::lock_guard<std::mutex> lock(mu_);

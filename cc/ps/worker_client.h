@@ -63,6 +63,11 @@ class WorkerClient : public MessageHandler {
   // `output`, once the publisher pushed it.
   void Fetch(const Partition& part, uint32_t round, DataType dtype, void* output, Done done);
 
+  // The server's residual of a compressed key with error feedback (count floats; checkpoints), read into
+  // `residual` or replaced by it. Between this worker's rounds of the key only.
+  void SaveResidual(const Partition& part, Participant me, float* residual, Done done);
+  void LoadResidual(const Partition& part, Participant me, const float* residual, Done done);
+
   // Tells the scheduler this worker finished its generation and waits (up to the timeout) for every other
   // worker to finish too. The connections stay: a new generation may follow. With `joined`, the rounds this
   // worker misses meanwhile complete without it (join()). Returns the rank of the worker that finished last.
@@ -108,6 +113,8 @@ class WorkerClient : public MessageHandler {
   };
   void SendPush(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input, void* output,
                 size_t wire_bytes, bool shareable, std::function<void()> on_sent, Done done);
+  void SendResidual(MessageType type, const Partition& part, Participant me, const float* source, float* destination,
+                    Done done);
   SharedPush PlanSharedPush(const Partition& part, size_t bytes, bool has_data);
   // Takes what a reply says about shared memory; copies a sum that stayed in the server's arena.
   Status TakeSharedReply(const Pending& p, const Message& reply);

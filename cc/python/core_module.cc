@@ -85,9 +85,7 @@ bool Poll(int64_t handle) {
 
 // Waits in short slices so Ctrl-C reaches Python; the engine itself guarantees completion within
 // BYTEPS_TIMEOUT, the outer limit only guards against a bug there.
-void Wait(int64_t handle) {
-  auto completion = g_handles.Get(handle);
-  if (!completion) throw py::value_error("unknown push_pull handle " + std::to_string(handle));
+void Await(const std::shared_ptr<Completion>& completion) {
   std::shared_ptr<Engine> engine = ProcessEngine();
   double limit = (engine ? engine->config().timeout_s : 300) + 60;
   engine.reset();  // not held while waiting: a shutdown meanwhile must not wait for us
@@ -102,8 +100,53 @@ void Wait(int64_t handle) {
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     if (deadline.expired()) throw std::runtime_error("push_pull did not complete; this is a bug in bps_tf");
   }
+}
+
+void Wait(int64_t handle) {
+  auto completion = g_handles.Get(handle);
+  if (!completion) throw py::value_error("unknown push_pull handle " + std::to_string(handle));
+  Await(completion);
   g_handles.Remove(handle);
   Check(completion->status);
+}
+
+// Saves or loads compression states, each in order with its tensor's push_pulls; waits for all of them.
+void MoveCompressionStates(Engine& engine, PushPullRequest::Kind kind,
+                           const std::vector<std::shared_ptr<CompressionState>>& states) {
+  std::vector<std::shared_ptr<Completion>> completions;
+  for (const auto& state : states) {
+    auto completion = std::make_shared<Completion>();
+    completions.push_back(completion);
+    engine.Enqueue(PushPullRequest::ForState(kind, state->spec, state,
+                                             [completion](const Status& s) { completion->Set(s); }));
+  }
+  for (const auto& completion : completions) Await(completion);
+  for (const auto& completion : completions) Check(completion->status);
+}
+
+// This worker's compression state of every tensor pushed compressed so far (cc/runtime/compression_state.h).
+std::vector<py::bytes> SaveCompressionStates() {
+  std::shared_ptr<Engine> engine = RequireEngine();
+  std::vector<std::shared_ptr<CompressionState>> states;
+  for (const TensorSpec& spec : engine->CompressedTensors()) {
+    states.push_back(std::make_shared<CompressionState>());
+    states.back()->spec = spec;
+  }
+  MoveCompressionStates(*engine, PushPullRequest::Kind::kSaveState, states);
+  std::vector<py::bytes> saved;
+  for (const auto& state : states) saved.emplace_back(state->Encode());
+  return saved;
+}
+
+void LoadCompressionStates(const std::vector<std::string>& saved) {
+  std::shared_ptr<Engine> engine = RequireEngine();
+  std::vector<std::shared_ptr<CompressionState>> states;
+  for (const std::string& bytes : saved) {
+    StatusOr<CompressionState> state = CompressionState::Decode(bytes);
+    Check(state.status());
+    states.push_back(std::make_shared<CompressionState>(std::move(state.value())));
+  }
+  MoveCompressionStates(*engine, PushPullRequest::Kind::kLoadState, states);
 }
 
 }  // namespace
@@ -170,4 +213,6 @@ PYBIND11_MODULE(_core, m) {
         py::arg("process_set") = std::vector<int32_t>());
   m.def("poll", &Poll);
   m.def("wait", &Wait);
+  m.def("save_compression_states", &SaveCompressionStates);
+  m.def("load_compression_states", &LoadCompressionStates);
 }

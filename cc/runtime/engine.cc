@@ -32,6 +32,23 @@ size_t PushedBytes(const PushPullRequest& request, const Partition& part, DataTy
 
 }  // namespace
 
+PushPullRequest PushPullRequest::ForState(Kind kind, const TensorSpec& spec, std::shared_ptr<CompressionState> state,
+                                          std::function<void(const Status&)> done) {
+  PushPullRequest request;
+  request.kind = kind;
+  request.name = spec.name;
+  request.dtype = spec.dtype;
+  request.shape = spec.shape;
+  request.scope = spec.scope;
+  request.op = spec.op;
+  request.members = spec.members;
+  request.root = spec.root;
+  request.compression = spec.compression;
+  request.state = std::move(state);
+  request.done = std::move(done);
+  return request;
+}
+
 Engine::Engine(const Config& config, std::shared_ptr<WorkerClient> client)
     : config_(config), client_(std::move(client)), ready_(config.scheduling_credit.value_or(0)) {}
 
@@ -142,8 +159,13 @@ void Engine::Advance(Tensor* tensor, Callbacks* later) {
   // Waiting for the name's previous request, and for its declaration the first time.
   Timeline::OfProcess().Span(op->request.name, "QUEUE", op->request.enqueued_at, now);
   tensor->busy = true;
-  tensor->round++;
   active_operations_++;
+  if (op->request.kind != PushPullRequest::Kind::kPushPull) {
+    op->remaining = 1;  // this worker's part; MoveCompressionState adds the servers'
+    later->push_back([this, op] { MoveCompressionState(op); });
+    return;
+  }
+  tensor->round++;
   if (op->remaining == 0) {  // an empty tensor: nothing to move
     later->push_back([this, op] { FinishPartition(op, Status::OK()); });
     op->remaining = 1;
@@ -214,9 +236,7 @@ void Engine::StartPartition(Operation* op, const Partition& part, double queued_
     return FinishPartition(op, InvalidArgument("worker " + std::to_string(rank()) + " is not in the process set of "
                                                "this tensor (" + spec.ToString() + ")"));
   }
-  const int count = spec.scope == TensorScope::kMachine ? config_.num_worker
-                    : spec.scope == TensorScope::kPublished ? 1
-                    : spec.members.empty() ? size() : static_cast<int>(spec.members.size());
+  const int count = ContributorCount(spec);
   if (spec.compression.on()) return PushPullCompressed(op, part, Participant{index, count}, input, output, bytes, started);
   auto sent_at = std::make_shared<double>(started);
   // The credit covers the push only: the sum waits on the other workers, and holding credit across that
@@ -259,6 +279,62 @@ void Engine::PushPullCompressed(Operation* op, const Partition& part, Participan
       });
 }
 
+int Engine::ContributorCount(const TensorSpec& spec) const {
+  return spec.scope == TensorScope::kMachine ? config_.num_worker
+         : spec.scope == TensorScope::kPublished ? 1
+         : spec.members.empty() ? size() : static_cast<int>(spec.members.size());
+}
+
+std::vector<TensorSpec> Engine::CompressedTensors() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<TensorSpec> specs;
+  for (const auto& entry : tensors_) {
+    if (entry.second.declared && entry.second.spec.compression.on()) specs.push_back(entry.second.spec);
+  }
+  return specs;
+}
+
+// The tensor is busy with this request, so no partition flow touches its compressors meanwhile.
+void Engine::MoveCompressionState(Operation* op) {
+  Tensor* tensor = op->tensor;
+  const TensorSpec& spec = tensor->spec;
+  if (!spec.compression.on()) {
+    return FinishPartition(op, FailedPrecondition("'" + spec.name + "' is not compressed: it has no state to move"));
+  }
+  CompressionState& state = *op->request.state;
+  const bool save = op->request.kind == PushPullRequest::Kind::kSaveState;
+  // The server's residual is the same for every contributor: the first one saves it.
+  const Participant me{ContributionIndex(spec.scope, spec.members, spec.root, rank(), config_.local_size),
+                       ContributorCount(spec)};
+  const bool with_server =
+      spec.compression.error_feedback && me.index >= 0 && (save ? me.index == 0 : !state.server_residual.empty());
+  if (save) state = CompressionState::Empty(spec, with_server);
+  for (const Partition& part : tensor->plan.partitions) {
+    PartitionCompressor* compressor = tensor->compressors.at(part.key).get();
+    if (save) {
+      compressor->SaveState(part.offset, state.momentum.data(), state.carried.data());
+    } else {
+      compressor->LoadState(part.offset, state.momentum.data(), state.carried.data());
+    }
+  }
+  if (with_server) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      op->remaining += tensor->plan.partitions.size();
+    }
+    for (const Partition& part : tensor->plan.partitions) {
+      float* residual = state.server_residual.data() + part.offset;
+      auto done = [this, op](const Status& status) { FinishPartition(op, status); };
+      if (save) {
+        client_->SaveResidual(part, me, residual, done);
+      } else {
+        client_->LoadResidual(part, me, residual, done);
+      }
+    }
+  }
+  FinishPartition(op, Status::OK());
+}
+
 void Engine::ReleaseCredit(size_t bytes) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -272,7 +348,11 @@ void Engine::FinishPartition(Operation* op, const Status& status) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!status.ok() && op->status.ok()) {
-      op->status = Status(status.code(), "push_pull of tensor '" + op->request.name + "': " + status.message());
+      const char* what = op->request.kind == PushPullRequest::Kind::kPushPull    ? "push_pull"
+                         : op->request.kind == PushPullRequest::Kind::kSaveState ? "saving the compression state"
+                                                                                 : "loading the compression state";
+      op->status = Status(status.code(), std::string(what) + " of tensor '" + op->request.name + "': " +
+                                             status.message());
     }
     if (--op->remaining == 0) {
       Tensor* tensor = op->tensor;

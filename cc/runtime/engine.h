@@ -17,6 +17,7 @@
 #include "cc/common/work_thread.h"
 #include "cc/ps/message.h"
 #include "cc/ps/worker_client.h"
+#include "cc/runtime/compression_state.h"
 #include "cc/runtime/credit_queue.h"
 #include "cc/runtime/partition_compressor.h"
 #include "cc/transport/transport.h"
@@ -43,8 +44,17 @@ struct PushPullRequest {
   int32_t root = 0;
   // Encodes pushes and pulled sums (float32 sums only); every worker gives the same for a name.
   CompressionSpec compression;
+  // What the request does: moves data (push_pull), or, in order with the name's push_pulls and so between
+  // their rounds, saves the name's compression state into `state` or loads it from there (checkpoints).
+  enum class Kind : uint8_t { kPushPull, kSaveState, kLoadState };
+  Kind kind = Kind::kPushPull;
+  std::shared_ptr<CompressionState> state;
   std::function<void(const Status&)> done;
   double enqueued_at = 0;  // set by Enqueue (for the timeline)
+
+  // A request of another kind for the tensor of `spec`.
+  static PushPullRequest ForState(Kind kind, const TensorSpec& spec, std::shared_ptr<CompressionState> state,
+                                  std::function<void(const Status&)> done);
 };
 
 // One generation of a worker's work: from init() to shutdown(). The client (the worker's place in the job,
@@ -77,6 +87,8 @@ class Engine {
   int local_rank() const { return config_.local_rank; }
   int local_size() const { return config_.local_size; }
   const Config& config() const { return config_; }
+  // The tensors pushed compressed so far (declared), whose state a checkpoint saves.
+  std::vector<TensorSpec> CompressedTensors();
   // Partitions cross the network in slices of this size (0: whole); chosen by the scheduler.
   size_t slice_bytes() const { return client_->slice_bytes(); }
 
@@ -112,6 +124,10 @@ class Engine {
   // The push and pull of a compressed partition (StartPartition's second half).
   void PushPullCompressed(Operation* op, const Partition& part, Participant me, const char* input, char* output,
                           size_t bytes, double started);
+  // A kSaveState or kLoadState request: this worker's part, and the server's residuals where it keeps them.
+  void MoveCompressionState(Operation* op);
+  // How many contribute to each round of the tensor (Participant::count).
+  int ContributorCount(const TensorSpec& spec) const;
   void ReleaseCredit(size_t bytes);
   void FinishPartition(Operation* op, const Status& status);
   void Dispatch();

@@ -37,4 +37,15 @@ Status PartitionCompressor::Decompress(float* output, uint32_t round) const {
   return Decode(spec_, pull_.data(), pull_.size(), count_, PartitionSeed(key_, round), output);
 }
 
+// Without error feedback `carried_` is scratch, rebuilt every round: only momentum is state then.
+void PartitionCompressor::SaveState(uint64_t offset, float* momentum, float* carried) const {
+  if (!momentum_.empty()) std::copy(momentum_.begin(), momentum_.end(), momentum + offset);
+  if (spec_.error_feedback) std::copy(carried_.begin(), carried_.end(), carried + offset);
+}
+
+void PartitionCompressor::LoadState(uint64_t offset, const float* momentum, const float* carried) {
+  if (!momentum_.empty()) std::copy(momentum + offset, momentum + offset + count_, momentum_.begin());
+  if (spec_.error_feedback) std::copy(carried + offset, carried + offset + count_, carried_.begin());
+}
+
 }  // namespace bps

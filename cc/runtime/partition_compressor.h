@@ -23,6 +23,11 @@ class PartitionCompressor {
   // Decodes the received sum of `round` into `output[0, count)`; an error if the server sent a malformed one.
   Status Decompress(float* output, uint32_t round) const;
 
+  // The state between rounds (checkpoints), element-wise: this partition's part of a tensor-sized
+  // `momentum` and `carried` (cc/runtime/compression_state.h), starting at the partition's `offset`.
+  void SaveState(uint64_t offset, float* momentum, float* carried) const;
+  void LoadState(uint64_t offset, const float* momentum, const float* carried);
+
  private:
   const CompressionSpec spec_;
   const uint64_t key_;
