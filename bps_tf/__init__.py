@@ -20,7 +20,7 @@ _TENSORFLOW_NAMES = (
     "alltoall", "reducescatter", "grouped_reducescatter", "broadcast_variables", "broadcast_global_variables",
     "broadcast_object", "broadcast_object_fn", "allgather_object",
     "DistributedOptimizer", "DistributedGradientTape", "PartialDistributedGradientTape",
-    "BroadcastGlobalVariablesHook", "SyncBatchNormalization",
+    "BroadcastGlobalVariablesHook", "SyncBatchNormalization", "save_compression_state", "load_compression_state",
 )
 _NOT_OFFERED = ("elastic",)
 _STRATEGY_NAMES = ("BytePSStrategy",)

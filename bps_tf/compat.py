@@ -158,6 +158,8 @@ TARGETS = (
     Target("BackupAndRestore.on_train_begin", STRATEGY, "keras", "keras.src.callbacks",
            "BackupAndRestore.on_train_begin", "a backup restored on worker 0 reaches every worker",
            ("self", "logs")),
+    Target("BackupAndRestore.backup_dir", STRATEGY, "keras", "keras.src.callbacks", "BackupAndRestore",
+           "gradient compression's state is saved beside the backup", assigns=("backup_dir",)),
     Target("BackupAndRestore.on_train_end", STRATEGY, "keras", "keras.src.callbacks",
            "BackupAndRestore.on_train_end", "only worker 0 deletes backups", ("self", "logs")),
     Target("TensorBoard.set_model", STRATEGY, "keras", "keras.src.callbacks", "TensorBoard.set_model",

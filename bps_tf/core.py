@@ -98,3 +98,16 @@ def start_timeline(path):
 def stop_timeline():
     """Completes the trace started by start_timeline() or BYTEPS_TRACE_ON."""
     _core.stop_timeline()
+
+
+def save_compression_states():
+    """This worker's gradient-compression state (momentum, error feedback; the servers' residuals on a
+    tensor's first contributor) of every tensor pushed compressed so far, one bytes object per tensor. Taken
+    after the push_pulls already started, so call it between steps."""
+    return _core.save_compression_states()
+
+
+def load_compression_states(states):
+    """Puts states from save_compression_states() back, before the tensors' next push_pulls. Collective for
+    tensors not pushed yet in this job (their first use declares them): every worker loads at once."""
+    _core.load_compression_states(list(states))

@@ -11,7 +11,7 @@ from bps_tf import process_sets
 from bps_tf.process import rank
 
 
-def _words(payload, length):
+def padded_words(payload, length):
     """`payload` bytes as `length` zero-padded bytes viewed as int32 words."""
     padded = np.zeros((length + 3) // 4 * 4, np.uint8)
     padded[:payload.size] = payload
@@ -38,7 +38,7 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=None):
     length = np.array([payload.size if is_root else 0], np.int64)
     length = int(core.push_pull(length, f"broadcast_object.{name}.length", process_set=ranks)[0])
     # The length is part of the name: each size is its own tensor, so successive calls never disagree.
-    words = core.push_pull(_words(payload, length), f"broadcast_object.{name}.data.{length}", process_set=ranks)
+    words = core.push_pull(padded_words(payload, length), f"broadcast_object.{name}.data.{length}", process_set=ranks)
     return pickle.loads(words.view(np.uint8)[:length].tobytes())
 
 
@@ -54,6 +54,6 @@ def allgather_object(obj, name=None, process_set=None):
     word_counts = (lengths + 3) // 4
     starts = np.concatenate([[0], np.cumsum(word_counts)])
     words = np.zeros(int(starts[-1]), np.int32)
-    words[starts[me]:starts[me + 1]] = _words(payload, payload.size)
+    words[starts[me]:starts[me + 1]] = padded_words(payload, payload.size)
     words = core.push_pull(words, f"allgather_object.{name}.data.{starts[-1]}", process_set=ranks)
     return [pickle.loads(words[starts[i]:starts[i + 1]].view(np.uint8)[:lengths[i]].tobytes()) for i in range(count)]

@@ -8,7 +8,8 @@ from bps_tf.compat, which checks it against the supported Keras versions.
 - Files: only worker 0 writes checkpoints (ModelCheckpoint, BackupAndRestore) and deletes backups, and every
   worker waits until it has written them, so any worker may read a checkpoint once its callback returns;
   other workers write TensorBoard logs to a temporary directory. BackupAndRestore restores on worker 0 and
-  broadcasts the state, so a resumed job needs the backup on worker 0's machine only.
+  broadcasts the state, so a resumed job needs the backup on worker 0's machine only. A backup also holds
+  gradient compression's state (every worker's momentum and error feedback, the servers' residuals).
 - Uneven data: every worker must take the same number of steps, or one waits for push_pulls the others
   never send. An epoch has as many steps as the worker with the fewest batches (the others skip their
   surplus batches that epoch); data of unknown length needs steps_per_epoch.
@@ -20,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 import bps_tf.core as core
-from bps_tf import compat
+from bps_tf import compat, compression_state
 from bps_tf.objects import broadcast_object
 from bps_tf.ops import broadcast_variables
 from bps_tf.strategy.extended import BytePSExtended
@@ -103,17 +104,21 @@ def _secondary_worker(model):
     return is_bps_strategy(strategy) and strategy.extended._id_in_cluster != 0
 
 
-def _worker_zero_writes_then_all_wait(key, every_worker_runs=False):
+def _worker_zero_writes_then_all_wait(key, every_worker_runs=False, then_on_every_worker=None):
     """Worker 0 alone runs the method (it writes a file), or every worker when `every_worker_runs` (the
-    method itself sends the others' copies elsewhere); every worker of a multi-worker job then waits until
-    it has, so that whoever reads the file next finds it whole. Keras calls these methods at the same points
-    on every worker (logs are global)."""
+    method itself sends the others' copies elsewhere); every worker of a multi-worker job then runs
+    `then_on_every_worker(callback)` if given, and waits until worker 0 has written, so that whoever reads
+    the file next finds it whole. Keras calls these methods at the same points on every worker (logs are
+    global)."""
     original = compat.target(key)
 
     def method(self, *args, **kwargs):
         skip = _secondary_worker(self.model) and not every_worker_runs
         result = None if skip else original(self, *args, **kwargs)
-        if _multi_worker(getattr(self.model, "distribute_strategy", None)):
+        strategy = getattr(self.model, "distribute_strategy", None)
+        if then_on_every_worker is not None and is_bps_strategy(strategy):
+            then_on_every_worker(self)
+        if _multi_worker(strategy):
             core.barrier()
         return result
 
@@ -135,7 +140,9 @@ def _install_worker_zero_files():
     compat.target("Trainer._initial_epoch")
     compat.target("TensorBoard.log_dir")
     _worker_zero_writes_then_all_wait("ModelCheckpoint._save_model")
-    _worker_zero_writes_then_all_wait("BackupAndRestore._save_model")
+    compat.target("BackupAndRestore.backup_dir")
+    _worker_zero_writes_then_all_wait("BackupAndRestore._save_model",
+                                      then_on_every_worker=lambda backup: compression_state.save(backup.backup_dir))
     _skip_on_secondary_workers("BackupAndRestore.on_train_end")
 
     local_restore = compat.target("BackupAndRestore.on_train_begin")
@@ -153,6 +160,7 @@ def _install_worker_zero_files():
             broadcast_variables(optimizer.variables, 0, name="backup/optimizer")
         self.model._initial_epoch = broadcast_object(getattr(self.model, "_initial_epoch", None), 0,
                                                      name="backup/epoch")
+        compression_state.load(self.backup_dir)
 
     compat.replace("BackupAndRestore.on_train_begin", on_train_begin)
 

@@ -4,6 +4,7 @@ through bps_tf's parameter servers."""
 import tensorflow as tf
 
 from bps_tf.ops.compression import from_environment as compression_from_environment
+from bps_tf.ops.compression import parse as parse_compression
 from bps_tf.process import init, is_initialized
 from bps_tf.strategy import keras_integration
 from bps_tf.strategy.extended import BytePSExtended
@@ -21,8 +22,9 @@ class BytePSStrategy(tf.distribute.MirroredStrategy):
 
     devices: this process's devices (default: all GPUs, else the CPU; several logical CPU devices work).
     num_replicas_in_sync is the global replica count: local devices x worker processes.
-    compression: how gradients travel (bps_tf.Compression: none, fp16, onebit, topk(ratio), randomk(ratio));
-    default BYTEPS_COMPRESSION (none when unset). Only gradient batches are compressed, never metrics.
+    compression: how gradients travel (bps_tf.Compression: none, fp16, onebit, topk(ratio), randomk(ratio),
+    or its spelling as in BYTEPS_COMPRESSION, e.g. "onebit,momentum=0.9"); default BYTEPS_COMPRESSION (none
+    when unset). Only gradient batches are compressed, never metrics.
     """
 
     def __init__(self, devices=None, compression=None):
@@ -31,6 +33,8 @@ class BytePSStrategy(tf.distribute.MirroredStrategy):
         devices = list(devices) if devices else _local_devices()
         if compression is None:
             compression = compression_from_environment()
+        elif isinstance(compression, str):
+            compression = parse_compression(compression)
         extended = BytePSExtended(self, devices, compression)
         # Skip MirroredStrategy.__init__ (it would build its own extended); keep its base class's.
         super(tf.distribute.MirroredStrategy, self).__init__(extended)

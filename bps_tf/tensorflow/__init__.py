@@ -6,6 +6,8 @@ BytePS's own name for allreduce, push_pull, is here too.
 """
 
 from bps_tf import compat
+from bps_tf.compression_state import load as load_compression_state
+from bps_tf.compression_state import save as save_compression_state
 from bps_tf.objects import allgather_object, broadcast_object
 from bps_tf.ops import Adasum, Average, Compression, Max, Min, Product, Sum, broadcast, push_pull
 from bps_tf.process import is_initialized, local_rank, local_size, rank, shutdown, size
@@ -40,7 +42,7 @@ __all__ = [
     "alltoall", "reducescatter", "grouped_reducescatter", "broadcast_variables", "broadcast_global_variables",
     "broadcast_object", "broadcast_object_fn", "allgather_object",
     "DistributedOptimizer", "DistributedGradientTape", "PartialDistributedGradientTape",
-    "BroadcastGlobalVariablesHook", "SyncBatchNormalization",
+    "BroadcastGlobalVariablesHook", "SyncBatchNormalization", "save_compression_state", "load_compression_state",
 ]
 
 

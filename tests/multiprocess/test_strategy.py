@@ -34,12 +34,16 @@ def test_tf_keras():
 
 
 @pytest.mark.timeout(400)
-def test_checkpoint_then_resume(tmp_path):
-    interrupted = run_local("strategy_checkpoint.py", 2, 1, "interrupt", tmp_path)
+@pytest.mark.parametrize("compression", [None, "onebit,momentum=0.9"], ids=["plain", "compressed"])
+def test_checkpoint_then_resume(tmp_path, compression):
+    args = ("strategy_checkpoint.py", 2, 1, "interrupt", tmp_path) + ((compression,) if compression else ())
+    env = {"BYTEPS_MIN_COMPRESS_BYTES": 0} if compression else {}
+    interrupted = run_local(*args, **env)
     assert_job_ok(interrupted, 2, "interrupted")
     assert "[worker 1] rank 1: files []" in interrupted.stdout  # only worker 0 writes
     assert "epoch2.weights.h5" in interrupted.stdout and "'logs'" in interrupted.stdout
-    resumed = run_local("strategy_checkpoint.py", 2, 1, "resume", tmp_path)
+    assert ("bps_compression_state.npz" in interrupted.stdout) == bool(compression), interrupted.stdout[-3000:]
+    resumed = run_local(*args[:3], "resume", *args[4:], **env)
     assert_job_ok(resumed, 2, "resumed run equals uninterrupted run")
     assert "[worker 1] rank 1: files []" in resumed.stdout
 

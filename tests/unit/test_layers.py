@@ -17,11 +17,12 @@ ALLOWED = {
     "core": {"_native", "process"},
     "process_sets": {"_native", "process", "core"},
     "objects": {"_native", "process", "core", "process_sets"},
+    "compression_state": {"_native", "process", "core", "process_sets", "objects"},
     "launcher": {"_native"},
     "ops": {"compat", "process", "process_sets"},
-    "tensorflow": {"compat", "process", "core", "process_sets", "objects", "ops"},
-    "strategy": {"compat", "process", "core", "process_sets", "objects", "ops"},
-    "keras": {"compat", "process", "core", "process_sets", "objects", "ops", "tensorflow"},
+    "tensorflow": {"compat", "process", "core", "process_sets", "objects", "compression_state", "ops"},
+    "strategy": {"compat", "process", "core", "process_sets", "objects", "compression_state", "ops"},
+    "keras": {"compat", "process", "core", "process_sets", "objects", "compression_state", "ops", "tensorflow"},
 }
 
 

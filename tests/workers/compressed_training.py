@@ -1,8 +1,12 @@
 """Training with compressed gradients on scikit-learn's digits: Keras fit under BytePSStrategy with the
-compression of BYTEPS_COMPRESSION (argv[1]), then a DistributedGradientTape loop with top-k. Each reaches a
-test accuracy that shows it learned, and every worker ends with bit-identical weights."""
+compression of BYTEPS_COMPRESSION (argv[1]), then a DistributedGradientTape loop with top-k that saves and
+loads its compression state halfway. Each reaches a test accuracy that shows it learned, and every worker
+ends with bit-identical weights. A damaged state file fails every worker with a clear error; one saved by
+another number of workers is skipped."""
 
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -56,12 +60,33 @@ def tape_loop(rank, size):
     net(x_train[:1])
     bps.broadcast_variables(net.variables, root_rank=0)
     batches = tf.data.Dataset.from_tensor_slices((x_train, y_train)).repeat(10).batch(32, drop_remainder=True)
-    for x, y in batches.take(300):
+    for i, (x, y) in enumerate(batches.take(300)):
         step(x, y)
+        if i == 150:
+            check_state_checkpoints(rank, size)
     accuracy = float(np.mean(np.argmax(net(x_test).numpy(), axis=1) == y_test))
     assert accuracy > 0.85, f"tape with top-k: test accuracy {accuracy:.3f}"
     assert_identical_everywhere(net.get_weights(), "tape-weights")
     return accuracy
+
+
+def check_state_checkpoints(rank, size):
+    directory = tempfile.mkdtemp(prefix="bps_compression_state_") if rank == 0 else "unused-on-other-workers"
+    path = os.path.join(directory, "bps_compression_state.npz")
+    assert bps.save_compression_state(directory), "the tape's compressed gradients left no state"
+    assert bps.load_compression_state(directory), "the saved state was not found"
+    if rank == 0:
+        with open(path, "r+b") as damaged:
+            damaged.seek(40)
+            damaged.write(b"\xff" * 64)
+    try:
+        bps.load_compression_state(directory)
+        raise AssertionError("a damaged compression state was loaded")
+    except ValueError as error:
+        assert "cannot read" in str(error), error
+    if rank == 0:
+        np.savez(path, workers=np.int64(size + 1))
+    assert not bps.load_compression_state(directory), "a state of another number of workers was loaded"
 
 
 def main():

@@ -3,8 +3,12 @@ interrupted after 2 of 4 epochs and started again resumes from the backup and en
 an uninterrupted run. Each worker is given its own directory, so worker 1 has no backup to read: the
 restored state reaches it from worker 0.
 
-    strategy_checkpoint.py interrupt DIR   # trains until epoch 2, then fails
-    strategy_checkpoint.py resume DIR      # resumes, compares with an uninterrupted run
+    strategy_checkpoint.py interrupt DIR [COMPRESSION]  # trains until epoch 2, then fails
+    strategy_checkpoint.py resume DIR [COMPRESSION]     # resumes, compares with an uninterrupted run
+
+With COMPRESSION (and BYTEPS_MIN_COMPRESS_BYTES=0) the gradients are compressed, and the backup holds every
+worker's momentum and error feedback and the server's residuals: the resumed run still equals the
+uninterrupted one.
 """
 
 import os
@@ -57,7 +61,7 @@ def train(strategy, callbacks):
 
 def main():
     phase, root = sys.argv[1], sys.argv[2]
-    strategy = BytePSStrategy()
+    strategy = BytePSStrategy(compression=sys.argv[3] if len(sys.argv) > 3 else None)
     rank = bps_tf.rank()
     mine = os.path.join(root, f"rank{rank}")
     callbacks = [keras.callbacks.BackupAndRestore(os.path.join(mine, "backup")),
@@ -69,6 +73,8 @@ def main():
             train(strategy, callbacks + [Interrupt()])
         except RuntimeError as error:
             print(f"rank {rank}: interrupted ({error})", flush=True)
+        backup = os.path.join(mine, "backup")
+        print(f"rank {rank}: backup {sorted(os.listdir(backup)) if os.path.exists(backup) else []}", flush=True)
     else:
         log = EpochLog()
         resumed = train(strategy, callbacks + [log])
