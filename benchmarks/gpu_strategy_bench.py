@@ -8,9 +8,10 @@ Modes, each a fresh job on this machine's GPUs (one process driving them all):
               to the host, push, sum, pull and copies back of every gradient.
 
     python3 benchmarks/gpu_strategy_bench.py [--models mlp bert] [--steps 30] [--json OUT.json]
+        [--trace-dir DIR]   # a timeline (docs/timeline.md) of the bps_server runs
 
-It needs two GPUs or more: with one GPU and one worker there is nothing to reduce, and every mode measures
-the same local step.
+On one GPU there is nothing to reduce locally: mirrored and bps measure the local step, and bps_server
+what the trip of every gradient through the server adds to it.
 """
 
 import argparse
@@ -88,11 +89,13 @@ def worker(args):
                    "parameters": int(model.count_params())}, out)
 
 
-def run_mode(mode, model, steps, warmup):
+def run_mode(mode, model, steps, warmup, trace_dir=None):
     with tempfile.NamedTemporaryFile(suffix=".json") as result:
         env = dict(os.environ, PYTHONSAFEPATH="1")  # bps_tf from PYTHONPATH, never the directory it starts in
         if mode == "bps_server":
             env["BYTEPS_FORCE_DISTRIBUTED"] = "1"
+            if trace_dir:
+                env.update(BYTEPS_TRACE_ON="1", BYTEPS_TRACE_DIR=os.path.join(trace_dir, model))
         command = [sys.executable, os.path.abspath(__file__), "--worker", "--mode", mode, "--model", model,
                    "--steps", str(steps), "--warmup", str(warmup), "--json", result.name]
         if mode != "mirrored":  # a bps_tf job of one worker machine with a CPU server
@@ -114,6 +117,7 @@ def main():
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--json")
+    parser.add_argument("--trace-dir")
     args = parser.parse_args()
     if args.worker:
         return worker(args)
@@ -123,7 +127,7 @@ def main():
     for model in args.models:
         medians = {}
         for mode in MODES:
-            result = run_mode(mode, model, args.steps, args.warmup)
+            result = run_mode(mode, model, args.steps, args.warmup, args.trace_dir)
             medians[mode] = statistics.median(result["ms_per_step"])
             rows.append(dict(model=model, mode=mode, **result))
             print(f"| {model} | {result['parameters'] / 1e6:.1f}M | {result['replicas']} | {mode} | "
