@@ -1,17 +1,21 @@
-"""Keras fit on GPUs under MirroredStrategy (NCCL) and BytePSStrategy in the same run: ms per step and the
-ratios, for an 88M-parameter MLP (6 x Dense(4096), batch 512) and a BERT-like encoder.
+"""Keras fit on GPUs under MirroredStrategy (NCCL) and BytePSStrategy in the same run: ms per step, the
+ratios, and the scaling efficiency over GPU counts, for an 88M-parameter MLP (6 x Dense(4096), batch 512 per
+GPU) and a BERT-like encoder (batch 64 per GPU).
 
-Modes, each a fresh job on this machine's GPUs (one process driving them all):
-  mirrored:   tf.distribute.MirroredStrategy, NCCL all-reduce;
-  bps:        BytePSStrategy, local NCCL reduction only (one worker machine);
-  bps_server: BytePSStrategy through a CPU server on the same host (BYTEPS_FORCE_DISTRIBUTED=1): the copies
-              to the host, push, sum, pull and copies back of every gradient.
+Modes, each a fresh job on the first N GPUs of this machine (CUDA_VISIBLE_DEVICES):
+  mirrored:          tf.distribute.MirroredStrategy, one process, NCCL all-reduce;
+  bps:               BytePSStrategy, one process driving the N GPUs, local NCCL reduction only;
+  bps_server:        the same through a CPU server on the same host (BYTEPS_FORCE_DISTRIBUTED=1): the copies
+                     to the host, push, sum, pull and copies back of every gradient;
+  bps_per_gpu:       BytePSStrategy, one process per GPU (bpslaunch --local-size N), NCCL across processes;
+  bps_per_gpu_server the same through the server.
 
-    python3 benchmarks/gpu_strategy_bench.py [--models mlp bert] [--steps 30] [--json OUT.json]
-        [--trace-dir DIR]   # a timeline (docs/timeline.md) of the bps_server runs
+    python3 benchmarks/gpu_strategy_bench.py [--gpus 1 2 4 8] [--models mlp bert] [--modes ...] [--steps 30]
+        [--json OUT.json] [--trace-dir DIR]   # a timeline (docs/timeline.md) of the runs through the server
 
-On one GPU there is nothing to reduce locally: mirrored and bps measure the local step, and bps_server
-what the trip of every gradient through the server adds to it.
+Scaling efficiency at N GPUs: the 1-GPU step time of the mode's process model over the N-GPU one (the batch
+per GPU is fixed, so 1.00 is perfect scaling). On one GPU with one process there is nothing to reduce: TF
+skips the reduction, and every mode measures the local step; the per-GPU modes start at 2 GPUs.
 """
 
 import argparse
@@ -23,7 +27,7 @@ import sys
 import tempfile
 import time
 
-MODES = ("mirrored", "bps", "bps_server")
+MODES = ("mirrored", "bps", "bps_server", "bps_per_gpu", "bps_per_gpu_server")
 BATCH = {"mlp": 512, "bert": 64}
 
 
@@ -84,28 +88,40 @@ def worker(args):
     timer = Timer()
     # steps_per_execution=1 and a loss read back every step: each step's time is the whole step's.
     model.fit(x, y, batch_size=batch, epochs=1, verbose=0, callbacks=[timer], shuffle=False)
+    if args.mode != "mirrored":
+        import bps_tf
+
+        if bps_tf.rank() != 0:  # one process per GPU: worker 0 reports
+            return
     with open(args.json, "w") as out:
         json.dump({"ms_per_step": timer.times[args.warmup:], "replicas": replicas,
                    "parameters": int(model.count_params())}, out)
 
 
-def run_mode(mode, model, steps, warmup, trace_dir=None):
+def run_mode(mode, model, gpus, steps, warmup, trace_dir=None):
     with tempfile.NamedTemporaryFile(suffix=".json") as result:
-        env = dict(os.environ, PYTHONSAFEPATH="1")  # bps_tf from PYTHONPATH, never the directory it starts in
-        if mode == "bps_server":
+        # bps_tf from PYTHONPATH, never the directory it starts in; the first `gpus` GPUs.
+        env = dict(os.environ, PYTHONSAFEPATH="1", CUDA_VISIBLE_DEVICES=",".join(map(str, range(gpus))))
+        if mode.endswith("_server"):
             env["BYTEPS_FORCE_DISTRIBUTED"] = "1"
             if trace_dir:
-                env.update(BYTEPS_TRACE_ON="1", BYTEPS_TRACE_DIR=os.path.join(trace_dir, model))
+                env.update(BYTEPS_TRACE_ON="1", BYTEPS_TRACE_DIR=os.path.join(trace_dir, f"{model}_{mode}_{gpus}"))
         command = [sys.executable, os.path.abspath(__file__), "--worker", "--mode", mode, "--model", model,
                    "--steps", str(steps), "--warmup", str(warmup), "--json", result.name]
         if mode != "mirrored":  # a bps_tf job of one worker machine with a CPU server
-            command = [sys.executable, "-m", "bps_tf.launcher", "--local", "--workers", "1", "--servers", "1",
-                       "--"] + command
+            local_size = gpus if mode.startswith("bps_per_gpu") else 1
+            command = [sys.executable, "-m", "bps_tf.launcher", "--local", "--workers", "1", "--local-size",
+                       str(local_size), "--servers", "1", "--"] + command
         finished = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
         if finished.returncode != 0:
-            sys.exit(f"{mode} {model} failed:\n{finished.stdout[-3000:]}\n{finished.stderr[-3000:]}")
+            sys.exit(f"{mode} {model} on {gpus} GPUs failed:\n{finished.stdout[-3000:]}\n{finished.stderr[-3000:]}")
         with open(result.name) as file:
             return json.load(file)
+
+
+def baseline_mode(mode):
+    """The mode whose 1-GPU step a mode's scaling is measured against (one process per GPU starts at 2)."""
+    return mode.replace("_per_gpu", "")
 
 
 def main():
@@ -114,6 +130,8 @@ def main():
     parser.add_argument("--mode", choices=MODES)
     parser.add_argument("--model", choices=("mlp", "bert"))
     parser.add_argument("--models", nargs="+", default=["mlp", "bert"])
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument("--gpus", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--json")
@@ -121,19 +139,22 @@ def main():
     args = parser.parse_args()
     if args.worker:
         return worker(args)
-    rows = []
-    print("| model | parameters | GPUs | mode | ms/step (median) | vs mirrored |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    rows, medians = [], {}
+    print("| model | parameters | GPUs | mode | ms/step (median) | vs mirrored | scaling efficiency |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for model in args.models:
-        medians = {}
-        for mode in MODES:
-            result = run_mode(mode, model, args.steps, args.warmup, args.trace_dir)
-            medians[mode] = statistics.median(result["ms_per_step"])
-            rows.append(dict(model=model, mode=mode, **result))
-            print(f"| {model} | {result['parameters'] / 1e6:.1f}M | {result['replicas']} | {mode} | "
-                  f"{medians[mode]:.1f} | {medians[mode] / medians['mirrored']:.2f} |", flush=True)
-        print(f"{model}: bps / mirrored {medians['bps'] / medians['mirrored']:.3f}, "
-              f"bps_server / bps {medians['bps_server'] / medians['bps']:.3f}", flush=True)
+        for gpus in args.gpus:
+            for mode in args.modes:
+                if gpus == 1 and mode.startswith("bps_per_gpu"):
+                    continue
+                result = run_mode(mode, model, gpus, args.steps, args.warmup, args.trace_dir)
+                ms = medians[model, gpus, mode] = statistics.median(result["ms_per_step"])
+                rows.append(dict(model=model, gpus=gpus, mode=mode, **result))
+                mirrored = medians.get((model, gpus, "mirrored"))
+                single = medians.get((model, 1, baseline_mode(mode)))
+                print(f"| {model} | {result['parameters'] / 1e6:.1f}M | {gpus} | {mode} | {ms:.1f} | "
+                      f"{f'{ms / mirrored:.2f}' if mirrored else '-'} | {f'{single / ms:.2f}' if single else '-'} |",
+                      flush=True)
     if args.json:
         with open(args.json, "w") as out:
             json.dump(rows, out)

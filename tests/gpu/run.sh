@@ -5,6 +5,7 @@
 #      tf.function, outputs on the GPU; DistributedGradientTape; 2 worker machines, worker r on GPU r % GPUs;
 #   2. BytePSStrategy Keras fit and a strategy.run loop against single-device training (strategy_equivalence.py)
 #      and sparse gradients: one process driving every GPU, and 2 worker machines through the server;
+#      and one process per GPU (bpslaunch --local-size 2, NCCL across processes; needs 2 GPUs);
 #   3. BytePSStrategy's features on GPUs (strategy_features.py): mixed precision (mixed_float16 with loss
 #      scaling, mixed_bfloat16), global metrics, evaluate and predict, int32 reductions, uneven data, XLA refused;
 #   4. compressed push_pull of GPU tensors (compressed_sums.py);
@@ -51,6 +52,16 @@ check strategy_one_process "strategy equals single-process training" 1 0 --worke
   python3 tests/workers/run_checks.py "${one_process_checks[@]}"
 check strategy_two_machines "strategy equals single-process training" 2 0 --workers 2 --servers 1 -- \
   python3 tests/workers/run_checks.py strategy_equivalence.py "$gpus" -- sparse_gradients.py "$gpus"
+# One process per GPU (bpslaunch --local-size N): NCCL across the machine's processes, one per-machine tensor
+# per GPU slice at the servers; one machine, then two machines sharing the host's GPUs.
+if [ "$gpus" -gt 1 ]; then
+  check strategy_process_per_gpu "strategy equals single-process training" 2 0 --workers 1 --local-size 2 \
+    --servers 1 -- python3 tests/workers/run_checks.py strategy_equivalence.py 1
+  check strategy_process_per_gpu_two_machines "strategy equals single-process training" 4 0 --workers 2 \
+    --local-size 2 --servers 1 -- python3 tests/workers/run_checks.py strategy_equivalence.py 1
+else
+  echo "SKIP strategy_process_per_gpu, strategy_process_per_gpu_two_machines (one process per GPU needs 2 GPUs)"
+fi
 check strategy_features "strategy features ok" 2 0 --workers 2 --servers 1 -- \
   python3 tests/workers/run_checks.py strategy_features.py
 # Compressed push_pull of GPU tensors (encoded on the CPU) against the NumPy model of workers and servers.
