@@ -3,11 +3,12 @@
 # BYTEPS_NCCL_HOME). Run it from a bundle made by scripts/gpu_bundle.sh (no Bazel needed there), or from the
 # repository, where it makes the bundle first.
 #   1. gpu_local_test: local NCCL reduce/broadcast, reduce-scatter/all-gather and the GPU push_pull pipeline
-#      (two workers as threads with a server) on 1 and 2 GPUs, every dtype, odd sizes, exact;
+#      (two workers as threads with a server) on 1, 2, 4 and 8 GPUs (as many as there are), every dtype,
+#      odd sizes, exact;
 #   2. real jobs on loopback over UCX with a CPU server, exact, in both local-reduction modes:
-#      2 worker machines x 1 process with one GPU each; 2 machines x 2 processes (one per GPU, the
-#      machine's processes share an NCCL communicator and each pushes its own part); 1 machine x 2
-#      processes (local NCCL only, and forced through the servers);
+#      2 worker machines x 1 process with one GPU each, then one process driving every GPU; 2 machines x
+#      N processes (one per GPU of the host, the machine's processes share an NCCL communicator and each
+#      pushes its own part); 1 machine x N processes (local NCCL only, and forced through the servers);
 #   3. the GPU push_pull benchmark of such jobs (end-to-end against the sum of its stages) and gpu_bench
 #      (pinned copies against cudaMemcpy's peak; local reductions against NCCL all-reduce).
 # Usage: gpu_check.sh [OUT_DIR]   (logs and JSON results go to OUT_DIR, default ./gpu_check_out)
@@ -64,22 +65,22 @@ run_job check_scatter 2 1 check
 step "2 machines x 1 worker process, reduce-to-root"
 BPS_GPU_MODE=root run_job check_root 2 1 check
 gpus=$(nvidia-smi -L | wc -l)
-if [ "$gpus" -ge 2 ]; then
-  step "2 machines x 2 worker processes (one per GPU), reduce-scatter"
-  run_job check_per_gpu_scatter 2 2 check
-  step "2 machines x 2 worker processes (one per GPU), reduce-to-root"
-  BPS_GPU_MODE=root run_job check_per_gpu_root 2 2 check
-  step "1 machine x 2 worker processes (one per GPU): local NCCL only"
-  run_job check_per_gpu_local 1 2 check
-  step "1 machine x 2 worker processes (one per GPU), forced through the server"
-  BYTEPS_FORCE_DISTRIBUTED=1 run_job check_per_gpu_forced 1 2 check
+if [ "$gpus" -ge 2 ]; then  # one process per GPU, every GPU of the host
+  step "2 machines x $gpus worker processes (one per GPU), reduce-scatter"
+  run_job check_per_gpu_scatter 2 "$gpus" check
+  step "2 machines x $gpus worker processes (one per GPU), reduce-to-root"
+  BPS_GPU_MODE=root run_job check_per_gpu_root 2 "$gpus" check
+  step "1 machine x $gpus worker processes (one per GPU): local NCCL only"
+  run_job check_per_gpu_local 1 "$gpus" check
+  step "1 machine x $gpus worker processes (one per GPU), forced through the server"
+  BYTEPS_FORCE_DISTRIBUTED=1 run_job check_per_gpu_forced 1 "$gpus" check
 fi
 step "GPU push_pull benchmark (2 machines x 1 worker process)"
 run_job bench 2 1 bench > "$out/gpu_push_pull_bench.jsonl"  # not through a pipe: run_job counts failures
 cat "$out/gpu_push_pull_bench.jsonl"
 if [ "$gpus" -ge 2 ]; then
-  step "GPU push_pull benchmark (2 machines x 2 worker processes, one per GPU)"
-  run_job bench_per_gpu 2 2 bench > "$out/gpu_push_pull_bench_per_gpu.jsonl"
+  step "GPU push_pull benchmark (2 machines x $gpus worker processes, one per GPU)"
+  run_job bench_per_gpu 2 "$gpus" bench > "$out/gpu_push_pull_bench_per_gpu.jsonl"
   cat "$out/gpu_push_pull_bench_per_gpu.jsonl"
 fi
 step "gpu_bench"

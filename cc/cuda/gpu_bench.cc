@@ -2,7 +2,7 @@
 // 1. the chunked pinned copies GPU push_pull makes (async copies + a host callback per chunk) against one
 //    plain cudaMemcpy of the whole buffer (the copy engine's peak);
 // 2. the two local reductions (reduce to GPU 0 + broadcast; reduce-scatter + all-gather) against plain NCCL
-//    all-reduce of the same bytes (needs 2 GPUs).
+//    all-reduce of the same bytes, on 2, 4 and 8 GPUs (as many as there are).
 // Prints one JSON object per line.
 #include <algorithm>
 #include <atomic>
@@ -78,14 +78,10 @@ void BenchCopies(uint64_t bytes, uint64_t chunk) {
   cudaFreeHost(pinned);
 }
 
-void BenchLocalReduce(uint64_t bytes) {
-  int gpus = 0;
-  cudaGetDeviceCount(&gpus);
-  if (gpus < 2) {
-    std::printf("{\"bench\": \"local_reduce\", \"skipped\": \"needs 2 GPUs, found %d\"}\n", gpus);
-    return;
-  }
-  std::vector<int> devices = {0, 1};
+// On the first `gpus` GPUs.
+void BenchLocalReduce(int gpus, uint64_t bytes) {
+  std::vector<int> devices;
+  for (int d = 0; d < gpus; ++d) devices.push_back(d);
   auto nccl = LocalNccl::ForDevices(devices);
   if (!nccl.ok()) {
     std::printf("{\"bench\": \"local_reduce\", \"error\": \"%s\"}\n", nccl.status().ToString().c_str());
@@ -124,10 +120,10 @@ void BenchLocalReduce(uint64_t bytes) {
     must(n.AllGather(spans, DataType::kFloat32, count));
     sync();
   });
-  std::printf("{\"bench\": \"local_reduce\", \"gpus\": 2, \"bytes\": %llu, \"nccl_all_reduce_ms\": %.3f, "
+  std::printf("{\"bench\": \"local_reduce\", \"gpus\": %d, \"bytes\": %llu, \"nccl_all_reduce_ms\": %.3f, "
               "\"reduce_broadcast_ms\": %.3f, \"reduce_scatter_all_gather_ms\": %.3f, "
               "\"reduce_broadcast_over_all_reduce\": %.3f, \"reduce_scatter_over_all_reduce\": %.3f}\n",
-              (unsigned long long)bytes, all_reduce * 1e3, root * 1e3, scatter * 1e3, root / all_reduce,
+              gpus, (unsigned long long)bytes, all_reduce * 1e3, root * 1e3, scatter * 1e3, root / all_reduce,
               scatter / all_reduce);
   for (auto& s : spans) {
     cudaSetDevice(s.device);
@@ -144,8 +140,14 @@ int main() {
   for (uint64_t bytes : {uint64_t(64) << 20, uint64_t(256) << 20}) {
     bps::cuda::BenchCopies(bytes, 4096000);
   }
-  for (uint64_t bytes : {uint64_t(4) << 20, uint64_t(64) << 20, uint64_t(256) << 20}) {
-    bps::cuda::BenchLocalReduce(bytes);
+  int gpus = 0;
+  cudaGetDeviceCount(&gpus);
+  if (gpus < 2) std::printf("{\"bench\": \"local_reduce\", \"skipped\": \"needs 2 GPUs, found %d\"}\n", gpus);
+  // 2, 4 and 8 GPUs, as many as the machine has.
+  for (int n = 2; n <= gpus && n <= 8; n *= 2) {
+    for (uint64_t bytes : {uint64_t(4) << 20, uint64_t(64) << 20, uint64_t(256) << 20}) {
+      bps::cuda::BenchLocalReduce(n, bytes);
+    }
   }
   return 0;
 }

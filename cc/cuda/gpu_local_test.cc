@@ -135,7 +135,7 @@ TEST_P(LocalNcclTest, LocalOnlyPushPullIsALocalAllReduce) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Gpus, LocalNcclTest, ::testing::Values(1, 2));
+INSTANTIATE_TEST_SUITE_P(Gpus, LocalNcclTest, ::testing::Values(1, 2, 4, 8));
 
 // Two workers (threads with their own engines) each driving `gpus` GPUs, through a real server.
 class DistributedTest : public ::testing::TestWithParam<std::tuple<int, LocalReduceMode>> {};
@@ -177,18 +177,18 @@ TEST_P(DistributedTest, EveryGpuOfEveryWorkerGetsTheGlobalSum) {
 }
 
 INSTANTIATE_TEST_SUITE_P(GpusAndModes, DistributedTest,
-                         ::testing::Combine(::testing::Values(1, 2),
+                         ::testing::Combine(::testing::Values(1, 2, 4, 8),
                                             ::testing::Values(LocalReduceMode::kReduceToRoot,
                                                               LocalReduceMode::kReduceScatter)));
 
 // One process per GPU (Horovod-style), played by threads with their own engines: `machines` worker machines
-// of 2 processes each, process l of every machine on GPU l. Each machine's processes share one NCCL
+// of one process per GPU of this host each, process l of every machine on GPU l. Each machine's processes share one NCCL
 // communicator set up through the LocalCoordinator, and each pushes only its own part of the sum.
 class ProcessPerGpuTest : public ::testing::TestWithParam<std::tuple<int, LocalReduceMode>> {};
 
 TEST_P(ProcessPerGpuTest, EveryProcessGetsTheGlobalSum) {
-  const int machines = std::get<0>(GetParam()), local_size = 2;
-  if (GpuCount() < local_size) GTEST_SKIP() << "needs " << local_size << " GPUs";
+  const int machines = std::get<0>(GetParam()), local_size = GpuCount();
+  if (local_size < 2) GTEST_SKIP() << "needs 2 GPUs";
   const int processes = machines * local_size;
   testing::LocalJob job(machines, 2, /*timeout_s=*/60, /*credit_bytes=*/4 * 4096, local_size);
   std::vector<std::unique_ptr<GpuGroup>> groups(processes);
