@@ -22,11 +22,11 @@ def benchmark_env(extra=()):
 
 
 def parse_env_items(items):
-    """["NAME=VALUE", ...] from the command line -> dict."""
+    """["NAME=VALUE", ...] -> dict."""
     pairs = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep:
-            raise SystemExit(f"--env wants NAME=VALUE, got {item!r}")
+            raise SystemExit(f"a setting is NAME=VALUE, not {item!r}")
         pairs[name] = value
     return pairs

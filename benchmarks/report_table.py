@@ -71,7 +71,8 @@ def strategy_label(run):
 
 
 STRATEGY_NAMES = {"bps": "BytePSStrategy", "mwms": "MultiWorkerMirroredStrategy (RING)",
-                  "local": "no communication (same per-worker batch)", "bps-tuned": "BytePSStrategy",
+                  "local": "no communication (same per-worker batch)",
+                  "lockstep": "no gradients, a barrier after every step (same per-worker batch)",
                   "bps-dense": "BytePSStrategy, sparse gradients densified"}
 
 

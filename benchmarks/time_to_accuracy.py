@@ -1,5 +1,5 @@
-"""Time to accuracy with gradient compression on an emulated cluster: the same Keras training of a wide MLP
-on scikit-learn's digits (benchmarks/accuracy_worker.py) under MultiWorkerMirroredStrategy and under
+"""Time to accuracy with gradient compression on an emulated cluster: the same Keras training of a model (a
+wide MLP, or a small BERT-like encoder) on scikit-learn's digits (benchmarks/accuracy_worker.py) under MultiWorkerMirroredStrategy and under
 BytePSStrategy with each compression, until a target test accuracy. Reports the steps and the training
 time each needed, and plots accuracy over time and over steps.
 
@@ -29,6 +29,8 @@ def parse_args():
     parser.add_argument("--variants", default="mwms;none;onebit;topk:0.01;randomk:0.01",
                         help="separated by ';': mwms, or a BYTEPS_COMPRESSION for BytePSStrategy (none, onebit, "
                              "topk:R, onebit,momentum=0.9, ...)")
+    parser.add_argument("--model", choices=["mlp", "encoder"], default="mlp",
+                        help="mlp: a wide MLP; encoder: a small BERT-like encoder over the 64 pixels as tokens")
     parser.add_argument("--target", type=float, default=0.96)
     parser.add_argument("--max-epochs", type=int, default=40)
     parser.add_argument("--learning-rate", type=float, default=0.05)
@@ -44,7 +46,8 @@ def run_variant(cluster, args, variant, timeout=1800):
     with tempfile.TemporaryDirectory() as logs:
         out = str(Path(logs) / "result.json")
         argv = lambda i: [sys.executable, "-m", "benchmarks.accuracy_worker", "--strategy", strategy,
-                          "--workers", str(args.workers), "--tf-cluster", cluster_job.tf_cluster(cluster, args.workers),
+                          "--model", args.model, "--workers", str(args.workers),
+                          "--tf-cluster", cluster_job.tf_cluster(cluster, args.workers),
                           "--target", str(args.target), "--max-epochs", str(args.max_epochs),
                           "--learning-rate", str(args.learning_rate), "--output", out]
         if strategy == "bps":
@@ -66,8 +69,8 @@ def main():
             print(f"{variant}: " + (f"{reached['accuracy']:.3f} after {reached['steps']} steps, "
                                     f"{reached['train_s']:.1f} s" if reached else "target not reached"), flush=True)
             runs.append(run)
-    result = {"benchmark": "time_to_accuracy", "rate": args.rate, "workers": args.workers, "servers": args.servers,
-              "target": args.target, "learning_rate": args.learning_rate, "runs": runs, "machine": machine.describe()}
+    result = {"benchmark": "time_to_accuracy", "model": args.model, "rate": args.rate, "workers": args.workers,
+              "servers": args.servers, "target": args.target, "learning_rate": args.learning_rate, "runs": runs, "machine": machine.describe()}
     print(accuracy_table(result))
     save_result(args.output, result)
 

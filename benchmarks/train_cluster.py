@@ -20,31 +20,37 @@ def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_training_arguments(parser)
     parser.add_argument("--strategies", default="local,mwms,bps",
-                        help="local, mwms, bps (bps_tf's defaults), bps-tuned (bps with the --env settings), "
-                             "bps-dense (bps with sparse gradients densified), bps+COMPRESSION (bps with "
-                             "BYTEPS_COMPRESSION=COMPRESSION, e.g. bps+onebit, bps+topk:0.01)")
+                        help="local, lockstep, mwms, bps (bps_tf's defaults), bps-dense (bps with sparse gradients "
+                             "densified), bps+COMPRESSION (bps with BYTEPS_COMPRESSION=COMPRESSION, e.g. bps+onebit, "
+                             "bps+topk:0.01); any of them with @NAME=VALUE settings for its processes, e.g. "
+                             "mwms@TF_CPU_ALLOCATOR_USE_BFC=true")
     parser.add_argument("--colocate", action="store_true", help="server i on worker i's host")
-    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="for the bps-tuned runs")
     return parser.parse_args()
+
+
+def parse_variant(spelling):
+    """'bps+onebit@NAME=VALUE' -> (variant 'bps+onebit', strategy 'bps', environment of its processes)."""
+    variant, *settings = spelling.split("@")
+    strategy = variant.split("+")[0].split("-")[0]
+    env = parse_env_items(settings)
+    if variant.startswith("bps+"):
+        env["BYTEPS_COMPRESSION"] = variant.split("+", 1)[1]
+    return variant, strategy, env
 
 
 def main():
     args = parse_args()
-    bps_env = parse_env_items(args.env)
     runs = []
     with EmulatedCluster(cluster_job.hosts_for(args.workers, args.servers, args.colocate), args.rate) as cluster:
         for model in args.models.split(","):
             batch = args.batch_bert if model == "bert" else args.batch_mlp
-            for name in args.strategies.split(","):
-                strategy = "bps" if name.startswith("bps") else name
-                env = bps_env if name == "bps-tuned" else {}
-                if name.startswith("bps+"):
-                    env = {"BYTEPS_COMPRESSION": name.split("+", 1)[1]}
+            for spelling in args.strategies.split(","):
+                name, strategy, env = parse_variant(spelling)
                 run = run_training(cluster, strategy, model, args.workers, args.servers, batch, args.steps,
                                    args.warmup, env, sparse_as_dense=name == "bps-dense", colocate=args.colocate)
                 run["variant"] = name
-                run["tuned"] = name != strategy  # a variant of bps_tf's defaults
-                print(f"{model} {name}: {run['median_step_s'] * 1e3:.0f} ms/step, "
+                run["tuned"] = spelling != strategy  # a variant of the strategy's defaults
+                print(f"{model} {spelling}: {run['median_step_s'] * 1e3:.0f} ms/step, "
                       f"{run['samples_per_s']:.1f} samples/s, {run.get('sent_bytes_per_step', 0) / 1e6:.1f} MB "
                       "sent per step", flush=True)
                 runs.append(run)

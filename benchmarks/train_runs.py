@@ -38,7 +38,7 @@ def run_training(cluster, strategy, model, workers, servers, batch_per_worker, s
                           "--tf-cluster", cluster_job.tf_cluster(cluster, workers)] + (
                              ["--no-priority"] if no_priority else []) + (
                              ["--sparse-as-dense"] if sparse_as_dense else [])
-        if strategy == "bps":
+        if strategy in ("bps", "lockstep"):
             cluster_job.run_job(cluster, workers, servers, argv, logs, env, timeout, colocate)
         else:
             cluster_job.run_plain(cluster, workers, argv, logs, env, timeout)

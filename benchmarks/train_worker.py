@@ -3,6 +3,8 @@
   mwms:  MultiWorkerMirroredStrategy with RING collectives (TF_CONFIG from --tf-cluster),
   local: no strategy and no communication at all (the same per-worker batch): the step time that
          communication adds to.
+  lockstep: as local, but the workers form a bps_tf job and meet at a barrier after every step: the step
+         time of synchronous training that moves no gradients (compute plus the wait for the slowest worker).
 TensorFlow gets one intra-op and one inter-op thread, so that workers sharing the machine's cores each get a
 fair, fixed share. Rank 0 (or each local process) writes its timings as JSON.
 """
@@ -15,7 +17,7 @@ import time
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--strategy", choices=["bps", "mwms", "local"], required=True)
+    parser.add_argument("--strategy", choices=["bps", "mwms", "local", "lockstep"], required=True)
     parser.add_argument("--model", choices=["bert", "mlp"], required=True)
     parser.add_argument("--batch-per-worker", type=int, required=True)
     parser.add_argument("--steps", type=int, default=10, help="timed steps")
@@ -50,6 +52,10 @@ def make_strategy(args):
         from bps_tf.strategy import BytePSStrategy
 
         return BytePSStrategy()
+    if args.strategy == "lockstep":
+        import bps_tf.core
+
+        bps_tf.core.init()
     return tf.distribute.get_strategy()  # the default: no distribution
 
 
@@ -66,14 +72,22 @@ def link_counters():
 class StepTimes:
     """Wall-clock time and the link's byte counters at the end of each training batch (Keras callback)."""
 
-    def __init__(self):
+    def __init__(self, lockstep=False):
         import tensorflow as tf
+
+        barrier = None
+        if lockstep:
+            import bps_tf.core
+
+            barrier = bps_tf.core.barrier
 
         times = self.times = []
         counters = self.counters = []
 
         class Callback(tf.keras.callbacks.Callback):
             def on_train_batch_end(self, batch, logs=None):
+                if barrier:
+                    barrier()
                 times.append(time.perf_counter())
                 counters.append(link_counters())
 
@@ -98,7 +112,7 @@ def main():
     strategy = make_strategy(args)
     from benchmarks import models
 
-    workers = args.workers if args.strategy != "local" else 1
+    workers = args.workers if args.strategy in ("bps", "mwms") else 1
     global_batch = args.batch_per_worker * workers
     x, y = models.synthetic_data(args.model, global_batch * 4)
     options = tf.data.Options()
@@ -109,7 +123,7 @@ def main():
         model = models.build(args.model)
         model.compile(optimizer=tf.keras.optimizers.Adam(1e-4),
                       loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    timer = StepTimes()
+    timer = StepTimes(lockstep=args.strategy == "lockstep")
     model.fit(data, epochs=1, steps_per_epoch=args.warmup + args.steps, callbacks=[timer.callback], verbose=0)
     steps = timer.times[args.warmup - 1:]
     step_s = [b - a for a, b in zip(steps, steps[1:])]

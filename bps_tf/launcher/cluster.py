@@ -16,6 +16,7 @@ from bps_tf.launcher.child_processes import (
     start_in_own_group,
     stop_process_groups,
 )
+from bps_tf import tf_environment
 from bps_tf._native import load_core
 from bps_tf.launcher.output import DRAIN_TIMEOUT_S, PrefixedOutput, is_shown, report, worker_label, worker_rank
 from bps_tf.launcher.role import run_this_role
@@ -116,9 +117,9 @@ def _start_copy(command, local_rank, local_size, label, output, shown):
     if local_size == 1 and shown:
         # Its own group: a terminal's Ctrl-C reaches only us, and we pass it on once, to the whole tree.
         # Its output goes straight to our terminal, which it may recognise as one.
-        return start_in_own_group(command, env=os.environ.copy())
+        return start_in_own_group(command, env=tf_environment.apply(os.environ.copy()))
     # Output goes through pipes; unbuffered, each line shows up when it is printed, not at exit.
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = tf_environment.apply(dict(os.environ, PYTHONUNBUFFERED="1"))
     if local_size > 1:
         env["BYTEPS_LOCAL_RANK"] = str(local_rank)
     child = start_in_own_group(command, env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

@@ -1,13 +1,16 @@
 """The op library built for the installed TensorFlow line (`_bps_ops_tf<major>.<minor>.so`), loaded once,
-and the one TensorFlow-global setting bps_tf makes."""
+the environment TensorFlow starts with (tf_environment), and the one TensorFlow-global setting bps_tf
+makes."""
 
 import glob
 import os
 import sys
 
-import tensorflow as tf
+from bps_tf import compat, tf_environment
 
-from bps_tf import compat
+tf_environment.apply(os.environ)  # before TensorFlow's first op creates its CPU allocator
+
+import tensorflow as tf  # noqa: E402
 
 compat.check_part(compat.OPS)
 
