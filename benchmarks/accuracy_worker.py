@@ -1,8 +1,8 @@
 """One worker of the time-to-accuracy benchmark: Keras (tf-keras) `fit` of a model on scikit-learn's
 digits (shipped with scikit-learn) under BytePSStrategy (compression from BYTEPS_COMPRESSION) or
 MultiWorkerMirroredStrategy, with SGD and momentum 0.9 (in the optimizer, or in the compression when it
-has momentum correction), until the test accuracy reaches the target or the epochs run out. After each
-epoch the weights are scored on the test set outside the strategy; training time excludes the scoring.
+has momentum correction) or Adam, until the test accuracy reaches the target or the epochs run out. After
+each epoch the weights are scored on the test set outside the strategy; training time excludes the scoring.
 Every worker holds the same weights, so all stop at the same epoch. Rank 0 writes the curve as JSON.
 
 Models: mlp, a wide 64-2048-2048-10 perceptron (17.4 MB of gradients); encoder, the BERT-like encoder of
@@ -31,6 +31,7 @@ def parse_args():
     parser.add_argument("--workers", type=int, required=True)
     parser.add_argument("--tf-cluster", help="mwms: host:port of each worker's TF server")
     parser.add_argument("--batch-per-worker", type=int, default=32)
+    parser.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd")
     parser.add_argument("--learning-rate", type=float, default=0.05)
     parser.add_argument("--target", type=float, default=0.96, help="test accuracy to reach")
     parser.add_argument("--max-epochs", type=int, default=40)
@@ -47,6 +48,14 @@ def build(tf, model):
         return models.bert(**ENCODER)
     return tf.keras.Sequential([tf.keras.Input((64,)), tf.keras.layers.Dense(WIDTH, activation="relu"),
                                 tf.keras.layers.Dense(WIDTH, activation="relu"), tf.keras.layers.Dense(10)])
+
+
+def make_optimizer(tf, name, learning_rate):
+    if name == "adam":
+        return tf.keras.optimizers.Adam(learning_rate)
+    # A compression with momentum correction takes the momentum over: the optimizer then has none.
+    momentum = 0.0 if "momentum=" in os.environ.get("BYTEPS_COMPRESSION", "") else 0.9
+    return tf.keras.optimizers.SGD(learning_rate, momentum=momentum)
 
 
 def inputs_for(model, x):
@@ -77,11 +86,9 @@ def main():
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     data = tf.data.Dataset.from_tensor_slices((x_train, y_train)).shuffle(len(x_train), seed=0)
     data = data.batch(global_batch, drop_remainder=True).with_options(options)
-    # A compression with momentum correction takes the momentum over: the optimizer then has none.
-    momentum = 0.0 if "momentum=" in os.environ.get("BYTEPS_COMPRESSION", "") else 0.9
     with strategy.scope():
         model = build(tf, args.model)
-        model.compile(optimizer=tf.keras.optimizers.SGD(args.learning_rate, momentum=momentum),
+        model.compile(optimizer=make_optimizer(tf, args.optimizer, args.learning_rate),
                       loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     scorer = build(tf, args.model)
     curve = []

@@ -41,18 +41,24 @@ def push_pull_table(result):
 
 
 def train_table(result):
-    """Per model and strategy: step time, samples/s, step time over the no-communication step time, and
-    the speed-up of BytePSStrategy over MultiWorkerMirroredStrategy."""
+    """Per model and strategy: step time, samples/s, step time over the no-communication step time, the
+    speed-up of BytePSStrategy (and of MWMS's variants) over MultiWorkerMirroredStrategy's defaults, and of
+    BytePSStrategy's variants over its defaults."""
     runs = result["runs"]
-    by = {(r["model"], r["strategy"]): r for r in runs if not r.get("tuned")}
+    by = {}
+    for r in runs:  # each strategy's defaults; the first run of them where they are repeated
+        if not r.get("tuned"):
+            by.setdefault((r["model"], r["strategy"]), r)
     rows = []
     for r in runs:
         local = by.get((r["model"], "local"))
         mwms = by.get((r["model"], "mwms"))
         bps = by.get((r["model"], "bps"))
         exposed = f"{r['median_step_s'] / local['median_step_s']:.2f}" if local else "-"
-        versus = f"{mwms['median_step_s'] / r['median_step_s']:.2f}x" if mwms and r["strategy"] == "bps" else ""
-        over_bps = f"{bps['median_step_s'] / r['median_step_s']:.2f}x" if bps and r.get("tuned") else ""
+        compared = r["strategy"] == "bps" or (r["strategy"] == "mwms" and r.get("tuned"))
+        versus = f"{mwms['median_step_s'] / r['median_step_s']:.2f}x" if mwms and compared else ""
+        varied = r["strategy"] == "bps" and r is not bps
+        over_bps = f"{bps['median_step_s'] / r['median_step_s']:.2f}x" if bps and varied else ""
         sent = r.get("sent_bytes_per_step")
         rows.append([r["model"], strategy_label(r), f"{r['gradient_bytes'] / 1e6:.1f}",
                      f"{sent / 1e6:.1f}" if sent else "-", r["global_batch"], f"{r['median_step_s'] * 1e3:.0f}",

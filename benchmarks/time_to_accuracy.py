@@ -33,6 +33,8 @@ def parse_args():
                         help="mlp: a wide MLP; encoder: a small BERT-like encoder over the 64 pixels as tokens")
     parser.add_argument("--target", type=float, default=0.96)
     parser.add_argument("--max-epochs", type=int, default=40)
+    parser.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd",
+                        help="sgd: momentum 0.9 (in the compression where it has momentum correction); adam")
     parser.add_argument("--learning-rate", type=float, default=0.05)
     parser.add_argument("--output")
     return parser.parse_args()
@@ -49,7 +51,8 @@ def run_variant(cluster, args, variant, timeout=1800):
                           "--model", args.model, "--workers", str(args.workers),
                           "--tf-cluster", cluster_job.tf_cluster(cluster, args.workers),
                           "--target", str(args.target), "--max-epochs", str(args.max_epochs),
-                          "--learning-rate", str(args.learning_rate), "--output", out]
+                          "--optimizer", args.optimizer, "--learning-rate", str(args.learning_rate),
+                          "--output", out]
         if strategy == "bps":
             cluster_job.run_job(cluster, args.workers, args.servers, argv, logs, env, timeout)
         else:
@@ -70,7 +73,8 @@ def main():
                                     f"{reached['train_s']:.1f} s" if reached else "target not reached"), flush=True)
             runs.append(run)
     result = {"benchmark": "time_to_accuracy", "model": args.model, "rate": args.rate, "workers": args.workers,
-              "servers": args.servers, "target": args.target, "learning_rate": args.learning_rate, "runs": runs, "machine": machine.describe()}
+              "servers": args.servers, "target": args.target, "optimizer": args.optimizer,
+              "learning_rate": args.learning_rate, "runs": runs, "machine": machine.describe()}
     print(accuracy_table(result))
     save_result(args.output, result)
 
