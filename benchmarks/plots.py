@@ -46,11 +46,13 @@ def plot_push_pull(result, axes):
     axes.legend(fontsize=7)
 
 
-def _bars(axes, labels, values, ylabel, title):
+def _bars(axes, labels, values, xlabel, title):
+    """Horizontal bars, first run on top: the variants' labels are long."""
     positions = range(len(values))
-    axes.bar(positions, values, color=[f"C{i % 10}" for i in positions])
-    axes.set_xticks(list(positions), labels, rotation=30, ha="right", fontsize=7)
-    axes.set_ylabel(ylabel)
+    axes.barh(positions, values, color=[f"C{i % 10}" for i in positions])
+    axes.set_yticks(list(positions), labels, fontsize=7)
+    axes.invert_yaxis()
+    axes.set_xlabel(xlabel)
     axes.set_title(title, fontsize=10)
 
 
@@ -74,6 +76,9 @@ def plot_link_trace(result, axes):
     axes.legend(fontsize=8)
 
 
+MODEL_NAMES = {"mlp": "wide MLP", "encoder": "BERT-like encoder"}
+
+
 def plot_accuracy(result, axes_row):
     for r in result["runs"]:
         curve = r["curve"]
@@ -86,7 +91,8 @@ def plot_accuracy(result, axes_row):
         axes.set_xlabel(xlabel)
         axes.set_ylabel("test accuracy")
         axes.set_ylim(0.8, 1.0)
-        axes.set_title(f"digits, wide MLP: {result['workers']} workers, {result['servers']} servers, "
+        axes.set_title(f"digits, {MODEL_NAMES[result.get('model', 'mlp')]}: {result['workers']} workers, "
+                       f"{result['servers']} servers, "
                        f"{result['rate']} links", fontsize=10)
         axes.legend(fontsize=7)
 
@@ -105,7 +111,8 @@ def plot_file(path):
         plot_accuracy(result, axes)
     elif kind in ("train", "tuning"):
         models = sorted({r["model"] for r in result["runs"]})
-        figure, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 5), squeeze=False)
+        rows = max(sum(r["model"] == m for r in result["runs"]) for m in models)
+        figure, axes = plt.subplots(1, len(models), figsize=(9 * len(models), 1.5 + 0.35 * rows), squeeze=False)
         if kind == "train":
             plot_runs(result, axes[0], strategy_label, lambda r: r["samples_per_s"],
                       "samples/s (higher is better)")

@@ -1,9 +1,11 @@
 """End-to-end training throughput on an emulated cluster: Keras fit (tf-keras) of a BERT-like encoder and a
 wide MLP under BytePSStrategy and MultiWorkerMirroredStrategy (RING), plus the same processes with no
-communication, to show how much of each step communication leaves exposed.
+communication (`local`) and with only a barrier per step (`lockstep`), to show how much of each step
+communication leaves exposed. A variant is STRATEGY[+COMPRESSION][@NAME=VALUE...]: BytePSStrategy with a
+compression, or any strategy with environment settings of its own (parse_variant).
 
-python -m benchmarks.train_cluster --workers 4 --servers 4 --rate 1gbit \\
-    --output docs/performance/train_w4_s4_1gbit.json
+python -m benchmarks.train_cluster --workers 4 --servers 4 --rate 1gbit --models bert \\
+    --strategies "local,lockstep,mwms,bps,bps+onebit" --output /tmp/train.json
 """
 
 import argparse
