@@ -6,7 +6,10 @@ BERT-like encoder on digits with a hand-written Adam fed three ways, and counts 
   at least 64 KB, error feedback);
 - onebit, exact second moment: Adam's first moment from the one-bit gradient, its second moment from the
   exact one. If this variant needs the exact steps again, what costs steps is the second moment that the
-  one-bit magnitudes flatten, not the delay that error feedback adds to the direction.
+  one-bit magnitudes flatten, not the error of the encoding itself;
+- onebit, a scale per 256 elements: the encoding with a mean magnitude per block of 256 elements instead
+  of one per tensor (1.125 bits per element). If this one needs the exact steps again, what costs steps is
+  one scale for a whole tensor.
 
 python -m benchmarks.onebit_adam --output /tmp/onebit_adam.json
 """
@@ -20,7 +23,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
-VARIANTS = ("exact", "onebit", "onebit, exact second moment")
+VARIANTS = ("exact", "onebit", "onebit, exact second moment", "onebit, a scale per 256 elements")
+BLOCK = 256
 MIN_COMPRESS_BYTES = 65536  # BYTEPS_MIN_COMPRESS_BYTES' default: smaller tensors travel exactly
 
 
@@ -34,10 +38,19 @@ def parse_args():
     return parser.parse_args()
 
 
-def onebit(tf, value, residual):
-    """bps_tf's one-bit with error feedback on one tensor: sign of (value + residual) times its mean magnitude."""
+def onebit(tf, value, residual, block=None):
+    """bps_tf's one-bit with error feedback on one tensor: sign of (value + residual) times its mean magnitude
+    (over the tensor, or over each block of `block` elements)."""
     fed = value + residual
-    sent = tf.sign(fed) * tf.reduce_mean(tf.abs(fed))
+    if block is None:
+        sent = tf.sign(fed) * tf.reduce_mean(tf.abs(fed))
+    else:
+        flat = tf.reshape(fed, [-1])
+        size = flat.shape[0]
+        padded = tf.reshape(tf.pad(flat, [[0, -size % block]]), [-1, block])
+        counts = tf.reshape(tf.pad(tf.ones_like(flat), [[0, -size % block]]), [-1, block])
+        scales = tf.reduce_sum(tf.abs(padded), axis=1, keepdims=True) / tf.reduce_sum(counts, axis=1, keepdims=True)
+        sent = tf.reshape(tf.reshape(tf.sign(padded) * scales, [-1])[:size], fed.shape)
     return sent, fed - sent
 
 
@@ -62,7 +75,7 @@ def train(tf, variant, args, data):
             g = tf.convert_to_tensor(g)
             sent = g
             if variant != "exact" and g.shape.num_elements() * 4 >= MIN_COMPRESS_BYTES:
-                sent, r = onebit(tf, g, r)
+                sent, r = onebit(tf, g, r, BLOCK if variant.endswith("per 256 elements") else None)
             squared = g if variant == "onebit, exact second moment" else sent
             m = beta1 * m + (1 - beta1) * sent
             v = beta2 * v + (1 - beta2) * tf.square(squared)

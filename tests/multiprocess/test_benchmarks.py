@@ -85,3 +85,30 @@ def test_time_to_accuracy_benchmark_table_and_plot(tmp_path):
     plotted = run_module("benchmarks.plots", tmp_path / "performance", timeout=60)
     assert plotted.returncode == 0, plotted.stderr[-3000:]
     assert (tmp_path / "performance" / "accuracy.png").stat().st_size > 0
+
+
+@pytest.mark.timeout(300)
+def test_onebit_adam_ablation_runs_every_variant(tmp_path):
+    out = tmp_path / "onebit_adam.json"
+    done = run_module("benchmarks.onebit_adam", "--max-epochs", 1, "--output", out, timeout=280)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    runs = json.loads(out.read_text())["runs"]
+    assert [r["variant"] for r in runs] == ["exact", "onebit", "onebit, exact second moment",
+                                           "onebit, a scale per 256 elements"]
+    assert all(r["curve"][0]["steps"] == 11 for r in runs)  # 1437 training images, batch 128
+
+
+def test_onebit_adam_encoding_matches_numpy():
+    import numpy as np
+    import tensorflow as tf
+
+    from benchmarks.onebit_adam import onebit
+
+    value = np.random.default_rng(0).standard_normal((20, 30)).astype(np.float32)
+    residual = np.full_like(value, 0.25)
+    for block, starts in ((None, []), (256, [256, 512])):
+        sent, left = onebit(tf, tf.constant(value), tf.constant(residual), block)
+        fed = (value + residual).ravel()
+        want = np.concatenate([np.sign(b) * np.abs(b).mean() for b in np.split(fed, starts)])
+        np.testing.assert_allclose(sent.numpy().ravel(), want, rtol=1e-6)
+        np.testing.assert_allclose((sent + left).numpy().ravel(), fed, atol=1e-6)
