@@ -16,10 +16,13 @@ python -m benchmarks.onebit_adam --output /tmp/onebit_adam.json
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.train_runs import LEGACY_KERAS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
@@ -102,6 +105,8 @@ def train(tf, variant, args, data):
 
 def main():
     args = parse_args()
+    for name, value in LEGACY_KERAS.items():  # tf-keras, as in the time-to-accuracy benchmark's workers
+        os.environ.setdefault(name, value)
     import tensorflow as tf
 
     from benchmarks.accuracy_worker import inputs_for

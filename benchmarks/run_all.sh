@@ -31,13 +31,15 @@ run benchmarks.train_cluster --workers 4 --servers 4 --rate 1gbit --models mlp \
 run benchmarks.tuning_cluster --workers 4 --servers 4 --rate 1gbit --models bert --output $OUT/tuning_w4_s4_1gbit.json
 run benchmarks.tuning_cluster --workers 4 --servers 4 --rate 1gbit --models mlp --output $OUT/tuning_w4_s4_1gbit_mlp.json
 
-# 5. Gradient compression: time to accuracy (MLP with SGD, BERT-like encoder with Adam), step time at 100 Mbit/s.
+# 5. Gradient compression: time to accuracy (MLP with SGD, BERT-like encoder with Adam), one-bit under Adam in
+#    one process, step time at 100 Mbit/s.
 run benchmarks.time_to_accuracy --workers 4 --servers 4 --rate 1gbit \
     --variants "mwms;none;onebit;onebit,momentum=0.9;topk:0.01;topk:0.01,momentum=0.9;randomk:0.01,momentum=0.9" \
     --output $OUT/accuracy_w4_s4_1gbit.json
 run benchmarks.time_to_accuracy --workers 4 --servers 4 --rate 1gbit --model encoder --optimizer adam \
     --learning-rate 0.001 --target 0.95 --max-epochs 60 --variants "mwms;none;onebit;topk:0.01" \
     --output $OUT/accuracy_w4_s4_1gbit_encoder.json
+run benchmarks.onebit_adam --output $OUT/onebit_adam_encoder.json
 run benchmarks.train_cluster --workers 4 --servers 4 --rate 100mbit --models bert \
     --strategies "local,lockstep,mwms,mwms@$B=true,bps,bps+onebit,bps+topk:0.01" \
     --output $OUT/train_w4_s4_100mbit_bert_compression.json
