@@ -92,8 +92,7 @@ def plot_accuracy(result, axes_row):
         axes.set_ylabel("test accuracy")
         axes.set_ylim(0.8, 1.0)
         axes.set_title(f"digits, {MODEL_NAMES[result.get('model', 'mlp')]}: {result['workers']} workers, "
-                       f"{result['servers']} servers, "
-                       f"{result['rate']} links", fontsize=10)
+                       f"{result['servers']} servers, {result['rate']} links", fontsize=10)
         axes.legend(fontsize=7)
 
 
