@@ -46,13 +46,14 @@ def onebit(tf, value, residual, block=None):
     """bps_tf's one-bit with error feedback on one tensor: sign of (value + residual) times its mean magnitude
     (over the tensor, or over each block of `block` elements)."""
     fed = value + residual
+    signs = tf.where(fed < 0, -1.0, 1.0)  # as the core's codec: zero goes as +scale
     if block is None:
-        sent = tf.sign(fed) * tf.reduce_mean(tf.abs(fed))
+        sent = signs * tf.reduce_mean(tf.abs(fed))
     else:
         flat = tf.reshape(fed, [-1])
         blocks = tf.range(tf.size(flat)) // block
         scales = tf.gather(tf.math.segment_mean(tf.abs(flat), blocks), blocks)
-        sent = tf.reshape(tf.sign(flat) * scales, tf.shape(fed))
+        sent = signs * tf.reshape(scales, tf.shape(fed))
     return sent, fed - sent
 
 
