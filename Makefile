@@ -31,8 +31,9 @@ build: setup
 wheel: setup
 	$(PY) -m pip wheel . --no-build-isolation --no-deps -w dist
 
-# The op library for the second TensorFlow line (.venv-tf2.15).
+# The second TensorFlow line: its environment (.venv-tf2.15) and its op library.
 build-tf2.15: build
+	@scripts/setup_tf2.15.sh
 	@scripts/build_ops.sh $(TF215_PY)
 
 # Where nvcc is present, the CUDA build is compiled too, so it cannot rot unnoticed (its tests need a GPU:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a build needs on a fresh Debian/Ubuntu machine, skipping what is already there:
-# system packages (Bazel, UCX, OpenSSL, gtest) and the pinned Python environment in .venv.
+# system packages (Bazel, UCX, OpenSSL, gtest) and the pinned Python environment in .venv. The second
+# TensorFlow line, which only the tests use, has a script of its own (scripts/setup_tf2.15.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,20 +38,5 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   .venv/bin/python -m pip install -q --no-deps -r requirements-nodeps.txt
   [ "$cuda_requirements" = /dev/null ] || .venv/bin/python -m pip install -q -r "$cuda_requirements"
   .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e .
-  echo "$wanted" > "$stamp"
-fi
-
-# The second TensorFlow line (TensorFlow 2.15 with tf.estimator), in a virtual environment of its own.
-TF215=.venv-tf2.15
-if [ ! -x "$TF215/bin/python" ]; then
-  echo "setup: creating $TF215"
-  "$PYTHON" -m venv "$TF215"
-fi
-stamp=$TF215/.bps_tf_requirements
-wanted=$(cat requirements-tf2.15.txt pyproject.toml | sha256sum | cut -d' ' -f1)
-if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
-  echo "setup: installing Python packages into $TF215"
-  "$TF215/bin/python" -m pip install -q -r requirements-tf2.15.txt
-  "$TF215/bin/python" -m pip install -q --no-deps --no-build-isolation -e .
   echo "$wanted" > "$stamp"
 fi

@@ -1,5 +1,5 @@
 """The second TensorFlow line: TensorFlow 2.15 with tf.estimator and Keras 2 (.venv-tf2.15, made by
-scripts/setup.sh; its op library by scripts/build_ops.sh, both run by `make test`). Workers run that
+scripts/setup_tf2.15.sh; its op library by scripts/build_ops.sh, both run by `make test`). Workers run that
 Python; bpslaunch, the scheduler and the servers are the main environment's."""
 
 import glob
@@ -17,7 +17,7 @@ TF215_PYTHON = REPO_ROOT / ".venv-tf2.15" / "bin" / "python"
 @pytest.fixture(scope="module")
 def python():
     if not TF215_PYTHON.exists():
-        pytest.fail(f"{TF215_PYTHON} is missing: `make test` creates it (scripts/setup.sh, then "
+        pytest.fail(f"{TF215_PYTHON} is missing: `make test` creates it (scripts/setup_tf2.15.sh, then "
                     "scripts/build_ops.sh .venv-tf2.15/bin/python)")
     return TF215_PYTHON
 

@@ -101,7 +101,7 @@ def test_a_keras_job_from_the_installed_wheel(wheel, tmp_path):
 @pytest.mark.timeout(900)
 def test_the_wheel_under_another_tensorflow_line_says_so(wheel, tmp_path):
     if not TF215_SITE.exists():
-        pytest.fail(f"{TF215_SITE} is missing: `make test` creates it (scripts/setup.sh)")
+        pytest.fail(f"{TF215_SITE} is missing: `make test` creates it (scripts/setup_tf2.15.sh)")
     python = new_environment(tmp_path / "env", wheel, packages_from=TF215_SITE)
     result = run([python, "-c", "import bps_tf.tensorflow"], cwd=tmp_path)
     assert result.returncode != 0

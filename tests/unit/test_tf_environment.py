@@ -29,12 +29,18 @@ def test_a_setting_the_user_made_is_kept():
     assert (worker[BFC], worker[LIMIT]) == ("false", "1024")
 
 
+# TensorFlow reads the allocator's variables when its first op creates the CPU allocator. Without
+# TF_CPU_ALLOCATOR_USE_BFC it takes the highest-priority registered allocator: oneDNN's (which keeps statistics)
+# where oneDNN is on by default (CPUs with AVX512_VNNI, AMX, ...), the plain one (which keeps none) elsewhere.
+# The probe turns oneDNN off so that only the BFC allocator keeps statistics, on any CPU.
 _PROBE = """
+import os
 import tensorflow as tf
 {import_bps_tf}
+print(os.environ.get("TF_CPU_ALLOCATOR_USE_BFC"))
 tf.ones([1000]) * 2  # TensorFlow's first op creates its CPU allocator
 try:
-    tf.config.experimental.get_memory_info("CPU:0")  # only BFC keeps these statistics
+    tf.config.experimental.get_memory_info("CPU:0")
     print("bfc")
 except ValueError:
     print("default")
@@ -42,16 +48,16 @@ except ValueError:
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("import_bps_tf, env, allocator", [
-    ("import bps_tf.ops", {}, "bfc"),
-    ("from bps_tf.strategy import BytePSStrategy", {}, "bfc"),
-    ("import bps_tf.ops", {BFC: "false"}, "default"),
-    ("", {}, "default"),  # TensorFlow's own default: what the probe tells apart
+@pytest.mark.parametrize("import_bps_tf, env, variable, allocator", [
+    ("import bps_tf.ops", {}, "true", "bfc"),
+    ("from bps_tf.strategy import BytePSStrategy", {}, "true", "bfc"),
+    ("import bps_tf.ops", {BFC: "false"}, "false", "default"),
+    ("", {}, "None", "default"),  # TensorFlow's own default: what the probe tells apart
 ])
-def test_importing_bps_tf_before_the_first_op_selects_the_allocator(import_bps_tf, env, allocator):
+def test_importing_bps_tf_before_the_first_op_selects_the_allocator(import_bps_tf, env, variable, allocator):
     probe = _PROBE.format(import_bps_tf=import_bps_tf)
     base = {k: v for k, v in clean_env().items() if k not in (BFC, LIMIT)}
-    env = dict(base, TF_CPP_MIN_LOG_LEVEL="2", **env)
+    env = dict(base, TF_CPP_MIN_LOG_LEVEL="2", TF_ENABLE_ONEDNN_OPTS="0", **env)
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=110)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split()[-1] == allocator
+    assert out.stdout.split()[-2:] == [variable, allocator]
