@@ -21,7 +21,7 @@ setup:
 	@scripts/setup.sh
 
 # Builds the core and puts the shared libraries next to the Python package (copied only when changed). The
-# op library is named after the TensorFlow line it was built for (bps_tf/compat.py, op_library_name).
+# op library is named after the TensorFlow line it was built for (bps_tf/compat/op_library.py, op_library_name).
 build: setup
 	bazel build $(BAZEL_FLAGS) $(CORE_TARGETS)
 	@install -C -m 644 bazel-bin/cc/libbps_core.so bazel-bin/cc/python/_core.so bps_tf/

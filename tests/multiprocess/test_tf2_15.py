@@ -37,7 +37,7 @@ for target in compat.TARGETS:
     if compat.installed_version(target.package):
         assert compat.problem(target) is None, (target.key, compat.problem(target))
 compat.SUPPORTED_VERSIONS[compat.STRATEGY]["tensorflow"] = ("2.21",)
-compat._checked.clear()
+compat.checker._checked.clear()
 try:
     compat.check_part(compat.STRATEGY)
 except compat.IncompatibleVersionError as error:

@@ -14,7 +14,7 @@ from bps_tf import compat
 @pytest.fixture(autouse=True)
 def fresh_checks(monkeypatch):
     """Every test starts with nothing checked and leaves the real objects in place."""
-    monkeypatch.setattr(compat, "_checked", set())
+    monkeypatch.setattr(compat.checker, "_checked", set())
     monkeypatch.delenv("BYTEPS_ALLOW_UNTESTED_VERSIONS", raising=False)
 
 
@@ -118,7 +118,7 @@ def test_an_allowed_untested_version_still_fails_on_a_missing_target(monkeypatch
 
 
 def test_a_package_that_is_not_installed_is_not_checked(monkeypatch):
-    monkeypatch.setattr(compat, "installed_version", lambda package: None)
+    monkeypatch.setattr(compat.keras_flavour, "installed_version", lambda package: None)
     compat.check(compat.STRATEGY, "keras")  # nothing to check, no error
 
 
@@ -148,7 +148,7 @@ def test_keras_2_under_the_name_keras_counts_as_not_installed(monkeypatch):
 
 def _versions(monkeypatch, **versions):
     """Pretends these module versions are installed (None: not installed)."""
-    monkeypatch.setattr(compat, "_version_of", lambda module, distributions: versions.get(module))
+    monkeypatch.setattr(compat.keras_flavour, "_version_of", lambda module, distributions: versions.get(module))
 
 
 def test_keras_2_is_tf_keras_beside_keras_3(monkeypatch):
@@ -179,5 +179,6 @@ def test_tf_use_legacy_keras_chooses_tf_keras_even_beside_keras_2(monkeypatch):
 
 
 def test_the_op_library_is_named_after_the_tensorflow_line():
-    assert compat.op_library_name() == f"_bps_ops_tf{compat._major_minor(compat.installed_version('tensorflow'))}.so"
-    assert compat._major_minor("2.21.0") in compat.TF_LINES and "2.15" in compat.TF_LINES
+    line = compat.versions.major_minor(compat.installed_version('tensorflow'))
+    assert compat.op_library_name() == f"_bps_ops_tf{line}.so"
+    assert compat.versions.major_minor("2.21.0") in compat.TF_LINES and "2.15" in compat.TF_LINES
