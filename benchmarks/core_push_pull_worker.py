@@ -1,11 +1,11 @@
-"""A worker that only push_pulls one float32 tensor a few times through bps_tf's NumPy core (no TensorFlow):
+"""A worker that only push_pulls one float32 tensor a few times through bps_tf's NumPy API (no TensorFlow):
 the load for link_trace.py. Usage: python -m benchmarks.core_push_pull_worker BYTES ROUNDS"""
 
 import sys
 
 import numpy as np
 
-import bps_tf.core as bps
+import bps_tf.numpy as bps
 
 
 def main():
@@ -13,7 +13,7 @@ def main():
     bps.init()
     array = np.ones(nbytes // 4, np.float32)
     for _ in range(rounds):
-        bps.push_pull(array, "trace")
+        bps.push_pull(array, "trace", average=False)
     bps.shutdown()
 
 

@@ -1,7 +1,7 @@
 """One worker of the push_pull microbenchmark (started by push_pull_loopback.py or push_pull_cluster.py).
 
 For each size, the same float32 tensor is summed over all workers by bps_tf (the TensorFlow op, and the
-NumPy core underneath it) and by TensorFlow's RING all-reduce (MultiWorkerMirroredStrategy), in this same
+NumPy API underneath it) and by TensorFlow's RING all-reduce (MultiWorkerMirroredStrategy), in this same
 process, one after the other, so both see the same machine at the same moment. Rank 0 writes the JSON.
 """
 
@@ -44,7 +44,7 @@ def main():
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
         tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     strategy = tf_ring.ring_strategy(cluster, rank)
-    import bps_tf.core as bps_core
+    import bps_tf.numpy as bps_numpy
     import bps_tf.tensorflow as bps
 
     bps.init()
@@ -59,11 +59,12 @@ def main():
         tensor = tf.constant(array)
         repeats = repeats_for(nbytes, int(args.budget_mb * (1 << 20)))
         check_sum(bps.push_pull(tensor, name=f"tf/{nbytes}", op=bps.Sum), size, value_of_rank)
-        check_sum(bps_core.push_pull(array, f"core/{nbytes}"), size, value_of_rank)
+        check_sum(bps_numpy.push_pull(array, f"core/{nbytes}", average=False), size, value_of_rank)
         check_sum(all_reduce(tensor), size, value_of_rank)
         row = {"bytes": nbytes, "repeats": repeats}
         row["bps_tf"] = summary(time_calls(lambda: bps.push_pull(tensor, name=f"tf/{nbytes}", op=bps.Sum), repeats))
-        row["bps_core"] = summary(time_calls(lambda: bps_core.push_pull(array, f"core/{nbytes}"), repeats))
+        row["bps_core"] = summary(time_calls(lambda: bps_numpy.push_pull(array, f"core/{nbytes}", average=False),
+                                             repeats))
         row["tf_ring"] = summary(time_calls(lambda: all_reduce(tensor), repeats))
         rows.append(row)
         if rank == 0:

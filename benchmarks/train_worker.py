@@ -53,9 +53,9 @@ def make_strategy(args):
 
         return BytePSStrategy()
     if args.strategy == "lockstep":
-        import bps_tf.core
+        import bps_tf.numpy
 
-        bps_tf.core.init()
+        bps_tf.numpy.init()
     return tf.distribute.get_strategy()  # the default: no distribution
 
 
@@ -77,9 +77,9 @@ class StepTimes:
 
         barrier = None
         if lockstep:
-            import bps_tf.core
+            import bps_tf.numpy
 
-            barrier = bps_tf.core.barrier
+            barrier = bps_tf.numpy.barrier
 
         times = self.times = []
         counters = self.counters = []

@@ -12,7 +12,7 @@ import struct
 
 import numpy as np
 
-import bps_tf.core as core
+import bps_tf.numpy as bps_numpy
 from bps_tf.objects import padded_words
 from bps_tf.process import rank, size
 
@@ -38,7 +38,7 @@ def _unpack(packed):
 
 def _lengths(mine, tag):
     """Every worker's byte count: each fills in its own (worker 0 may fill in all of them)."""
-    return core.push_pull(np.asarray(mine, np.int64), f"compression_state.{tag}.lengths").tolist()
+    return bps_numpy.push_pull(np.asarray(mine, np.int64), f"compression_state.{tag}.lengths", average=False).tolist()
 
 
 def _pair_name(tag, peer, length):
@@ -56,21 +56,22 @@ def _exchange_with_worker_zero(tag, payloads):
         handles = {}
         for peer in range(1, n):
             words = padded_words(np.frombuffer(payloads[peer] or b"", np.uint8), lengths[peer])
-            handles[peer] = core.push_pull_async(words, _pair_name(tag, peer, lengths[peer]), process_set=[0, peer])
-        return {peer: core.synchronize(h).view(np.uint8)[:lengths[peer]].tobytes() for peer, h in handles.items()}
+            handles[peer] = bps_numpy.push_pull_async(words, _pair_name(tag, peer, lengths[peer]), average=False,
+                                                      process_set=[0, peer])
+        return {peer: bps_numpy.synchronize(h).view(np.uint8)[:lengths[peer]].tobytes() for peer, h in handles.items()}
     mine = np.zeros(n, np.int64)
     if payloads is not None:
         mine[me] = len(payloads)
     lengths = _lengths(mine, tag)
     words = padded_words(np.frombuffer(payloads or b"", np.uint8), lengths[me])
-    received = core.push_pull(words, _pair_name(tag, me, lengths[me]), process_set=[0, me])
+    received = bps_numpy.push_pull(words, _pair_name(tag, me, lengths[me]), process_set=[0, me], average=False)
     return received.view(np.uint8)[:lengths[me]].tobytes()
 
 
 def save(directory):
     """Saves every worker's compression state to `directory`/bps_compression_state.npz (written by worker 0,
     atomically). Returns False, writing nothing, when nothing was compressed."""
-    mine = core.save_compression_states()
+    mine = bps_numpy.save_compression_states()
     # Compressed tensors are declared by every worker together: all have state, or none has.
     if not mine:
         return False
@@ -117,7 +118,7 @@ def load(directory):
                 verdict, problem = _UNREADABLE, error
     flags = np.zeros(1, np.int32)
     flags[0] = verdict if rank() == 0 else 0
-    verdict = int(core.push_pull(flags, "compression_state.load.verdict")[0])
+    verdict = int(bps_numpy.push_pull(flags, "compression_state.load.verdict", average=False)[0])
     if verdict == _UNREADABLE:
         if problem is not None:
             raise problem
@@ -128,5 +129,5 @@ def load(directory):
     received = _exchange_with_worker_zero("load", payloads if rank() == 0 else None)
     if rank() != 0:
         mine = received
-    core.load_compression_states(_unpack(mine))
+    bps_numpy.load_compression_states(_unpack(mine))
     return True

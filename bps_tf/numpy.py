@@ -1,4 +1,5 @@
-"""Framework-neutral API on NumPy arrays: join the job, push_pull arrays by name.
+"""Framework-neutral API on NumPy arrays (`import bps_tf.numpy as bps`): join the job, push_pull arrays by
+name. push_pull averages by default, as bps_tf's TensorFlow push_pull and BytePS's do; average=False sums.
 
 Used by tests and benchmarks, and by the TensorFlow layer underneath.
 """
@@ -42,20 +43,22 @@ def _check_array(array, name):
 REDUCE_OPS = ("sum", "min", "max", "product")
 
 
-def push_pull_async(array, name, average=False, priority=0, out=None, op="sum", process_set=()):
-    """Starts reducing `array` across all workers under `name` (a sum, or op "min", "max", "product").
-    Returns a Handle.
+def push_pull_async(array, name, average=True, priority=0, out=None, op="sum", process_set=()):
+    """Starts reducing `array` across all workers under `name` (the mean, with average=False the sum, or op
+    "min", "max", "product" with average=False). Returns a Handle.
 
-    `out` may be `array` itself for an in-place sum. Higher `priority` goes first. `process_set`: the ranks
+    `out` may be `array` itself for an in-place result. Higher `priority` goes first. `process_set`: the ranks
     (ascending) that take part, every worker if empty; an average divides by their number.
     """
     array = _check_array(array, name)
     if op not in REDUCE_OPS:
         raise ValueError(f"push_pull of '{name}': op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
     if average and op != "sum":
-        raise ValueError(f"push_pull of '{name}': average=True is a sum divided by the number of workers; op={op!r}")
+        raise ValueError(f"push_pull of '{name}': average=True is a sum divided by the number of workers; "
+                         f"op={op!r} needs average=False")
     if average and array.dtype.kind != "f" and array.dtype.name != "bfloat16":
-        raise ValueError(f"push_pull of '{name}': average=True needs a floating dtype, got {array.dtype.name}")
+        raise ValueError(f"push_pull of '{name}': average=True needs a floating dtype, got {array.dtype.name}; "
+                         "pass average=False for the sum")
     output = np.empty_like(array) if out is None else out
     if output.shape != array.shape or output.dtype != array.dtype or not output.flags.c_contiguous:
         raise ValueError(f"push_pull of '{name}': out must be a C-contiguous array like the input")
@@ -77,9 +80,9 @@ def synchronize(handle):
     return result
 
 
-def push_pull(array, name, average=False, priority=0, op="sum", process_set=()):
-    """Returns the sum (or, with average=True, the mean; or op "min", "max", "product") of `array` across all
-    workers (or the ranks of `process_set`)."""
+def push_pull(array, name, average=True, priority=0, op="sum", process_set=()):
+    """Returns the mean (with average=False the sum; or op "min", "max", "product", with average=False) of
+    `array` across all workers (or the ranks of `process_set`)."""
     return synchronize(push_pull_async(array, name, average=average, priority=priority, op=op,
                                        process_set=process_set))
 
@@ -87,7 +90,7 @@ def push_pull(array, name, average=False, priority=0, op="sum", process_set=()):
 def barrier(process_set=()):
     """Returns once every worker (of `process_set`, a list of ranks) has called barrier()."""
     name = "barrier" + "".join(f".{r}" for r in process_set)
-    push_pull(np.zeros(1, np.int32), name, process_set=process_set)
+    push_pull(np.zeros(1, np.int32), name, average=False, process_set=process_set)
 
 
 def start_timeline(path):

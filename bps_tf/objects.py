@@ -6,7 +6,7 @@ import pickle
 
 import numpy as np
 
-import bps_tf.core as core
+import bps_tf.numpy as bps_numpy
 from bps_tf import process_sets
 from bps_tf.process import rank
 
@@ -36,9 +36,10 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=None):
     is_root = rank() == root_rank
     payload = _pickled(obj) if is_root else np.zeros(0, np.uint8)
     length = np.array([payload.size if is_root else 0], np.int64)
-    length = int(core.push_pull(length, f"broadcast_object.{name}.length", process_set=ranks)[0])
+    length = int(bps_numpy.push_pull(length, f"broadcast_object.{name}.length", process_set=ranks, average=False)[0])
     # The length is part of the name: each size is its own tensor, so successive calls never disagree.
-    words = core.push_pull(padded_words(payload, length), f"broadcast_object.{name}.data.{length}", process_set=ranks)
+    words = bps_numpy.push_pull(padded_words(payload, length), f"broadcast_object.{name}.data.{length}", average=False,
+                                process_set=ranks)
     return pickle.loads(words.view(np.uint8)[:length].tobytes())
 
 
@@ -50,10 +51,10 @@ def allgather_object(obj, name=None, process_set=None):
     payload = _pickled(obj)
     lengths = np.zeros(count, np.int64)
     lengths[me] = payload.size
-    lengths = core.push_pull(lengths, f"allgather_object.{name}.lengths", process_set=ranks)
+    lengths = bps_numpy.push_pull(lengths, f"allgather_object.{name}.lengths", process_set=ranks, average=False)
     word_counts = (lengths + 3) // 4
     starts = np.concatenate([[0], np.cumsum(word_counts)])
     words = np.zeros(int(starts[-1]), np.int32)
     words[starts[me]:starts[me + 1]] = padded_words(payload, payload.size)
-    words = core.push_pull(words, f"allgather_object.{name}.data.{starts[-1]}", process_set=ranks)
+    words = bps_numpy.push_pull(words, f"allgather_object.{name}.data.{starts[-1]}", process_set=ranks, average=False)
     return [pickle.loads(words[starts[i]:starts[i + 1]].view(np.uint8)[:lengths[i]].tobytes()) for i in range(count)]

@@ -7,7 +7,7 @@ collective, as in Horovod: every worker calls it with the same ranks in the same
 
 import numpy as np
 
-import bps_tf.core as core
+import bps_tf.numpy as bps_numpy
 from bps_tf.process import rank, size
 
 
@@ -75,7 +75,7 @@ def _check_agreement(process_set, what):
     mask = np.zeros(size() + 1, np.int32)
     mask[process_set.ranks] = 1
     mask[size()] = len(_registered)  # the id it will get
-    total = core.push_pull(mask, f"process_sets.{what}.{len(_registered)}")
+    total = bps_numpy.push_pull(mask, f"process_sets.{what}.{len(_registered)}", average=False)
     if not np.array_equal(total, mask * size()):
         raise ValueError(
             f"{what}_process_set({process_set.ranks}): the workers disagree on this call (another set, or "

@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-import bps_tf.core as bps
+import bps_tf.numpy as bps
 
 # A model-like set of gradients: a few large layers and many small ones (float32), ~100 MB in all.
 LAYER_SHAPES = [(4096, 4096), (4096, 1024), (1024, 1024), (1024,), (1000, 1024), (1000,)] + [(256, 256)] * 40
@@ -31,7 +31,7 @@ def main():
         start = time.perf_counter()
         # All tensors in flight at once, layers nearer the input first (higher priority).
         handles = [
-            bps.push_pull_async(t, f"layer{i}", priority=len(mine) - i) for i, t in enumerate(mine)
+            bps.push_pull_async(t, f"layer{i}", priority=len(mine) - i, average=False) for i, t in enumerate(mine)
         ]
         results = [bps.synchronize(h) for h in handles]
         elapsed.append(time.perf_counter() - start)

@@ -71,7 +71,7 @@ def second_job(job, ports, secret):
 
 def late_worker(job, ports, secret):
     layout = {k: v for k, v in job.base.items() if k.startswith(("DMLC_", "BYTEPS_"))}
-    late = subprocess.run([BPSLAUNCH, sys.executable, "-c", "import bps_tf.core as b; b.init()"],
+    late = subprocess.run([BPSLAUNCH, sys.executable, "-c", "import bps_tf.numpy as b; b.init()"],
                           env=clean_env(**layout, DMLC_ROLE="worker", DMLC_WORKER_ID=0), capture_output=True,
                           text=True, timeout=60)
     return error_line(late.stderr) if "after the job started" in late.stderr else "NOT TURNED AWAY: " + late.stderr[-100:]

@@ -7,7 +7,7 @@ import tempfile
 from reliability.harness import (BPSLAUNCH, Case, ManualJob, cluster_env, expect_error, expect_success, first_line_with,
                                  Outcome, python)
 
-INIT = ("import bps_tf.core as bps\ntry:\n    bps.init()\n    print('joined')\nexcept Exception as e:\n"
+INIT = ("import bps_tf.numpy as bps\ntry:\n    bps.init()\n    print('joined')\nexcept Exception as e:\n"
         "    print('caught', type(e).__name__, e)\n")
 
 

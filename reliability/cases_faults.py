@@ -116,7 +116,8 @@ def init_after_failure():
 
 
 def exit_without_shutdown():
-    code = "import numpy as np, bps_tf.core as bps\nbps.init()\nbps.push_pull(np.ones(3, np.float32), 'x')\nprint('done')"
+    code = ("import numpy as np, bps_tf.numpy as bps\nbps.init()\n"
+            "bps.push_pull(np.ones(3, np.float32), 'x', average=False)\nprint('done')")
     run = local_job(code)
     return Outcome(run.code == 0 and run.out.count("done") == 2, f"exit code {run.code}", run.seconds)
 

@@ -3,7 +3,7 @@
 import numpy as np
 import tensorflow as tf
 
-import bps_tf.core as core
+import bps_tf.numpy as bps_numpy
 from bps_tf.keras.learning_rate import get_learning_rate, get_momentum, set_learning_rate, set_momentum
 from bps_tf.ops import broadcast_variables
 
@@ -68,7 +68,7 @@ class MetricAverageCallback(_Callback):
             value = logs[key]
             if isinstance(value, (int, float, np.floating, np.integer)) or (hasattr(value, "numpy")):
                 local = np.asarray(float(np.asarray(value)), dtype=np.float64)
-                logs[key] = float(core.push_pull(local, f"metric.{key}", average=True))
+                logs[key] = float(bps_numpy.push_pull(local, f"metric.{key}", average=True))
 
 
 class LearningRateScheduleCallback(_Callback):
@@ -132,7 +132,7 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
     for large global batches."""
 
     def __init__(self, initial_lr, warmup_epochs=5, momentum_correction=True, steps_per_epoch=None, verbose=0):
-        size = core.size()
+        size = bps_numpy.size()
 
         def multiplier(epoch):
             return 1.0 / size * (epoch * (size - 1) / warmup_epochs + 1)
@@ -148,7 +148,7 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
 
     def on_epoch_end(self, epoch, logs=None):
         super().on_epoch_end(epoch, logs)
-        if epoch == self.end_epoch - 1 and self.verbose and core.rank() == 0:
+        if epoch == self.end_epoch - 1 and self.verbose and bps_numpy.rank() == 0:
             print(f"Epoch {epoch + 1}: finished learning rate warmup to {get_learning_rate(self.model.optimizer):g}")
 
 
@@ -176,7 +176,7 @@ class BestModelCheckpoint(tf.keras.callbacks.ModelCheckpoint):
     def _save_model(self, *args, **kwargs):
         # Under a distribution strategy across workers (BytePSStrategy) the strategy chooses who writes.
         strategy = getattr(self.model, "distribute_strategy", None)
-        if core.rank() == 0 or (strategy is not None and strategy.num_replicas_in_sync > 1):
+        if bps_numpy.rank() == 0 or (strategy is not None and strategy.num_replicas_in_sync > 1):
             super()._save_model(*args, **kwargs)
 
 

@@ -1,4 +1,4 @@
-"""The roles of this machine in a job started by a cluster engine, from the environment the engine gives:
+"""The roles of this machine in a job started by a cluster manager, from the environment the manager gives:
 SLURM (`srun --ntasks-per-node=1 bpslaunch CMD`) or Kubeflow's TFJob (TF_CONFIG). Each becomes a NodePlan:
 the DMLC_* variables the job's processes share, and which processes this machine runs."""
 
@@ -13,15 +13,15 @@ from dataclasses import dataclass, field
 _SLURM_PORT_BASE, _SLURM_PORT_SPAN = 20000, 20000
 
 
-class EngineError(ValueError):
-    """The engine's environment does not describe a job bpslaunch can run; says what to change."""
+class ClusterManagerError(ValueError):
+    """The cluster manager's environment does not describe a job bpslaunch can run; says what to change."""
 
 
 @dataclass
 class NodePlan:
     """What this machine runs: the scheduler or not, `servers` servers, and the worker machine `worker_id`
     (None: no worker) of `local_size` processes; `job` holds the variables every process shares."""
-    engine: str
+    manager: str
     job: dict
     scheduler: bool = False
     servers: int = 0
@@ -31,7 +31,7 @@ class NodePlan:
 
 
 def detect(env):
-    """The plan of the engine that started this process, or None when none did (or DMLC_ROLE is set: the
+    """The plan of the cluster manager that started this process, or None when none did (or DMLC_ROLE is set: the
     roles were chosen by hand)."""
     if env.get("DMLC_ROLE"):
         return None
@@ -47,13 +47,13 @@ def _positive(env, name, default):
     if not text:
         return default
     if not text.isdigit() or int(text) < 1:
-        raise EngineError(f"{name} must be a positive integer, got {text!r}")
+        raise ClusterManagerError(f"{name} must be a positive integer, got {text!r}")
     return int(text)
 
 
-def _require_secret(env, engine, how):
+def _require_secret(env, manager, how):
     if not env.get("BYTEPS_JOB_SECRET") and not env.get("BYTEPS_JOB_SECRET_FILE"):
-        raise EngineError(f"a {engine} job needs the job's secret on every process: {how}")
+        raise ClusterManagerError(f"a {manager} job needs the job's secret on every process: {how}")
 
 
 # --- SLURM ---------------------------------------------------------------------------------------------
@@ -75,10 +75,10 @@ def _top_level_items(hostlist):
             continue
         depth += {"[": 1, "]": -1}.get(char, 0)
         if depth < 0 or depth > 1:
-            raise EngineError(f"cannot read the SLURM host list {hostlist!r}")
+            raise ClusterManagerError(f"cannot read the SLURM host list {hostlist!r}")
         current += char
     if depth != 0:
-        raise EngineError(f"cannot read the SLURM host list {hostlist!r}")
+        raise ClusterManagerError(f"cannot read the SLURM host list {hostlist!r}")
     return [item for item in items + [current] if item]
 
 
@@ -101,7 +101,7 @@ def _numbers(ranges):
         elif len(bounds) == 2 and all(b.isdigit() for b in bounds) and int(bounds[0]) <= int(bounds[1]):
             numbers.extend(str(n).zfill(len(bounds[0])) for n in range(int(bounds[0]), int(bounds[1]) + 1))
         else:
-            raise EngineError(f"cannot read the range [{ranges}] in the SLURM host list")
+            raise ClusterManagerError(f"cannot read the range [{ranges}] in the SLURM host list")
     return numbers
 
 
@@ -113,10 +113,10 @@ def plan_from_slurm(env):
     tasks = _positive(env, "SLURM_NTASKS", len(nodes))
     node_id = int(env.get("SLURM_NODEID", "0"))
     if tasks != len(nodes):
-        raise EngineError(f"SLURM started {tasks} tasks on {len(nodes)} nodes; bpslaunch runs once per node and "
+        raise ClusterManagerError(f"SLURM started {tasks} tasks on {len(nodes)} nodes; bpslaunch runs once per node and "
                           "starts that node's processes itself: srun --ntasks-per-node=1 bpslaunch CMD")
     if not 0 <= node_id < len(nodes):
-        raise EngineError(f"SLURM_NODEID {node_id} is not a node of SLURM_JOB_NODELIST ({len(nodes)} nodes)")
+        raise ClusterManagerError(f"SLURM_NODEID {node_id} is not a node of SLURM_JOB_NODELIST ({len(nodes)} nodes)")
     _require_secret(env, "SLURM", "export BYTEPS_JOB_SECRET=$(openssl rand -hex 32) in the batch script before "
                                   "srun (srun passes it on), or point BYTEPS_JOB_SECRET_FILE at a file every node reads")
     servers_per_node = _positive(env, "BYTEPS_SERVERS_PER_NODE", 1)
@@ -140,7 +140,7 @@ def plan_from_slurm(env):
 def _split_address(address, where):
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
-        raise EngineError(f"TF_CONFIG: {where} is {address!r}, not host:port")
+        raise ClusterManagerError(f"TF_CONFIG: {where} is {address!r}, not host:port")
     return host, port
 
 
@@ -153,20 +153,20 @@ def plan_from_tf_config(env):
         cluster, task = config["cluster"], config["task"]
         task_type, index = task["type"], int(task.get("index", 0))
     except (ValueError, KeyError, TypeError) as error:
-        raise EngineError(f"TF_CONFIG is not a TensorFlow cluster description ({error}): it needs "
+        raise ClusterManagerError(f"TF_CONFIG is not a TensorFlow cluster description ({error}): it needs "
                           "{\"cluster\": {...}, \"task\": {\"type\": ..., \"index\": ...}}") from None
     workers = list(cluster.get("chief", [])) + list(cluster.get("worker", []))
     ps = list(cluster.get("ps", []))
     if not workers:
-        raise EngineError("TF_CONFIG's cluster has no chief and no worker: bps_tf needs at least one worker")
+        raise ClusterManagerError("TF_CONFIG's cluster has no chief and no worker: bps_tf needs at least one worker")
     if task_type == "evaluator":
-        raise EngineError("TF_CONFIG task type 'evaluator' takes no part in a bps_tf job: evaluate in the training "
+        raise ClusterManagerError("TF_CONFIG task type 'evaluator' takes no part in a bps_tf job: evaluate in the training "
                           "job (every worker), or run the evaluator without bpslaunch")
     if task_type not in ("chief", "worker", "ps"):
-        raise EngineError(f"TF_CONFIG task type {task_type!r}: bpslaunch knows chief, worker and ps")
+        raise ClusterManagerError(f"TF_CONFIG task type {task_type!r}: bpslaunch knows chief, worker and ps")
     members = {"chief": cluster.get("chief", []), "worker": cluster.get("worker", []), "ps": ps}[task_type]
     if not 0 <= index < len(members):
-        raise EngineError(f"TF_CONFIG task {task_type}:{index} is not in the cluster ({len(members)} {task_type})")
+        raise ClusterManagerError(f"TF_CONFIG task {task_type}:{index} is not in the cluster ({len(members)} {task_type})")
     _require_secret(env, "TFJob", "give every replica BYTEPS_JOB_SECRET from one Kubernetes Secret (env valueFrom "
                                   "secretKeyRef, or a mounted file named by BYTEPS_JOB_SECRET_FILE)")
     root_host, root_port = _split_address(workers[0], "the first worker's address")

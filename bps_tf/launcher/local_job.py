@@ -1,5 +1,5 @@
 """--local mode: one scheduler, M servers and N worker machines of K processes each on this host, supervised until
-the job ends (the Supervisor also runs one machine's processes of a cluster engine's job: node_job.py)."""
+the job ends (the Supervisor also runs one machine's processes of a cluster manager's job: node_job.py)."""
 
 import math
 import os

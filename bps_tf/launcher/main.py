@@ -2,7 +2,7 @@
 
 import os
 
-from bps_tf.launcher import engines
+from bps_tf.launcher import cluster_managers
 from bps_tf.launcher.arguments import parse_arguments
 from bps_tf.launcher.cluster import run_cluster_role
 from bps_tf.launcher.local_job import run_local_job
@@ -24,8 +24,8 @@ def main(argv=None):
             output_ranks=args.output_ranks,
         )
     try:
-        plan = engines.detect(os.environ)  # SLURM or TF_CONFIG, unless DMLC_ROLE chose the role by hand
-    except engines.EngineError as error:
+        plan = cluster_managers.detect(os.environ)  # SLURM or TF_CONFIG, unless DMLC_ROLE chose the role by hand
+    except cluster_managers.ClusterManagerError as error:
         report(str(error))
         return 1
     if plan is not None:

@@ -1,5 +1,5 @@
-"""One machine's processes of a job started by a cluster engine (engines.py): the scheduler if the plan says
-so, the servers, and the worker machine's processes, supervised together as a --local job is."""
+"""One machine's processes of a job started by a cluster manager (cluster_managers.py): the scheduler if the plan
+says so, the servers, and the worker machine's processes, supervised together as a --local job is."""
 
 import os
 
@@ -36,12 +36,12 @@ def node_launches(plan, command, output_ranks=None, role_command=DEFAULT_ROLE_CO
 def run_node_plan(plan, command, output_ranks=None):
     """Runs this machine's part of the job; returns bpslaunch's exit code."""
     if plan.worker_id is not None and not command:
-        report(f"this {plan.engine} task runs a worker: give the training command, e.g. `bpslaunch python train.py`")
+        report(f"this {plan.manager} task runs a worker: give the training command, e.g. `bpslaunch python train.py`")
         return 1
     roles = (["scheduler"] if plan.scheduler else []) + [f"{plan.servers} server(s)"] * bool(plan.servers)
     if plan.worker_id is not None:
         roles.append(f"worker machine {plan.worker_id} ({plan.local_size} process(es))")
-    report(f"{plan.engine}: this machine runs {', '.join(roles)}; scheduler at "
+    report(f"{plan.manager}: this machine runs {', '.join(roles)}; scheduler at "
            f"{plan.job['DMLC_PS_ROOT_URI']}:{plan.job['DMLC_PS_ROOT_PORT']}, {plan.job['DMLC_NUM_WORKER']} worker "
            f"machine(s), {plan.job['DMLC_NUM_SERVER']} server(s)")
     try:

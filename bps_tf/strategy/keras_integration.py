@@ -20,7 +20,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
-import bps_tf.core as core
+import bps_tf.numpy as bps_numpy
 from bps_tf import compat, compression_state
 from bps_tf.objects import broadcast_object
 from bps_tf.ops import broadcast_variables
@@ -65,9 +65,9 @@ def _install_global_predict_concat():
 
 def _agreed_number_of_batches(local):
     """The smallest worker's number of batches, or None if any worker's is unknown."""
-    counts = np.zeros(core.size(), np.int64)
-    counts[core.rank()] = -1 if local is None else local
-    everyone = core.push_pull(counts, "strategy.epoch_batches")
+    counts = np.zeros(bps_numpy.size(), np.int64)
+    counts[bps_numpy.rank()] = -1 if local is None else local
+    everyone = bps_numpy.push_pull(counts, "strategy.epoch_batches", average=False)
     return None if (everyone < 0).any() else int(everyone.min())
 
 
@@ -119,7 +119,7 @@ def _worker_zero_writes_then_all_wait(key, every_worker_runs=False, then_on_ever
         if then_on_every_worker is not None and is_bps_strategy(strategy):
             then_on_every_worker(self)
         if _multi_worker(strategy):
-            core.barrier()
+            bps_numpy.barrier()
         return result
 
     compat.replace(key, method)

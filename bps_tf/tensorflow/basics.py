@@ -5,7 +5,7 @@ import os
 
 import tensorflow as tf
 
-import bps_tf.core as core
+import bps_tf.numpy as bps_numpy
 from bps_tf import process
 from bps_tf.ops import build_info, worker_info
 from bps_tf.process import local_rank, local_size, rank, size
@@ -81,7 +81,7 @@ ddl_built = ccl_built = rocm_built = _not_built
 
 def barrier(process_set=global_process_set):
     """Returns once every worker (of `process_set`) has called barrier()."""
-    core.barrier(members(process_set, "barrier"))
+    bps_numpy.barrier(members(process_set, "barrier"))
 
 
 def join():
@@ -98,11 +98,11 @@ def start_timeline(file_path, mark_cycles=False):
     if rank() != 0:
         stem, extension = os.path.splitext(file_path)
         path = f"{stem}.rank{rank()}{extension}"
-    core.start_timeline(path)
+    bps_numpy.start_timeline(path)
 
 
 def stop_timeline():
-    core.stop_timeline()
+    bps_numpy.stop_timeline()
 
 
 __all__ = ["init", "cross_rank", "cross_size", "is_homogeneous", "rank_op", "size_op", "local_rank_op",

@@ -1,5 +1,5 @@
 // bps_tf._core: the framework-neutral Python door to the core. Arrays travel as raw addresses; the
-// Python wrapper (bps_tf/core.py) keeps them alive until their push_pull completes.
+// Python wrapper (bps_tf/numpy.py) keeps them alive until their push_pull completes.
 #include <algorithm>
 
 #include <pybind11/pybind11.h>

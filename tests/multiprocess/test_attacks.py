@@ -113,7 +113,7 @@ def test_a_running_job_survives_strangers_garbage_and_lying_members(tmp_path):
         print(f"job up after {time.monotonic() - begun:.1f} s")
         foreign = run_bpslaunch(dict(layout, DMLC_ROLE="server", BYTEPS_JOB_SECRET="another job's secret, long"))
         assert foreign.returncode != 0 and "job secret" in foreign.stderr, foreign.stderr
-        joining = [sys.executable, "-c", "import bps_tf.core as b; b.init()"]
+        joining = [sys.executable, "-c", "import bps_tf.numpy as b; b.init()"]
         wrong_size = run_bpslaunch(dict(layout, DMLC_ROLE="worker", DMLC_WORKER_ID=0, DMLC_NUM_WORKER=3,
                                         BYTEPS_JOB_SECRET=secret), *joining)
         assert wrong_size.returncode != 0 and "DMLC_NUM_WORKER=3" in wrong_size.stderr, wrong_size.stderr

@@ -1,5 +1,5 @@
-"""bpslaunch started as cluster engines start it, each "node" a bpslaunch process on this host with the
-environment that engine gives: SLURM (srun, one task per node) and Kubeflow's TFJob (TF_CONFIG). The
+"""bpslaunch started as cluster managers start it, each "node" a bpslaunch process on this host with the
+environment that manager gives: SLURM (srun, one task per node) and Kubeflow's TFJob (TF_CONFIG). The
 examples for both (examples/slurm, examples/kubernetes) are checked against the same mapping."""
 
 import json
@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from jobs import BPSLAUNCH, REPO_ROOT, WORKERS_DIR, clean_env, free_port
-from bps_tf.launcher import engines
+from bps_tf.launcher import cluster_managers
 
 
 def run_nodes(envs, command, timeout=200):
@@ -94,7 +94,7 @@ def test_the_tfjob_manifest_gives_gpu_workers_and_cpu_servers_one_scheduler():
         process_env = {k: e["value"] for k, e in env.items() if "value" in e}
         for index in range(spec["replicas"]):
             tf_config = _operator_tf_config(manifest["metadata"]["name"], replicas, name.lower(), index)
-            plans[(name, index)] = engines.detect(dict(process_env, TF_CONFIG=tf_config, BYTEPS_JOB_SECRET="s" * 16))
+            plans[(name, index)] = cluster_managers.detect(dict(process_env, TF_CONFIG=tf_config, BYTEPS_JOB_SECRET="s" * 16))
         gpus = container.get("resources", {}).get("limits", {}).get("nvidia.com/gpu")
         if name == "PS":
             assert gpus is None and len(container["command"]) == 1  # servers only: no training command
@@ -113,7 +113,7 @@ def test_the_sbatch_example_runs_one_bpslaunch_per_node_with_a_secret():
     assert lines[-1].startswith("srun bpslaunch ")
     assert any(line.startswith("export BYTEPS_JOB_SECRET=") for line in lines[:-1])
     nodes = int(options["nodes"])
-    plans = [engines.detect(dict(SLURM_PROCID=str(n), SLURM_NODEID=str(n), SLURM_NTASKS=str(nodes),
+    plans = [cluster_managers.detect(dict(SLURM_PROCID=str(n), SLURM_NODEID=str(n), SLURM_NTASKS=str(nodes),
                                  SLURM_JOB_NODELIST=f"node[1-{nodes}]", SLURM_GPUS_ON_NODE=options["gpus-per-node"],
                                  BYTEPS_JOB_SECRET="s" * 16)) for n in range(nodes)]
     assert [plan.scheduler for plan in plans] == [True] + [False] * (nodes - 1)

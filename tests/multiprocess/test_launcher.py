@@ -725,7 +725,7 @@ class TestRealCore:
         # No TensorFlow: the core's own API. Rank 0 fails after the job's work, once rank 1 has printed.
         worker = python("""
             import sys
-            import bps_tf.core as bps
+            import bps_tf.numpy as bps
             bps.init()
             rank = bps.rank()
             print(f'rank {rank} says hello', flush=True)

@@ -99,7 +99,7 @@ def test_missing_dmlc_variable_is_named(missing):
     env = dict(DMLC_ROLE="worker", DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=9, DMLC_NUM_WORKER=2,
                DMLC_NUM_SERVER=1, DMLC_WORKER_ID=0, BYTEPS_JOB_SECRET="0123456789abcdef")
     del env[missing]
-    code = "import bps_tf.core as bps\ntry:\n    bps.init()\nexcept ValueError as e:\n    print(e)"
+    code = "import bps_tf.numpy as bps\ntry:\n    bps.init()\nexcept ValueError as e:\n    print(e)"
     result = subprocess.run([sys.executable, "-c", code], env=clean_env(**env), capture_output=True, text=True,
                             timeout=50)
     assert f"{missing} is not set" in result.stdout, result.stdout + result.stderr
@@ -107,7 +107,7 @@ def test_missing_dmlc_variable_is_named(missing):
 
 @pytest.mark.timeout(60)
 def test_init_without_a_role_says_how_to_launch():
-    code = "import bps_tf.core as bps\ntry:\n    bps.init()\nexcept ValueError as e:\n    print(e)"
+    code = "import bps_tf.numpy as bps\ntry:\n    bps.init()\nexcept ValueError as e:\n    print(e)"
     result = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True,
                             timeout=50)
     assert "DMLC_ROLE is not set" in result.stdout and "bpslaunch" in result.stdout, result.stdout
@@ -115,7 +115,8 @@ def test_init_without_a_role_says_how_to_launch():
 
 @pytest.mark.timeout(60)
 def test_push_pull_before_init_is_an_error():
-    code = "import numpy, bps_tf.core as bps\ntry:\n    bps.push_pull(numpy.ones(2), 'x')\nexcept RuntimeError as e:\n    print(e)"
+    code = ("import numpy, bps_tf.numpy as bps\ntry:\n    bps.push_pull(numpy.ones(2), 'x', average=False)\n"
+            "except RuntimeError as e:\n    print(e)")
     result = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True,
                             timeout=50)
     assert "call bps_tf.init() first" in result.stdout, result.stdout + result.stderr

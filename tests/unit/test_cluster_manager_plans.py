@@ -1,11 +1,11 @@
-"""bpslaunch's reading of cluster engines' environments (bps_tf/launcher/engines.py): SLURM's host lists and
-tasks, Kubeflow's TF_CONFIG, and the processes each machine then runs (node_job.node_launches)."""
+"""bpslaunch's reading of cluster managers' environments (bps_tf/launcher/cluster_managers.py): SLURM's host lists
+and tasks, Kubeflow's TF_CONFIG, and the processes each machine then runs (node_job.node_launches)."""
 
 import json
 
 import pytest
 
-from bps_tf.launcher import engines
+from bps_tf.launcher import cluster_managers
 from bps_tf.launcher.node_job import node_launches
 
 SECRET = {"BYTEPS_JOB_SECRET": "0123456789abcdef0123"}
@@ -18,13 +18,13 @@ SECRET = {"BYTEPS_JOB_SECRET": "0123456789abcdef0123"}
     ("rack[1-2]-n[08-09]", ["rack1-n08", "rack1-n09", "rack2-n08", "rack2-n09"]),
 ])
 def test_slurm_host_lists_expand_in_order(hostlist, hosts):
-    assert engines.expand_hostlist(hostlist) == hosts
+    assert cluster_managers.expand_hostlist(hostlist) == hosts
 
 
 @pytest.mark.parametrize("hostlist", ["gpu[01-03", "gpu01-03]", "gpu[3-1]", "gpu[a-b]"])
 def test_a_host_list_that_cannot_be_read_is_an_error(hostlist):
-    with pytest.raises(engines.EngineError, match="host list|range"):
-        engines.expand_hostlist(hostlist)
+    with pytest.raises(cluster_managers.ClusterManagerError, match="host list|range"):
+        cluster_managers.expand_hostlist(hostlist)
 
 
 def slurm(node, nodes="gpu[01-03]", tasks=3, **extra):
@@ -33,7 +33,7 @@ def slurm(node, nodes="gpu[01-03]", tasks=3, **extra):
 
 
 def test_slurm_node_0_runs_the_scheduler_and_every_node_a_server_and_its_workers():
-    first, second = engines.detect(slurm(0, SLURM_GPUS_ON_NODE="4")), engines.detect(slurm(1, SLURM_GPUS_ON_NODE="4"))
+    first, second = cluster_managers.detect(slurm(0, SLURM_GPUS_ON_NODE="4")), cluster_managers.detect(slurm(1, SLURM_GPUS_ON_NODE="4"))
     assert (first.scheduler, first.servers, first.worker_id, first.local_size) == (True, 1, 0, 4)
     assert (second.scheduler, second.servers, second.worker_id, second.local_size) == (False, 1, 1, 4)
     assert first.job["DMLC_PS_ROOT_URI"] == second.job["DMLC_PS_ROOT_URI"] == "gpu01"
@@ -43,7 +43,7 @@ def test_slurm_node_0_runs_the_scheduler_and_every_node_a_server_and_its_workers
 
 
 def test_slurm_settings_the_user_gives_win():
-    plan = engines.detect(slurm(2, BYTEPS_SERVERS_PER_NODE="2", BYTEPS_LOCAL_SIZE="8", DMLC_PS_ROOT_PORT="9000",
+    plan = cluster_managers.detect(slurm(2, BYTEPS_SERVERS_PER_NODE="2", BYTEPS_LOCAL_SIZE="8", DMLC_PS_ROOT_PORT="9000",
                                 SLURM_GPUS_ON_NODE="4"))
     assert (plan.servers, plan.local_size, plan.job["DMLC_NUM_SERVER"]) == (2, 8, "6")
     assert plan.job["DMLC_PS_ROOT_PORT"] == "9000"
@@ -56,8 +56,8 @@ def test_slurm_settings_the_user_gives_win():
     (slurm(5), "not a node"),
 ])
 def test_slurm_mistakes_say_what_to_change(env, message):
-    with pytest.raises(engines.EngineError, match=message):
-        engines.detect(env)
+    with pytest.raises(cluster_managers.ClusterManagerError, match=message):
+        cluster_managers.detect(env)
 
 
 def tf_config(task_type, index, ps=2, chief=True, workers=2):
@@ -70,9 +70,9 @@ def tf_config(task_type, index, ps=2, chief=True, workers=2):
 
 
 def test_tf_config_chief_is_worker_0_beside_the_scheduler_and_ps_tasks_are_servers():
-    chief = engines.detect(tf_config("chief", 0))
-    worker = engines.detect(tf_config("worker", 1))
-    ps = engines.detect(tf_config("ps", 1))
+    chief = cluster_managers.detect(tf_config("chief", 0))
+    worker = cluster_managers.detect(tf_config("worker", 1))
+    ps = cluster_managers.detect(tf_config("ps", 1))
     assert (chief.scheduler, chief.worker_id, chief.servers) == (True, 0, 0)
     assert (worker.scheduler, worker.worker_id, worker.servers) == (False, 2, 0)
     assert (ps.scheduler, ps.worker_id, ps.servers) == (False, None, 1)
@@ -83,8 +83,8 @@ def test_tf_config_chief_is_worker_0_beside_the_scheduler_and_ps_tasks_are_serve
 
 
 def test_tf_config_without_ps_puts_a_server_beside_each_worker_and_without_chief_worker_0_leads():
-    first = engines.detect(tf_config("worker", 0, ps=0, chief=False))
-    second = engines.detect(tf_config("worker", 1, ps=0, chief=False))
+    first = cluster_managers.detect(tf_config("worker", 0, ps=0, chief=False))
+    second = cluster_managers.detect(tf_config("worker", 1, ps=0, chief=False))
     assert (first.scheduler, first.worker_id, first.servers) == (True, 0, 1)
     assert (second.scheduler, second.worker_id, second.servers) == (False, 1, 1)
     assert first.job["DMLC_NUM_SERVER"] == "2" and first.job["DMLC_PS_ROOT_URI"] == "job-worker-0.ns.svc"
@@ -97,18 +97,18 @@ def test_tf_config_without_ps_puts_a_server_beside_each_worker_and_without_chief
     ({"TF_CONFIG": tf_config("chief", 0)["TF_CONFIG"]}, "Secret"),
 ])
 def test_tf_config_mistakes_say_what_to_change(env, message):
-    with pytest.raises(engines.EngineError, match=message):
-        engines.detect(env)
+    with pytest.raises(cluster_managers.ClusterManagerError, match=message):
+        cluster_managers.detect(env)
 
 
-def test_roles_chosen_by_hand_win_and_no_engine_means_no_plan():
-    assert engines.detect(dict(slurm(0), DMLC_ROLE="worker")) is None
-    assert engines.detect(dict(tf_config("chief", 0), DMLC_ROLE="server")) is None
-    assert engines.detect({"HOME": "/root"}) is None
+def test_roles_chosen_by_hand_win_and_no_cluster_manager_means_no_plan():
+    assert cluster_managers.detect(dict(slurm(0), DMLC_ROLE="worker")) is None
+    assert cluster_managers.detect(dict(tf_config("chief", 0), DMLC_ROLE="server")) is None
+    assert cluster_managers.detect({"HOME": "/root"}) is None
 
 
 def test_a_node_runs_exactly_the_processes_of_its_plan():
-    plan = engines.detect(slurm(0, BYTEPS_LOCAL_SIZE="2"))
+    plan = cluster_managers.detect(slurm(0, BYTEPS_LOCAL_SIZE="2"))
     launches = node_launches(plan, ["python", "train.py"], base={"DMLC_WORKER_ID": "9", "PATH": "/bin"})
     assert [launch.label for launch in launches] == ["scheduler", "server 0", "worker 0.0", "worker 0.1"]
     roles = [launch.env["DMLC_ROLE"] for launch in launches]

@@ -15,15 +15,15 @@ ALLOWED = {
     "compat": set(),
     "tf_environment": set(),
     "process": {"_native"},
-    "core": {"_native", "process"},
-    "process_sets": {"_native", "process", "core"},
-    "objects": {"_native", "process", "core", "process_sets"},
-    "compression_state": {"_native", "process", "core", "process_sets", "objects"},
+    "numpy": {"_native", "process"},
+    "process_sets": {"_native", "process", "numpy"},
+    "objects": {"_native", "process", "numpy", "process_sets"},
+    "compression_state": {"_native", "process", "numpy", "process_sets", "objects"},
     "launcher": {"_native", "tf_environment"},
     "ops": {"compat", "process", "process_sets", "tf_environment"},
-    "tensorflow": {"compat", "process", "core", "process_sets", "objects", "compression_state", "ops"},
-    "strategy": {"compat", "process", "core", "process_sets", "objects", "compression_state", "ops"},
-    "keras": {"compat", "process", "core", "process_sets", "objects", "compression_state", "ops", "tensorflow"},
+    "tensorflow": {"compat", "process", "numpy", "process_sets", "objects", "compression_state", "ops"},
+    "strategy": {"compat", "process", "numpy", "process_sets", "objects", "compression_state", "ops"},
+    "keras": {"compat", "process", "numpy", "process_sets", "objects", "compression_state", "ops", "tensorflow"},
 }
 
 

@@ -3,7 +3,7 @@
 import keras
 import pytest
 
-import bps_tf.core as core
+import bps_tf.numpy as bps_numpy
 from bps_tf.keras import callbacks
 
 
@@ -45,7 +45,7 @@ def test_momentum_is_corrected_for_one_step_when_the_rate_changes():
 
 
 def test_warmup_ramps_from_a_worker_share_to_the_full_rate(monkeypatch):
-    monkeypatch.setattr(core, "size", lambda: 4)
+    monkeypatch.setattr(bps_numpy, "size", lambda: 4)
     optimizer = keras.optimizers.SGD(learning_rate=0.4)
     callback = attach(callbacks.LearningRateWarmupCallback(0.4, warmup_epochs=2, momentum_correction=False),
                       optimizer, steps=10)

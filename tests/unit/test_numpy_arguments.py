@@ -1,9 +1,9 @@
-"""The NumPy API's argument checks, which need no job (bps_tf.core)."""
+"""The NumPy API's argument checks, which need no job (bps_tf.numpy)."""
 
 import numpy as np
 import pytest
 
-import bps_tf.core as bps
+import bps_tf.numpy as bps
 
 
 @pytest.mark.parametrize("out, message", [
@@ -13,14 +13,14 @@ import bps_tf.core as bps
 ])
 def test_a_bad_out_array_is_refused(out, message):
     with pytest.raises(ValueError, match=message):
-        bps.push_pull_async(np.ones(3, np.float32), "x", out=out)
+        bps.push_pull_async(np.ones(3, np.float32), "x", out=out, average=False)
 
 
 def test_a_read_only_out_array_is_refused():
     out = np.zeros(3, np.float32)
     out.flags.writeable = False
     with pytest.raises(ValueError, match="read-only"):
-        bps.push_pull_async(np.ones(3, np.float32), "x", out=out)
+        bps.push_pull_async(np.ones(3, np.float32), "x", out=out, average=False)
 
 
 @pytest.mark.parametrize("array, name, message", [

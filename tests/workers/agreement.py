@@ -2,7 +2,7 @@
 
 import numpy as np
 
-import bps_tf.core as core
+import bps_tf.numpy as bps_numpy
 
 
 def assert_identical_everywhere(arrays, label):
@@ -10,6 +10,6 @@ def assert_identical_everywhere(arrays, label):
     for index, array in enumerate(arrays):
         array = np.asarray(array)
         bits = array.view(np.int32) if array.dtype.itemsize == 4 else array.view(np.int64)
-        mine = bits if core.rank() == 0 else np.zeros_like(bits)
-        root = core.push_pull(mine, f"agreement.{label}.{index}")
+        mine = bits if bps_numpy.rank() == 0 else np.zeros_like(bits)
+        root = bps_numpy.push_pull(mine, f"agreement.{label}.{index}", average=False)
         assert np.array_equal(root, bits), f"{label}: variable {index} differs from worker 0"

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-import bps_tf.core as bps
+import bps_tf.numpy as bps
 
 
 def main():
@@ -10,7 +10,8 @@ def main():
     rank, size = bps.rank(), bps.size()
     # 200 tensors enqueued before any is awaited; each worker enqueues in a different order.
     order = list(range(200)) if rank % 2 == 0 else list(reversed(range(200)))
-    handles = {t: bps.push_pull_async(np.full(1 + 997 * t, t + rank, np.float32), f"t{t}", priority=t % 7)
+    handles = {t: bps.push_pull_async(np.full(1 + 997 * t, t + rank, np.float32), f"t{t}", average=False,
+                                      priority=t % 7)
                for t in order}
     for t, handle in handles.items():
         got = bps.synchronize(handle)
@@ -20,7 +21,7 @@ def main():
     buffer = np.zeros(100_003, np.int64)
     for round_index in range(100):
         buffer[:] = round_index * 10 + rank
-        bps.synchronize(bps.push_pull_async(buffer, "same", out=buffer))
+        bps.synchronize(bps.push_pull_async(buffer, "same", out=buffer, average=False))
         assert np.all(buffer == size * round_index * 10 + size * (size - 1) // 2), f"round {round_index}"
     print(f"rank {rank}: 200 in flight and 100 rounds exact", flush=True)
     bps.shutdown()

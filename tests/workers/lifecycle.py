@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-import bps_tf.core as bps
+import bps_tf.numpy as bps
 
 
 def loop_until_failure(rank, steps_before_trouble, trouble):
@@ -23,7 +23,7 @@ def loop_until_failure(rank, steps_before_trouble, trouble):
         if rank == 1 and step == steps_before_trouble:
             trouble()  # outside the try: the exception is the user's, uncaught
         try:
-            bps.push_pull(tensor, "grad")
+            bps.push_pull(tensor, "grad", average=False)
         except Exception as error:  # the expected failure
             print(f"rank {rank}: failed after {time.monotonic() - last_success:.2f} s: {type(error).__name__}: "
                   f"{error}", flush=True)
@@ -43,7 +43,7 @@ def generations():
         bps.init()
         rank, size = bps.rank(), bps.size()
         for name in ("a", "b", f"only in generation {generation}"):
-            total = bps.push_pull(np.full(1000, rank + generation, np.float32), name)
+            total = bps.push_pull(np.full(1000, rank + generation, np.float32), name, average=False)
             assert np.all(total == sum(r + generation for r in range(size))), (name, total[:3])
         bps.shutdown()
         print(f"rank {rank}: generation {generation} exact in {time.monotonic() - started:.1f} s", flush=True)
@@ -54,7 +54,7 @@ def reinit_after_failure():
     if bps.rank() == 1:
         os._exit(3)
     try:
-        bps.push_pull(np.ones(3, np.float32), "x")
+        bps.push_pull(np.ones(3, np.float32), "x", average=False)
     except Exception as error:
         print(f"rank 0: the job failed: {error}", flush=True)
     try:

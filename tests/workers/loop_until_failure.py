@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 
-import bps_tf.core as bps
+import bps_tf.numpy as bps
 
 
 def main():
@@ -15,7 +15,7 @@ def main():
     last_success = time.monotonic()
     try:
         while True:
-            bps.push_pull(tensor, "grad")
+            bps.push_pull(tensor, "grad", average=False)
             last_success = time.monotonic()
             time.sleep(0.01)
     except Exception as error:  # the expected failure

@@ -2,12 +2,12 @@
 
 import numpy as np
 
-import bps_tf.core as bps
+import bps_tf.numpy as bps
 
 
 def expect_error(array, name):
     try:
-        bps.push_pull(array, name)
+        bps.push_pull(array, name, average=False)
     except ValueError as error:
         print(f"rank {bps.rank()} caught: {error}", flush=True)
         return
@@ -20,10 +20,10 @@ def main():
     expect_error(np.zeros((3, 4 + rank), np.float32), "shape-mismatch")
     expect_error(np.zeros(8, np.float32 if rank == 0 else np.float64), "dtype-mismatch")
     # Locally: one name for two different tensors.
-    bps.push_pull(np.zeros(4, np.float32), "reused")
+    bps.push_pull(np.zeros(4, np.float32), "reused", average=False)
     expect_error(np.zeros(5, np.float32), "reused")
     # The job still works.
-    assert bps.push_pull(np.ones(3, np.float32), "fine")[0] == bps.size()
+    assert bps.push_pull(np.ones(3, np.float32), "fine", average=False)[0] == bps.size()
     print(f"rank {rank}: job still works", flush=True)
     bps.shutdown()
 

@@ -10,7 +10,7 @@ import zlib
 import ml_dtypes
 import numpy as np
 
-import bps_tf.core as bps
+import bps_tf.numpy as bps
 
 DTYPES = ["float16", "bfloat16", "float32", "float64", "int32", "int64"]
 HALF_EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7}
@@ -61,16 +61,16 @@ def main():
     for dtype_name in DTYPES:
         for n in sizes(dtype_of(dtype_name).itemsize):
             for round_ in range(2):
-                got = bps.push_pull(data(rank, dtype_name, n, round_), f"{dtype_name}/{n}")
+                got = bps.push_pull(data(rank, dtype_name, n, round_), f"{dtype_name}/{n}", average=False)
                 assert got.dtype == dtype_of(dtype_name) and got.shape == (n,)
                 check(dtype_name, got, size, round_)
             checked += 1
     # Shapes other than vectors, scalars, and an average.
-    scalar = bps.push_pull(np.array(rank + 1.5, dtype=np.float64), "scalar")
+    scalar = bps.push_pull(np.array(rank + 1.5, dtype=np.float64), "scalar", average=False)
     assert scalar.shape == () and scalar == sum(r + 1.5 for r in range(size))
-    matrix = bps.push_pull(np.full((3, 0, 5), rank, np.float32), "empty-matrix")
+    matrix = bps.push_pull(np.full((3, 0, 5), rank, np.float32), "empty-matrix", average=False)
     assert matrix.shape == (3, 0, 5)
-    odd = bps.push_pull(np.arange(3 * 5 * 7, dtype=np.int32).reshape(3, 5, 7) * (rank + 1), "odd-shape")
+    odd = bps.push_pull(np.arange(3 * 5 * 7, dtype=np.int32).reshape(3, 5, 7) * (rank + 1), "odd-shape", average=False)
     np.testing.assert_array_equal(odd, np.arange(105, dtype=np.int32).reshape(3, 5, 7) * (size * (size + 1) // 2))
     mean = bps.push_pull(np.full(10, float(rank), np.float32), "mean", average=True)
     np.testing.assert_allclose(mean, np.full(10, (size - 1) / 2))
