@@ -18,6 +18,25 @@ def python_info():
     }
 
 
+# What the XLA lowering of the ops needs from an installed TensorFlow: the tf2xla kernel API, XLA's builder
+# and its FFI (typed custom calls), the third-party headers they include, and the library that exports them.
+XLA_HEADERS = ("tensorflow/compiler/tf2xla/xla_op_kernel.h", "xla/hlo/builder/xla_builder.h", "xla/ffi/api/ffi.h")
+XLA_INCLUDE_DIRS = ("external/highwayhash", "external/farmhash_archive/src")
+XLA_LIBRARY = "libtensorflow_cc.so.2"
+
+
+def _xla_info(include, lib_dir):
+    import os
+
+    present = all(os.path.exists(os.path.join(include, p)) for p in XLA_HEADERS + XLA_INCLUDE_DIRS) and \
+        os.path.exists(os.path.join(lib_dir, XLA_LIBRARY))
+    return {
+        "tf_xla": present,
+        "tf_xla_includes": list(XLA_INCLUDE_DIRS) if present else [],
+        "tf_xla_libs": [XLA_LIBRARY] if present else [],
+    }
+
+
 def tensorflow_info():
     import tensorflow as tf
     compile_flags = tf.sysconfig.get_compile_flags()
@@ -31,6 +50,7 @@ def tensorflow_info():
         "tf_libs": libs,
         "tf_copts": [f for f in compile_flags if not f.startswith("-I")],
         "tf_version": tf.__version__,
+        **_xla_info(include, lib_dir),
     }
 
 

@@ -56,7 +56,7 @@ python_configure = repository_rule(
 def _tf_configure_impl(ctx):
     info = _query_python(ctx, ["tensorflow"])
     ctx.symlink(info["tf_include"], "include")
-    for lib in info["tf_libs"]:
+    for lib in info["tf_libs"] + info["tf_xla_libs"]:
         ctx.symlink(info["tf_lib_dir"] + "/" + lib, "lib/" + lib)
     ctx.file("BUILD", """
 package(default_visibility = ["//visibility:public"])
@@ -64,7 +64,7 @@ package(default_visibility = ["//visibility:public"])
 cc_library(
     name = "tf_headers",
     hdrs = glob(["include/**/*"], exclude = ["include/external/**/*.py"]),
-    includes = ["include"],
+    includes = {includes},
 )
 
 cc_library(
@@ -72,8 +72,23 @@ cc_library(
     srcs = {libs},
     deps = [":tf_headers"],
 )
-""".format(libs = repr(["lib/" + lib for lib in info["tf_libs"]])))
-    ctx.file("defs.bzl", "TF_COPTS = %r\nTF_VERSION = %r\n" % (info["tf_copts"], info["tf_version"]))
+
+# XLA's builder, the tf2xla kernel registry and XLA's FFI registry (empty where TensorFlow lacks them).
+cc_library(
+    name = "tf_xla",
+    srcs = {xla_libs},
+    deps = [":tf_headers"],
+)
+""".format(
+        libs = repr(["lib/" + lib for lib in info["tf_libs"]]),
+        xla_libs = repr(["lib/" + lib for lib in info["tf_xla_libs"]]),
+        includes = repr(["include"] + ["include/" + d for d in info["tf_xla_includes"]]),
+    ))
+    ctx.file("defs.bzl", "TF_COPTS = %r\nTF_VERSION = %r\nTF_HAS_XLA = %r\n" % (
+        info["tf_copts"],
+        info["tf_version"],
+        info["tf_xla"],
+    ))
 
 tf_configure = repository_rule(
     implementation = _tf_configure_impl,

@@ -9,7 +9,7 @@ from bps_tf.ops.library import ops
 
 @functools.lru_cache(maxsize=None)
 def build_info():
-    """The features compiled into the op library: a set of 'cuda', 'nccl'."""
+    """The features compiled into the op library: a set of 'cuda', 'nccl', 'xla'."""
     # In a graph of its own, so that it answers in eager and in TF1 graph mode alike.
     with tf.Graph().as_default(), tf.compat.v1.Session() as session:
         return frozenset(session.run(ops.byteps_build_info()).decode().split())

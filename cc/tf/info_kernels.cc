@@ -1,5 +1,6 @@
 // Ops that answer questions about the build and the job when a graph runs (not when it is built):
-// BytepsBuildInfo (so that cuda_built() and nccl_built() answer truthfully) and BytepsWorkerInfo (rank_op,
+// BytepsBuildInfo (so that cuda_built() and nccl_built() answer truthfully, and bps_tf knows whether push_pull
+// compiles under XLA) and BytepsWorkerInfo (rank_op,
 // size_op, ... of the Horovod API).
 #include "cc/tf/kernel_util.h"
 
@@ -12,11 +13,14 @@ class BuildInfoOp : public tensorflow::OpKernel {
   void Compute(tensorflow::OpKernelContext* context) override {
     tensorflow::Tensor* output = nullptr;
     OP_REQUIRES_OK(context, context->allocate_output(0, tensorflow::TensorShape({}), &output));
+    std::string info;
 #ifdef BPS_TF_CUDA
-    output->scalar<tensorflow::tstring>()() = "cuda nccl";
-#else
-    output->scalar<tensorflow::tstring>()() = "";
+    info += " cuda nccl";
 #endif
+#ifdef BPS_TF_XLA
+    info += " xla";
+#endif
+    output->scalar<tensorflow::tstring>()() = info.empty() ? info : info.substr(1);
   }
 };
 

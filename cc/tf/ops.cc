@@ -81,6 +81,7 @@ REGISTER_OP("BytepsWorkerInfo")
 REGISTER_OP("BytepsBuildInfo")
     .Output("info: string")
     .SetShapeFn(tensorflow::shape_inference::ScalarShape)
-    .Doc("What this op library was built with: 'cuda nccl' in a CUDA build, '' otherwise.");
+    .Doc("What this op library was built with, as words: 'cuda nccl' in a CUDA build, 'xla' where push_pull "
+         "compiles under XLA.");
 
 }  // namespace bps
