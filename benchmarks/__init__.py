@@ -1,4 +1,7 @@
-"""bps_tf benchmarks against TensorFlow's own collectives (docs/performance.md).
+"""bps_tf benchmarks against TensorFlow's own collectives (docs/performance.md; README.md here maps every
+table and figure to its command).
 
-Run from the repository root as modules, e.g. `python -m benchmarks.push_pull_loopback`.
+The commands are the modules of this folder, run from the repository root, e.g.
+`python -m benchmarks.push_pull_loopback`; report/ turns their result files into the page's tables and
+plots; ablations/ holds single-process experiments; workers/ the scripts their jobs run; lib/ what they share.
 """

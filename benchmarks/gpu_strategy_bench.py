@@ -42,7 +42,7 @@ def build_model(name):
             x = keras.layers.Dense(4096, activation="relu")(x)
         return keras.Model(inputs, keras.layers.Dense(10)(x))
     sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # after bps_tf's own place
-    from benchmarks import models
+    from benchmarks.lib import models
 
     return models.bert(**dict(models.BERT, hidden=512, heads=8, ffn=2048, layers=6))
 

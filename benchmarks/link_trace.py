@@ -14,8 +14,8 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks import cluster_job
-from benchmarks.netns import EmulatedCluster
+from benchmarks.lib import cluster_job
+from benchmarks.lib.netns import EmulatedCluster
 
 INTERVAL_S = 0.01
 
@@ -53,7 +53,7 @@ def main():
         sampler = threading.Thread(target=sample, args=(witness.pid, stop, samples))
         sampler.start()
         try:
-            argv = lambda i: [sys.executable, "-m", "benchmarks.core_push_pull_worker", str(args.bytes),
+            argv = lambda i: [sys.executable, "-m", "benchmarks.workers.numpy_push_pull", str(args.bytes),
                               str(args.rounds)]
             cluster_job.run_job(cluster, 1, 1, argv, logs, extra, timeout=300)
         finally:

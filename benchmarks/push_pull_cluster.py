@@ -11,12 +11,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks import cluster_job, machine
-from benchmarks.job_env import parse_env_items
-from benchmarks.netns import QUEUE, EmulatedCluster
-from benchmarks.rates import bounds
-from benchmarks.report_table import push_pull_table
-from benchmarks.results import save_result
+from benchmarks.lib import cluster_job
+from benchmarks.lib.measure import bounds
+from benchmarks.lib.netns import QUEUE, EmulatedCluster
+from benchmarks.lib.processes import parse_env_items
+from benchmarks.lib.results import describe_machine, save_result
+from benchmarks.report.tables import push_pull_table
 
 DEFAULT_SIZES = [(4 << 10) << (2 * i) for i in range(9)]  # 4 KB ... 256 MB
 
@@ -48,7 +48,7 @@ def main():
         receiver = "w1" if args.colocate else "s0"
         limits["tcp_goodput_bytes_s"] = cluster_job.measure_link(cluster, "w0", receiver)
         raw = Path(logs) / "result.json"
-        worker_argv = lambda i: [sys.executable, "-m", "benchmarks.push_pull_worker", "--sizes", args.sizes,
+        worker_argv = lambda i: [sys.executable, "-m", "benchmarks.workers.push_pull", "--sizes", args.sizes,
                                  "--tf-cluster", cluster_job.tf_cluster(cluster, args.workers),
                                  "--budget-mb", str(args.budget_mb), "--output", str(raw)]
         cluster_job.run_job(cluster, args.workers, args.servers, worker_argv, logs, extra, args.timeout,
@@ -56,7 +56,7 @@ def main():
         result = json.loads(raw.read_text())
     result.update(benchmark="push_pull", network="emulated", servers=args.servers, colocate=args.colocate,
                   delay=args.delay, switch_queue=args.switch_queue, env=extra, bounds=limits,
-                  machine=machine.describe())
+                  machine=describe_machine())
     print(f"link {args.rate}: raw TCP goodput {limits['tcp_goodput_bytes_s'] / 1e6:.0f} MB/s "
           f"(nominal {limits['link_bytes_s'] / 1e6:.0f} MB/s)")
     print(push_pull_table(result))

@@ -10,11 +10,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks import machine
-from benchmarks.job_env import REPO_ROOT, benchmark_env, bpslaunch, parse_env_items
-from benchmarks.ports import free_ports
-from benchmarks.report_table import push_pull_table
-from benchmarks.results import save_result
+from benchmarks.lib.processes import REPO_ROOT, benchmark_env, bpslaunch, free_ports, parse_env_items
+from benchmarks.lib.results import describe_machine, save_result
+from benchmarks.report.tables import push_pull_table
 
 DEFAULT_SIZES = [(4 << 10) << (2 * i) for i in range(9)]  # 4 KB, 16 KB, ... 256 MB
 
@@ -39,13 +37,13 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "result.json"
         command = [bpslaunch(), "--local", "--workers", str(args.workers), "--servers", str(args.servers),
-                   "--timeout", str(args.timeout), "--", sys.executable, "-m", "benchmarks.push_pull_worker",
+                   "--timeout", str(args.timeout), "--", sys.executable, "-m", "benchmarks.workers.push_pull",
                    "--sizes", args.sizes, "--tf-cluster", cluster, "--budget-mb", str(args.budget_mb),
                    "--output", str(raw)]
         subprocess.run(command, env=benchmark_env(extra), cwd=REPO_ROOT, check=True, timeout=args.timeout + 30)
         result = json.loads(raw.read_text())
     result.update(benchmark="push_pull", network="loopback", servers=args.servers, env=extra,
-                  machine=machine.describe())
+                  machine=describe_machine())
     print(push_pull_table(result))
     save_result(args.output, result)
 

@@ -39,10 +39,10 @@ run benchmarks.time_to_accuracy --workers 4 --servers 4 --rate 1gbit \
 run benchmarks.time_to_accuracy --workers 4 --servers 4 --rate 1gbit --model encoder --optimizer adam \
     --learning-rate 0.001 --target 0.95 --max-epochs 60 --variants "mwms;none;onebit;topk:0.01" \
     --output $OUT/accuracy_w4_s4_1gbit_encoder.json
-run benchmarks.onebit_adam --output $OUT/onebit_adam_encoder.json
+run benchmarks.ablations.onebit_adam --output $OUT/onebit_adam_encoder.json
 run benchmarks.train_cluster --workers 4 --servers 4 --rate 100mbit --models bert \
     --strategies "local,lockstep,mwms,mwms@$B=true,bps,bps+onebit,bps+topk:0.01" \
     --output $OUT/train_w4_s4_100mbit_bert_compression.json
 
-run benchmarks.plots $OUT
-run benchmarks.doc_tables docs/performance.md
+run benchmarks.report.plots $OUT
+run benchmarks.report.doc_tables docs/performance.md

@@ -1,5 +1,5 @@
 """Time to accuracy with gradient compression on an emulated cluster: the same Keras training of a model (a
-wide MLP, or a small BERT-like encoder) on scikit-learn's digits (benchmarks/accuracy_worker.py) under MultiWorkerMirroredStrategy and under
+wide MLP, or a small BERT-like encoder) on scikit-learn's digits (benchmarks/workers/accuracy.py) under MultiWorkerMirroredStrategy and under
 BytePSStrategy with each compression, until a target test accuracy. Reports the steps and the training
 time each needed, and plots accuracy over time and over steps.
 
@@ -14,11 +14,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks import cluster_job, machine
-from benchmarks.netns import EmulatedCluster
-from benchmarks.report_table import accuracy_table
-from benchmarks.results import save_result
-from benchmarks.train_runs import LEGACY_KERAS
+from benchmarks.lib import cluster_job
+from benchmarks.lib.netns import EmulatedCluster
+from benchmarks.lib.results import describe_machine, save_result
+from benchmarks.lib.train_runs import LEGACY_KERAS
+from benchmarks.report.tables import accuracy_table
 
 
 def parse_args():
@@ -47,7 +47,7 @@ def run_variant(cluster, args, variant, timeout=1800):
         env["BYTEPS_COMPRESSION"] = variant
     with tempfile.TemporaryDirectory() as logs:
         out = str(Path(logs) / "result.json")
-        argv = lambda i: [sys.executable, "-m", "benchmarks.accuracy_worker", "--strategy", strategy,
+        argv = lambda i: [sys.executable, "-m", "benchmarks.workers.accuracy", "--strategy", strategy,
                           "--model", args.model, "--workers", str(args.workers),
                           "--tf-cluster", cluster_job.tf_cluster(cluster, args.workers),
                           "--target", str(args.target), "--max-epochs", str(args.max_epochs),
@@ -74,7 +74,7 @@ def main():
             runs.append(run)
     result = {"benchmark": "time_to_accuracy", "model": args.model, "rate": args.rate, "workers": args.workers,
               "servers": args.servers, "target": args.target, "optimizer": args.optimizer,
-              "learning_rate": args.learning_rate, "runs": runs, "machine": machine.describe()}
+              "learning_rate": args.learning_rate, "runs": runs, "machine": describe_machine()}
     print(accuracy_table(result))
     save_result(args.output, result)
 

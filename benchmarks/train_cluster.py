@@ -10,12 +10,12 @@ python -m benchmarks.train_cluster --workers 4 --servers 4 --rate 1gbit --models
 
 import argparse
 
-from benchmarks import cluster_job, machine
-from benchmarks.job_env import parse_env_items
-from benchmarks.netns import EmulatedCluster
-from benchmarks.report_table import train_table
-from benchmarks.train_runs import add_training_arguments, run_training
-from benchmarks.results import save_result
+from benchmarks.lib import cluster_job
+from benchmarks.lib.netns import EmulatedCluster
+from benchmarks.lib.processes import parse_env_items
+from benchmarks.lib.results import describe_machine, save_result
+from benchmarks.lib.train_runs import add_training_arguments, run_training
+from benchmarks.report.tables import train_table
 
 
 def parse_args():
@@ -58,7 +58,7 @@ def main():
                 runs.append(run)
     result = {"benchmark": "train", "rate": args.rate, "workers": args.workers, "servers": args.servers,
               "colocate": args.colocate,
-              "runs": runs, "machine": machine.describe()}
+              "runs": runs, "machine": describe_machine()}
     print(train_table(result))
     save_result(args.output, result)
 

@@ -8,11 +8,11 @@ python -m benchmarks.tuning_cluster --workers 4 --servers 4 --rate 1gbit \\
 
 import argparse
 
-from benchmarks import cluster_job, machine
-from benchmarks.netns import EmulatedCluster
-from benchmarks.report_table import tuning_table
-from benchmarks.train_runs import add_training_arguments, run_training
-from benchmarks.results import save_result
+from benchmarks.lib import cluster_job
+from benchmarks.lib.netns import EmulatedCluster
+from benchmarks.lib.results import describe_machine, save_result
+from benchmarks.lib.train_runs import add_training_arguments, run_training
+from benchmarks.report.tables import tuning_table
 
 MB = 1024000  # BytePS counts partition sizes in these units (default 4096000)
 
@@ -48,7 +48,7 @@ def main():
                 print(f"{model} {name}: {run['median_step_s'] * 1e3:.0f} ms/step", flush=True)
                 runs.append(run)
     result = {"benchmark": "tuning", "rate": args.rate, "workers": args.workers, "servers": args.servers,
-              "runs": runs, "machine": machine.describe()}
+              "runs": runs, "machine": describe_machine()}
     print(tuning_table(result))
     save_result(args.output, result)
 

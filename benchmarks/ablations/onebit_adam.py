@@ -11,20 +11,18 @@ BERT-like encoder on digits with a hand-written Adam fed four ways, and counts t
   of one per tensor (1.125 bits per element). If this one needs the exact steps again, what costs steps is
   one scale for a whole tensor.
 
-python -m benchmarks.onebit_adam --output /tmp/onebit_adam.json
+python -m benchmarks.ablations.onebit_adam --output /tmp/onebit_adam.json
 """
 
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.train_runs import LEGACY_KERAS
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from benchmarks.lib.digits import build, inputs_for, load
+from benchmarks.lib.train_runs import LEGACY_KERAS
 
 # variant: (one-bit encoding?, elements per scale or None for one scale per tensor, second moment from the exact
 # gradient?)
@@ -58,7 +56,6 @@ def onebit(tf, value, residual, block=None):
 
 
 def train(tf, variant, args, data):
-    from benchmarks.accuracy_worker import build
     from bps_tf.ops.compression import MIN_COMPRESS_BYTES_DEFAULT  # smaller tensors travel exactly
 
     compressed, block, exact_second_moment = VARIANTS[variant]
@@ -110,9 +107,6 @@ def main():
     for name, value in LEGACY_KERAS.items():  # tf-keras, as in the time-to-accuracy benchmark's workers
         os.environ.setdefault(name, value)
     import tensorflow as tf
-
-    from benchmarks.accuracy_worker import inputs_for
-    from digits_data import load
 
     x_train, y_train, x_test, y_test = load(rank=0, size=1)
     data = (inputs_for("encoder", x_train), y_train, inputs_for("encoder", x_test), y_test)

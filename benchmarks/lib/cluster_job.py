@@ -1,7 +1,8 @@
 """A bps_tf job on an emulated cluster (netns.EmulatedCluster): the scheduler on a host of its own, each
 server on a host of its own (or, with colocate, server i on worker i's host, as many BytePS deployments
 do), each worker on its own host; every process started through `bpslaunch` with the DMLC_* variables of
-cluster mode, UCX forced onto TCP (between namespaces it would otherwise use shared memory)."""
+cluster mode, talking over bps_tf's TCP transport (the default). A job given BYTEPS_TRANSPORT=ucx needs
+BYTEPS_UCX_TLS=tcp,self as well: between namespaces of one machine UCX would otherwise use shared memory."""
 
 import secrets
 import subprocess
@@ -9,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.job_env import benchmark_env, bpslaunch
+from benchmarks.lib.processes import benchmark_env, bpslaunch
 
 _scheduler_ports = iter(range(9100, 9200))  # a fresh port for each job: an earlier job's socket may linger
 TF_PORT = 9200  # each worker host's TensorFlow gRPC server (namespaces have their own ports)
@@ -31,7 +32,7 @@ def tf_cluster(cluster, workers):
 def measure_link(cluster, sender, receiver, nbytes=64 << 20):
     """Raw TCP goodput from `sender` to `receiver`, bytes/s."""
     env = benchmark_env()
-    argv = [sys.executable, "-m", "benchmarks.link_check"]
+    argv = [sys.executable, "-m", "benchmarks.workers.link_check"]
     serve = subprocess.Popen(["ip", "netns", "exec", cluster.namespace(receiver), *argv, "serve", "9300",
                               str(nbytes)], env=env, stdout=subprocess.PIPE, text=True)
     try:

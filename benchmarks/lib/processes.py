@@ -1,10 +1,12 @@
-"""Paths and environment shared by the benchmark drivers."""
+"""Starting a benchmark's processes: the checkout's root, `bpslaunch`, the environment they get, settings
+given as NAME=VALUE, and free ports for TensorFlow's gRPC servers on loopback."""
 
 import os
+import socket
 import sys
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def bpslaunch():
@@ -30,3 +32,15 @@ def parse_env_items(items):
             raise SystemExit(f"a setting is NAME=VALUE, not {item!r}")
         pairs[name] = value
     return pairs
+
+
+def free_ports(count, host="127.0.0.1"):
+    """`count` distinct ports nobody listens on now (held open together so they differ)."""
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind((host, 0))
+        return [probe.getsockname()[1] for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()

@@ -1,4 +1,4 @@
-"""One end-to-end training run on an emulated cluster: N copies of train_worker.py, as a bps_tf job
+"""One end-to-end training run on an emulated cluster: N copies of workers/train.py, as a bps_tf job
 (BytePSStrategy), as a TF job (MultiWorkerMirroredStrategy), or as N independent processes that do not
 communicate at all (the step time communication adds to). Shared by train_cluster.py and tuning_cluster.py."""
 
@@ -8,7 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks import cluster_job
+from benchmarks.lib import cluster_job
 
 LEGACY_KERAS = {"TF_USE_LEGACY_KERAS": "1"}  # MultiWorkerMirroredStrategy needs tf-keras; both use it
 
@@ -28,11 +28,11 @@ def add_training_arguments(parser):
 
 def run_training(cluster, strategy, model, workers, servers, batch_per_worker, steps, warmup, extra_env=(),
                  no_priority=False, sparse_as_dense=False, colocate=False, timeout=900):
-    """Returns train_worker.py's result of rank 0 (local: of every process, step times pooled)."""
+    """Returns workers/train.py's result of rank 0 (local: of every process, step times pooled)."""
     env = dict(LEGACY_KERAS, **dict(extra_env))
     with tempfile.TemporaryDirectory() as logs:
         out = lambda i: str(Path(logs) / f"result{i}.json")
-        argv = lambda i: [sys.executable, "-m", "benchmarks.train_worker", "--strategy", strategy, "--model", model,
+        argv = lambda i: [sys.executable, "-m", "benchmarks.workers.train", "--strategy", strategy, "--model", model,
                           "--batch-per-worker", str(batch_per_worker), "--steps", str(steps), "--warmup",
                           str(warmup), "--workers", str(workers), "--output", out(i),
                           "--tf-cluster", cluster_job.tf_cluster(cluster, workers)] + (

@@ -3,7 +3,7 @@
 Each table follows a line naming its result file as "(NAME.json, plot: ...)"; the table under it (the next
 block of lines starting with "|") is replaced by one made from docs/performance/NAME.json. Run after a
 benchmark so that the page and the files cannot disagree:
-    python -m benchmarks.doc_tables docs/performance.md
+    python -m benchmarks.report.doc_tables docs/performance.md
 """
 
 import json
@@ -11,7 +11,7 @@ import re
 import sys
 from pathlib import Path
 
-from benchmarks.report_table import accuracy_table, push_pull_table, train_table, tuning_table
+from benchmarks.report.tables import accuracy_table, push_pull_table, train_table, tuning_table
 
 CITATION = re.compile(r"\(([\w.-]+\.json), plot:")
 

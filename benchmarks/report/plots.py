@@ -1,6 +1,6 @@
 """PNG plots of every result file in a folder, each written next to its JSON (same name, .png).
 
-python -m benchmarks.plots docs/performance
+python -m benchmarks.report.plots docs/performance
 """
 
 import json
@@ -12,7 +12,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
-from benchmarks.report_table import human_bytes, strategy_label  # noqa: E402
+from benchmarks.report.tables import human_bytes, strategy_label  # noqa: E402
 
 LABELS = {"bps_tf": "bps_tf push_pull (TF op)", "bps_core": "bps_tf push_pull (NumPy core)",
           "tf_ring": "TF MultiWorkerMirroredStrategy RING all-reduce"}

@@ -5,23 +5,16 @@ has momentum correction) or Adam, until the test accuracy reaches the target or 
 each epoch the weights are scored on the test set outside the strategy; training time excludes the scoring.
 Every worker holds the same weights, so all stop at the same epoch. Rank 0 writes the curve as JSON.
 
-Models: mlp, a wide 64-2048-2048-10 perceptron (17.4 MB of gradients); encoder, the BERT-like encoder of
-the training benchmark (benchmarks/models.py) made smaller, reading an image as a sequence of its 64 pixel
-intensities (tokens 0..16) and classifying it from the first position."""
+Models: mlp and encoder (benchmarks/lib/digits.py)."""
 
 import argparse
 import json
 import os
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-
-WIDTH = 2048  # 64-2048-2048-10: 4.3 M parameters, 17.4 MB of float32 gradients per step
-ENCODER = dict(vocab=17, seq=64, hidden=128, heads=4, ffn=512, layers=2, classes=10)
+from benchmarks.lib.digits import build, inputs_for, load
 
 
 def parse_args():
@@ -40,27 +33,12 @@ def parse_args():
     return parser.parse_args()
 
 
-def build(tf, model):
-    tf.keras.utils.set_random_seed(0)
-    if model == "encoder":
-        from benchmarks import models
-
-        return models.bert(**ENCODER)
-    return tf.keras.Sequential([tf.keras.Input((64,)), tf.keras.layers.Dense(WIDTH, activation="relu"),
-                                tf.keras.layers.Dense(WIDTH, activation="relu"), tf.keras.layers.Dense(10)])
-
-
 def make_optimizer(tf, name, learning_rate):
     if name == "adam":
         return tf.keras.optimizers.Adam(learning_rate)
     # A compression with momentum correction takes the momentum over: the optimizer then has none.
     momentum = 0.0 if "momentum=" in os.environ.get("BYTEPS_COMPRESSION", "") else 0.9
     return tf.keras.optimizers.SGD(learning_rate, momentum=momentum)
-
-
-def inputs_for(model, x):
-    """The encoder reads pixel intensities 0..16 as tokens; the MLP the scaled pixels."""
-    return np.rint(x * 16).astype(np.int32) if model == "encoder" else x
 
 
 def main():
@@ -70,15 +48,13 @@ def main():
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     if args.strategy == "mwms":
-        from benchmarks import tf_ring
+        from benchmarks.lib import tf_ring
 
         strategy = tf_ring.ring_strategy(args.tf_cluster.split(","), int(os.environ["DMLC_WORKER_ID"]))
     else:
         from bps_tf.strategy import BytePSStrategy
 
         strategy = BytePSStrategy()
-    from digits_data import load
-
     x_train, y_train, x_test, y_test = load(rank=0, size=1)
     x_train, x_test = inputs_for(args.model, x_train), inputs_for(args.model, x_test)
     global_batch = args.batch_per_worker * args.workers

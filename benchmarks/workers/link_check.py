@@ -1,8 +1,8 @@
 """Raw TCP goodput of one emulated link, measured in the same run as the benchmarks: the best any transport
 over TCP can do there (tbf counts Ethernet frames, so TCP/IP headers take a few percent of the rate).
 
-python -m benchmarks.link_check serve PORT BYTES    (prints the receive rate in bytes/s)
-python -m benchmarks.link_check send HOST PORT BYTES
+python -m benchmarks.workers.link_check serve PORT BYTES    (prints the receive rate in bytes/s)
+python -m benchmarks.workers.link_check send HOST PORT BYTES
 """
 
 import socket

@@ -1,5 +1,5 @@
 """A worker that only push_pulls one float32 tensor a few times through bps_tf's NumPy API (no TensorFlow):
-the load for link_trace.py. Usage: python -m benchmarks.core_push_pull_worker BYTES ROUNDS"""
+the load for benchmarks/link_trace.py. Usage: python -m benchmarks.workers.numpy_push_pull BYTES ROUNDS"""
 
 import sys
 

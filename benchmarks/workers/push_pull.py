@@ -1,4 +1,5 @@
-"""One worker of the push_pull microbenchmark (started by push_pull_loopback.py or push_pull_cluster.py).
+"""One worker of the push_pull microbenchmark (started by benchmarks/push_pull_loopback.py or
+push_pull_cluster.py).
 
 For each size, the same float32 tensor is summed over all workers by bps_tf (the TensorFlow op, and the
 NumPy API underneath it) and by TensorFlow's RING all-reduce (MultiWorkerMirroredStrategy), in this same
@@ -11,8 +12,8 @@ import os
 
 import numpy as np
 
-from benchmarks import tf_ring
-from benchmarks.timing import repeats_for, summary, time_calls
+from benchmarks.lib import tf_ring
+from benchmarks.lib.measure import repeats_for, summary, time_calls
 
 
 def parse_args():

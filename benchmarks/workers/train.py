@@ -33,18 +33,39 @@ def parse_args():
     return parser.parse_args()
 
 
+def send_without_priority():
+    """--no-priority: BytePSStrategy sends every gradient with priority 0.
+
+    bps_tf has no switch for this (BytePSCrossDeviceOps always gives layers nearer the input a higher
+    priority), so the benchmark replaces the push_pull that module calls with one that drops the priority.
+    The core then orders partitions by key alone, i.e. by the hash of their names: an arbitrary but fixed
+    order.
+    """
+    from bps_tf.ops import collectives, gather
+    from bps_tf.strategy import cross_device_ops
+
+    def push_pull_without_priority(*args, priority=0, **kwargs):
+        return collectives.push_pull(*args, priority=0, **kwargs)
+
+    gather_rows = gather._gather_rows
+
+    def gather_rows_without_priority(rows, before, total, name, priority):
+        return gather_rows(rows, before, total, name, 0)
+
+    cross_device_ops.push_pull = gather.push_pull = push_pull_without_priority
+    gather._gather_rows = gather_rows_without_priority
+
+
 def make_strategy(args):
     import tensorflow as tf
 
     if args.strategy == "mwms":
-        from benchmarks import tf_ring
+        from benchmarks.lib import tf_ring
 
         return tf_ring.ring_strategy(args.tf_cluster.split(","), int(os.environ["DMLC_WORKER_ID"]))
     if args.strategy == "bps":
         if args.no_priority:
-            from benchmarks import no_priority
-
-            no_priority.install()
+            send_without_priority()
         if args.sparse_as_dense:
             from bps_tf.strategy import cross_device_ops
 
@@ -110,7 +131,7 @@ def main():
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     strategy = make_strategy(args)
-    from benchmarks import models
+    from benchmarks.lib import models
 
     workers = args.workers if args.strategy in ("bps", "mwms") else 1
     global_batch = args.batch_per_worker * workers

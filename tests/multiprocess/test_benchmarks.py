@@ -12,7 +12,7 @@ import pytest
 from jobs import REPO_ROOT, clean_env
 
 sys.path.insert(0, str(REPO_ROOT))
-from benchmarks import netns  # noqa: E402
+from benchmarks.lib import netns  # noqa: E402
 
 can_make_namespaces = os.geteuid() == 0 and shutil.which("ip") and shutil.which("tc")
 
@@ -32,12 +32,12 @@ def test_loopback_push_pull_benchmark_plot_and_page_table(tmp_path):
     assert [row["bytes"] for row in result["results"]] == [4096, 65536]
     assert all(row[k]["median_s"] > 0 for row in result["results"] for k in ("bps_tf", "bps_core", "tf_ring"))
     assert "| 64 KB |" in done.stdout
-    plotted = run_module("benchmarks.plots", tmp_path / "performance", timeout=60)
+    plotted = run_module("benchmarks.report.plots", tmp_path / "performance", timeout=60)
     assert plotted.returncode == 0, plotted.stderr[-3000:]
     assert (tmp_path / "performance" / "loopback.png").stat().st_size > 0
     page = tmp_path / "page.md"
     page.write_text("Loopback (loopback.json, plot: loopback.png)\n\n| stale |\n|---|\n| 1 |\n\nafter\n")
-    rewritten = run_module("benchmarks.doc_tables", page, timeout=60)
+    rewritten = run_module("benchmarks.report.doc_tables", page, timeout=60)
     assert rewritten.returncode == 0, rewritten.stderr[-3000:]
     text = page.read_text()
     assert "stale" not in text and "| 64 KB |" in text and text.endswith("\nafter\n"), text
@@ -82,7 +82,7 @@ def test_time_to_accuracy_benchmark_table_and_plot(tmp_path):
     assert [r["variant"] for r in result["runs"]] == ["mwms", "onebit"]
     assert all(r["curve"] and r["curve"][0]["steps"] > 0 for r in result["runs"])
     assert "BytePSStrategy, onebit" in done.stdout
-    plotted = run_module("benchmarks.plots", tmp_path / "performance", timeout=60)
+    plotted = run_module("benchmarks.report.plots", tmp_path / "performance", timeout=60)
     assert plotted.returncode == 0, plotted.stderr[-3000:]
     assert (tmp_path / "performance" / "accuracy.png").stat().st_size > 0
 
@@ -90,7 +90,7 @@ def test_time_to_accuracy_benchmark_table_and_plot(tmp_path):
 @pytest.mark.timeout(300)
 def test_onebit_adam_ablation_runs_every_variant(tmp_path):
     out = tmp_path / "onebit_adam.json"
-    done = run_module("benchmarks.onebit_adam", "--max-epochs", 1, "--output", out, timeout=280)
+    done = run_module("benchmarks.ablations.onebit_adam", "--max-epochs", 1, "--output", out, timeout=280)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     runs = json.loads(out.read_text())["runs"]
     assert [r["variant"] for r in runs] == ["exact", "onebit", "onebit, exact second moment",
@@ -102,7 +102,7 @@ def test_onebit_adam_encoding_matches_numpy():
     import numpy as np
     import tensorflow as tf
 
-    from benchmarks.onebit_adam import onebit
+    from benchmarks.ablations.onebit_adam import onebit
 
     value = np.random.default_rng(0).standard_normal((20, 30)).astype(np.float32)
     value[0, :3] = -0.25  # fed values of zero go as +scale, as in the core's codec
