@@ -5,7 +5,8 @@
 #   1. gpu_local_test: local NCCL reduce/broadcast, reduce-scatter/all-gather and the GPU push_pull pipeline
 #      (two workers as threads with a server) on 1, 2, 4 and 8 GPUs (as many as there are), every dtype,
 #      odd sizes, exact;
-#   2. real jobs on loopback over UCX with a CPU server, exact, in both local-reduction modes:
+#   2. real jobs on loopback with a CPU server (bps_tf's TCP transport, the default, and the server's shared
+#      memory), exact, in both local-reduction modes:
 #      2 worker machines x 1 process with one GPU each, then one process driving every GPU; 2 machines x
 #      N processes (one per GPU of the host, the machine's processes share an NCCL communicator and each
 #      pushes its own part); 1 machine x N processes (local NCCL only, and forced through the servers);
