@@ -12,24 +12,14 @@ from bps_tf.ops import Average, Compression, Sum, all_gather, gather_is_smaller,
 from bps_tf.ops.compression import wire_codec
 from bps_tf.ops.together import function_of_its_own
 from bps_tf.process import size
+from bps_tf.strategy import xla
 
 compat.check_part(compat.STRATEGY)
 _CrossDeviceOps = compat.target("CrossDeviceOps")
 _simple_broadcast = compat.target("simple_broadcast")
 _get_devices_from = compat.target("get_devices_from")
 _values = compat.target("distribute_values")
-_in_xla_context = compat.target("GraphOrParentsInXlaContext")
 ReduceOp = tf.distribute.ReduceOp
-
-XLA_MESSAGE = (
-    "BytePSStrategy does not support jit_compile=True (XLA): its push_pull ops run outside XLA. "
-    "Compile the model with jit_compile=False (Keras's default under a distribution strategy)."
-)
-
-
-def _refuse_xla():
-    if _in_xla_context(tf.compat.v1.get_default_graph()):
-        raise ValueError(XLA_MESSAGE)
 
 
 def _local_values(value):
@@ -135,9 +125,12 @@ class BytePSCrossDeviceOps(_CrossDeviceOps):
 
     def _reduce_batch(self, reduce_op, values, compression=Compression.none):
         """One reduced tensor per value (each value: a PerReplica/Mirrored value, a variable or a tensor)."""
-        _refuse_xla()
         groups = [_local_values(v) for v in values]
-        groups = [g if _stays_sparse(g) else [_dense(t) for t in g] for g in groups]
+        compiled = xla.active()
+        if compiled:
+            xla.check_reduction(groups, compression)
+        # Gathering sparse rows has no XLA lowering: inside XLA they are reduced dense.
+        groups = [g if not compiled and _stays_sparse(g) else [_dense(t) for t in g] for g in groups]
         names = []
         for i, (value, group) in enumerate(zip(values, groups)):
             label = _label(value)
@@ -163,7 +156,8 @@ class BytePSCrossDeviceOps(_CrossDeviceOps):
         return [_to_destinations(r, d) for r, (_, d) in zip(reduced, value_destination_pairs)]
 
     def _gather_implementation(self, per_replica_value, destinations, axis, options):
-        _refuse_xla()
+        if xla.active():
+            xla.refuse("gather values across workers (all_gather)")
         local = [_dense(v) for v in _local_values(per_replica_value)]
         with tf.device(local[0].device):
             mine = local[0] if len(local) == 1 else tf.concat(local, axis=axis)
@@ -176,6 +170,5 @@ class BytePSCrossDeviceOps(_CrossDeviceOps):
         return _simple_broadcast(tensor, destinations, always_mirrored=True)
 
     def _all_reduce(self, reduce_op, value, replica_id, options):
-        _refuse_xla()
         raise ValueError("BytePSStrategy reduces through merge_call; this path is not used")
 

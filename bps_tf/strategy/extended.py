@@ -10,6 +10,7 @@ from bps_tf import compat
 from bps_tf.ops import publish
 from bps_tf.process import rank, size
 from bps_tf.strategy.cross_device_ops import BytePSCrossDeviceOps
+from bps_tf.strategy.xla import ReplicaLoops
 
 distribute_lib = compat.target("distribute_lib")
 distribute_utils = compat.target("distribute_utils")
@@ -35,6 +36,7 @@ class BytePSExtended(compat.target("MirroredExtended")):
         self._num_workers = size()
         self._id_in_cluster = rank()
         self._bps_ops = BytePSCrossDeviceOps(num_replicas_in_sync=len(devices) * size(), compression=compression)
+        self._xla_loops = ReplicaLoops(container_strategy)
         super().__init__(container_strategy, devices=devices, cross_device_ops=self._bps_ops)
         # Code written for MultiWorkerMirroredStrategy reads the job from these: a worker job, chief = worker 0.
         self._cluster_resolver = job_cluster_resolver(self._num_workers, self._id_in_cluster)
@@ -69,11 +71,17 @@ class BytePSExtended(compat.target("MirroredExtended")):
     def should_save_summary(self):
         return self._id_in_cluster == 0
 
-    # (d) No silent fallback: int32 values, CPU destinations and XLA all go through our ops (XLA is refused
-    # there with a clear message); merge_call is always used, so collectives are issued once per process
-    # from the cross-replica context (g).
+    # (d) No silent fallback: int32 values, CPU destinations and XLA all go through our ops; merge_call is
+    # always used, so collectives are issued once per process from the cross-replica context (g).
     def _use_merge_call(self):
         return True
+
+    # XLA: a replica function compiled with XLA gets the replica loop inside it, on GPUs as on CPUs, so that
+    # merge_call and our reductions are part of its computation (bps_tf/strategy/xla.py).
+    def _call_for_each_replica(self, fn, args, kwargs):
+        if ReplicaLoops.applies_to(fn):
+            return self._xla_loops.call(fn, args, kwargs, self._devices)
+        return super()._call_for_each_replica(fn, args, kwargs)
 
     def _get_cross_device_ops(self, value):
         return self._bps_ops

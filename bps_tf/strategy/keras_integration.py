@@ -10,6 +10,9 @@ from bps_tf.compat, which checks it against the supported Keras versions.
   other workers write TensorBoard logs to a temporary directory. BackupAndRestore restores on worker 0 and
   broadcasts the state, so a resumed job needs the backup on worker 0's machine only. A backup also holds
   gradient compression's state (every worker's momentum and error feedback, the servers' residuals).
+- XLA: jit_compile="auto" compiles with XLA where it would on one device (a GPU, a model whose layers
+  support it) and this job can (one GPU per process); Keras itself turns XLA off under any tf.distribute
+  strategy. True and False are the user's choice (bps_tf/strategy/xla.py says what XLA cannot do there).
 - Uneven data: every worker must take the same number of steps, or one waits for push_pulls the others
   never send. An epoch has as many steps as the worker with the fewest batches (the others skip their
   surplus batches that epoch); data of unknown length needs steps_per_epoch.
@@ -24,6 +27,7 @@ import bps_tf.numpy as bps_numpy
 from bps_tf import compat, compression_state
 from bps_tf.objects import broadcast_object
 from bps_tf.ops import broadcast_variables
+from bps_tf.strategy import xla
 from bps_tf.strategy.extended import BytePSExtended
 
 _installed = False
@@ -174,6 +178,19 @@ def _install_worker_zero_files():
     compat.replace("TensorBoard.set_model", set_model)
 
 
+def _install_xla_by_default():
+    local_resolve = compat.target("Trainer._resolve_auto_jit_compile")
+    model_supports_jit = compat.target("model_supports_jit")
+
+    def _resolve_auto_jit_compile(self):
+        strategy = getattr(self, "_distribute_strategy", None)
+        if not is_bps_strategy(strategy):
+            return local_resolve(self)
+        return xla.runs_on_one_gpu(strategy) and bool(model_supports_jit(self))
+
+    compat.replace("Trainer._resolve_auto_jit_compile", _resolve_auto_jit_compile)
+
+
 def install():
     """Patches Keras once per process: Keras 3 where installed, and tf-keras's checkpoints when tf.keras is
     tf-keras (it writes them as under MultiWorkerMirroredStrategy: worker 0 to the path, the others to
@@ -190,3 +207,4 @@ def install():
     _install_global_predict_concat()
     _install_uniform_epoch_length()
     _install_worker_zero_files()
+    _install_xla_by_default()
