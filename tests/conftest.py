@@ -1,8 +1,5 @@
 """Test layout: tests/unit holds single-process tests (no job, no network); tests/multiprocess runs real jobs
-(bpslaunch, UCX on loopback, real TensorFlow training); tests/workers holds the scripts those jobs run.
-The shared helpers (tests/jobs.py) are importable from both."""
-
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+(bpslaunch over bps_tf's own authenticated TCP transport on loopback, UCX where a test asks for
+BYTEPS_TRANSPORT=ucx, real TensorFlow training); tests/workers holds the scripts those jobs run;
+tests/reliability the cases of docs/reliability.md. What they share is the `testing` package at the
+checkout's root, which pytest puts on the path (pyproject.toml, `pythonpath`)."""

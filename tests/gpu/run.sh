@@ -19,8 +19,9 @@ export NVIDIA_TF32_OVERRIDE=0  # float32 matmuls without TF32: results are compa
 export EQUIVALENCE_TOLERANCE=1e-3,1e-4  # GPU kernels sum in other orders than the single-device reference
 export TF_FORCE_GPU_ALLOW_GROWTH=true  # several processes share a GPU when there are fewer GPUs than workers
 export NCCL_NVLS_ENABLE=0 TF_CPP_MIN_LOG_LEVEL=2 PYTHONUNBUFFERED=1
-# Every process imports bps_tf from PYTHONPATH (the CUDA build), never from the source tree it starts in.
-export PYTHONSAFEPATH=1
+# Every process imports bps_tf from PYTHONPATH (the CUDA build), never from the source tree it starts in; the
+# checkout's root comes after it, for the tests' own modules (tests.workers, testing).
+export PYTHONSAFEPATH=1 PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD"
 gpus=$(nvidia-smi -L | wc -l)
 failures=0
 
@@ -72,7 +73,7 @@ BYTEPS_PARTITION_BYTES=65536 check compressed "compressed sums match the model" 
 # the surviving worker must report the lost one.
 killed_worker() {
   local started=$SECONDS port secret pids=()
-  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(python3 -c 'from testing.jobs import free_port; print(free_port())')
   secret=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
   export DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$port DMLC_NUM_WORKER=2 DMLC_NUM_SERVER=1 \
     DMLC_NODE_HOST=127.0.0.1 BYTEPS_JOB_SECRET=$secret

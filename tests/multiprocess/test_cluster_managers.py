@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 
-from jobs import BPSLAUNCH, REPO_ROOT, WORKERS_DIR, clean_env, free_port
+from testing.jobs import BPSLAUNCH, REPO_ROOT, WORKERS_DIR, clean_env, free_port
 from bps_tf.launcher import cluster_managers
 
 
@@ -94,7 +94,8 @@ def test_the_tfjob_manifest_gives_gpu_workers_and_cpu_servers_one_scheduler():
         process_env = {k: e["value"] for k, e in env.items() if "value" in e}
         for index in range(spec["replicas"]):
             tf_config = _operator_tf_config(manifest["metadata"]["name"], replicas, name.lower(), index)
-            plans[(name, index)] = cluster_managers.detect(dict(process_env, TF_CONFIG=tf_config, BYTEPS_JOB_SECRET="s" * 16))
+            plans[(name, index)] = cluster_managers.detect(dict(process_env, TF_CONFIG=tf_config,
+                                                                BYTEPS_JOB_SECRET="s" * 16))
         gpus = container.get("resources", {}).get("limits", {}).get("nvidia.com/gpu")
         if name == "PS":
             assert gpus is None and len(container["command"]) == 1  # servers only: no training command

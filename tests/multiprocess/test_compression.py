@@ -3,7 +3,7 @@ workers and servers, and training with compressed gradients (strategy and tape).
 
 import pytest
 
-from jobs import assert_job_ok, run_local
+from testing.jobs import assert_job_ok, run_local
 
 
 @pytest.mark.timeout(300)

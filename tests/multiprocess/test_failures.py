@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from jobs import BPSLAUNCH, WORKERS_DIR, ManualJob, clean_env, free_port
+from testing.jobs import BPSLAUNCH, WORKERS_DIR, ManualJob, clean_env, free_port
 
 LONG_TIMEOUT = 120  # far above what any failure below may take to surface
 
@@ -87,7 +87,8 @@ def run_python(code, timeout=60, **env):
 
 JOB = dict(DMLC_ROLE="worker", DMLC_PS_ROOT_URI="127.0.0.1", DMLC_NUM_WORKER=1, DMLC_NUM_SERVER=1,
            BYTEPS_JOB_SECRET="the secret of a job that is not there")
-INIT = "import bps_tf.numpy as bps\ntry:\n    bps.init()\nexcept Exception as e:\n    print('caught', type(e).__name__, e)"
+INIT = ("import bps_tf.numpy as bps\ntry:\n    bps.init()\nexcept Exception as e:\n"
+        "    print('caught', type(e).__name__, e)")
 
 
 @pytest.mark.timeout(60)

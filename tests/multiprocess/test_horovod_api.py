@@ -5,7 +5,7 @@ identical weights."""
 
 import pytest
 
-from jobs import assert_job_ok, run_local
+from testing.jobs import assert_job_ok, run_local
 
 SCRIPTS = ("horovod_collectives.py", "--", "horovod_keras_module.py", "--", "horovod_keras_job.py")
 MARKERS = ("horovod collectives exact", "keras module exact", "horovod keras job")

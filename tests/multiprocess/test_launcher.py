@@ -20,10 +20,9 @@ from pathlib import Path
 import pytest
 
 from bps_tf.launcher import role
-from bps_tf.launcher.local_env import find_free_port
 from bps_tf.launcher.local_job import TIMEOUT_EXIT_CODE, run_local_job
 from bps_tf.launcher.main import main
-from jobs import REPO_ROOT
+from testing.jobs import REPO_ROOT, clean_env, free_port
 
 LAUNCHER = [sys.executable, "-m", "bps_tf.launcher"]
 
@@ -31,12 +30,6 @@ LAUNCHER = [sys.executable, "-m", "bps_tf.launcher"]
 def python(code):
     """argv running a Python snippet."""
     return [sys.executable, "-c", textwrap.dedent(code)]
-
-
-def subprocess_env(**extra):
-    env = {name: value for name, value in os.environ.items() if not name.startswith("DMLC_")}
-    env.update(PYTHONPATH=str(REPO_ROOT), **extra)
-    return env
 
 
 def is_alive(pid):
@@ -341,7 +334,7 @@ class TestStopSignals:
     @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
     def test_signal_to_the_launcher_stops_everything(self, pid_dir, signum):
         hanging_code = HANGING[2]
-        launcher = subprocess.Popen(python(LOCAL_JOB_DRIVER) + [hanging_code], env=subprocess_env(),
+        launcher = subprocess.Popen(python(LOCAL_JOB_DRIVER) + [hanging_code], env=clean_env(),
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             wait_until(lambda: len(recorded_pids(pid_dir)) == 4, 15, "scheduler, server and 2 workers to start")
@@ -357,7 +350,7 @@ class TestStopSignals:
 class TestClusterMode:
     @pytest.mark.timeout(30)
     def test_missing_dmlc_role_names_it_and_suggests_local(self):
-        result = subprocess.run(LAUNCHER + ["python", "train.py"], env=subprocess_env(), capture_output=True,
+        result = subprocess.run(LAUNCHER + ["python", "train.py"], env=clean_env(), capture_output=True,
                                 text=True, timeout=20)
         assert result.returncode == 1
         assert "bpslaunch: DMLC_ROLE is not set" in result.stderr
@@ -430,7 +423,7 @@ class TestClusterRoles:
             from bps_tf.launcher.role import run_this_role
             sys.exit(run_this_role())
         """
-        process = subprocess.Popen(python(serving_forever), env=subprocess_env(), stdout=subprocess.PIPE,
+        process = subprocess.Popen(python(serving_forever), env=clean_env(), stdout=subprocess.PIPE,
                                    text=True)
         try:
             assert process.stdout.readline() == "serving\n"
@@ -452,7 +445,7 @@ WORKER_DRIVER = """
 
 def start_worker(command_code, kill_grace=5.0, **env):
     return subprocess.Popen(python(WORKER_DRIVER) + [textwrap.dedent(command_code), str(kill_grace)],
-                            env=subprocess_env(DMLC_ROLE="worker", **env), stdout=subprocess.PIPE,
+                            env=clean_env(DMLC_ROLE="worker", **env), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 
@@ -652,7 +645,7 @@ class TestRealCore:
     """End to end through the real `bpslaunch` and the native core (fail until bps_tf._core exists)."""
 
     def run_bpslaunch(self, args, timeout=120, **env):
-        return subprocess.run([bpslaunch_script()] + args, env=subprocess_env(**env), capture_output=True,
+        return subprocess.run([bpslaunch_script()] + args, env=clean_env(**env), capture_output=True,
                               text=True, timeout=timeout)
 
     @pytest.mark.timeout(60)
@@ -685,14 +678,14 @@ class TestRealCore:
 
     @pytest.mark.timeout(180)
     def test_cluster_workers_with_local_size_run_every_process(self):
-        layout = dict(DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=str(find_free_port()), DMLC_NUM_WORKER="2",
+        layout = dict(DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=str(free_port()), DMLC_NUM_WORKER="2",
                       DMLC_NUM_SERVER="1", DMLC_NODE_HOST="127.0.0.1", BYTEPS_TIMEOUT="60",
                       BYTEPS_JOB_SECRET="the secret of this cluster-mode test job")
         roles = [([], dict(DMLC_ROLE="scheduler")), ([], dict(DMLC_ROLE="server"))]
         roles += [([sys.executable, LOCAL_RANKS_WORKER], dict(DMLC_ROLE="worker", DMLC_WORKER_ID=str(machine),
                                                               BYTEPS_LOCAL_SIZE="2"))
                   for machine in range(2)]
-        processes = [subprocess.Popen([bpslaunch_script()] + args, env=subprocess_env(**layout, **role_env),
+        processes = [subprocess.Popen([bpslaunch_script()] + args, env=clean_env(**layout, **role_env),
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                       start_new_session=True)
                      for args, role_env in roles]
@@ -736,7 +729,7 @@ class TestRealCore:
         """)
         # Bytes, not text: text mode would turn the progress bar's \r into \n.
         result = subprocess.run([bpslaunch_script(), "--local", "--workers", "2", "--servers", "1",
-                                 "--output-ranks", "1", "--timeout", "120", "--"] + worker, env=subprocess_env(),
+                                 "--output-ranks", "1", "--timeout", "120", "--"] + worker, env=clean_env(),
                                 capture_output=True, timeout=150)
         out, err = result.stdout.decode(), result.stderr.decode()
         assert result.returncode == 1, err
@@ -750,7 +743,7 @@ class TestRealCore:
     def test_ctrl_c_leaves_no_process_behind(self):
         worker = python(JOINING_WORKER.format(body="import time\ntime.sleep(600)"))
         launcher = subprocess.Popen([bpslaunch_script(), "--local", "--workers", "2", "--servers", "1",
-                                     "--timeout", "100", "--"] + worker, env=subprocess_env(),
+                                     "--timeout", "100", "--"] + worker, env=clean_env(),
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             wait_until(lambda: len(descendants(launcher.pid)) >= 4, 60, "scheduler, server and workers")
@@ -786,8 +779,8 @@ class TestRealCore:
 
     @pytest.mark.timeout(60)
     def test_sigterm_ends_a_scheduler_blocked_in_the_core(self):
-        process = subprocess.Popen([bpslaunch_script()], env=subprocess_env(
-            DMLC_ROLE="scheduler", DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=str(find_free_port()),
+        process = subprocess.Popen([bpslaunch_script()], env=clean_env(
+            DMLC_ROLE="scheduler", DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=str(free_port()),
             DMLC_NUM_WORKER="1", DMLC_NUM_SERVER="1", BYTEPS_JOB_SECRET="the secret of this scheduler's test"))
         try:
             time.sleep(2)  # now waiting for workers and servers that never come

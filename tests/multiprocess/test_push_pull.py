@@ -1,4 +1,5 @@
-"""push_pull across real processes over UCX on loopback, started through bpslaunch."""
+"""push_pull across real processes on loopback, started through bpslaunch: over bps_tf's own authenticated TCP
+transport (the default), and over UCX (BYTEPS_TRANSPORT=ucx, the RDMA path) where a test says so."""
 
 import re
 import subprocess
@@ -7,7 +8,7 @@ import time
 
 import pytest
 
-from jobs import ManualJob, assert_job_ok, clean_env, run_local
+from testing.jobs import ManualJob, assert_job_ok, clean_env, run_local
 
 
 

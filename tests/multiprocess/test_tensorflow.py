@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from jobs import REPO_ROOT, assert_job_ok, run_local
+from testing.jobs import REPO_ROOT, assert_job_ok, run_local
 
 
 @pytest.mark.timeout(400)

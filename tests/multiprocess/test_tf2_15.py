@@ -9,7 +9,7 @@ import tempfile
 
 import pytest
 
-from jobs import REPO_ROOT, assert_job_ok, clean_env, run_local
+from testing.jobs import REPO_ROOT, assert_job_ok, clean_env, run_local
 
 TF215_PYTHON = REPO_ROOT / ".venv-tf2.15" / "bin" / "python"
 

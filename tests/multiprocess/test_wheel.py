@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import REPO_ROOT, clean_env
+from testing.jobs import REPO_ROOT, clean_env
 
 MAIN_SITE = Path(sysconfig.get_paths()["purelib"])  # this environment's packages (TensorFlow 2.21)
 TF215_SITE = REPO_ROOT / ".venv-tf2.15" / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / \

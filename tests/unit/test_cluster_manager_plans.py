@@ -33,7 +33,8 @@ def slurm(node, nodes="gpu[01-03]", tasks=3, **extra):
 
 
 def test_slurm_node_0_runs_the_scheduler_and_every_node_a_server_and_its_workers():
-    first, second = cluster_managers.detect(slurm(0, SLURM_GPUS_ON_NODE="4")), cluster_managers.detect(slurm(1, SLURM_GPUS_ON_NODE="4"))
+    first = cluster_managers.detect(slurm(0, SLURM_GPUS_ON_NODE="4"))
+    second = cluster_managers.detect(slurm(1, SLURM_GPUS_ON_NODE="4"))
     assert (first.scheduler, first.servers, first.worker_id, first.local_size) == (True, 1, 0, 4)
     assert (second.scheduler, second.servers, second.worker_id, second.local_size) == (False, 1, 1, 4)
     assert first.job["DMLC_PS_ROOT_URI"] == second.job["DMLC_PS_ROOT_URI"] == "gpu01"
@@ -43,8 +44,8 @@ def test_slurm_node_0_runs_the_scheduler_and_every_node_a_server_and_its_workers
 
 
 def test_slurm_settings_the_user_gives_win():
-    plan = cluster_managers.detect(slurm(2, BYTEPS_SERVERS_PER_NODE="2", BYTEPS_LOCAL_SIZE="8", DMLC_PS_ROOT_PORT="9000",
-                                SLURM_GPUS_ON_NODE="4"))
+    plan = cluster_managers.detect(slurm(2, BYTEPS_SERVERS_PER_NODE="2", BYTEPS_LOCAL_SIZE="8",
+                                         DMLC_PS_ROOT_PORT="9000", SLURM_GPUS_ON_NODE="4"))
     assert (plan.servers, plan.local_size, plan.job["DMLC_NUM_SERVER"]) == (2, 8, "6")
     assert plan.job["DMLC_PS_ROOT_PORT"] == "9000"
 

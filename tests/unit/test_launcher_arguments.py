@@ -8,7 +8,7 @@ import pytest
 
 from bps_tf.launcher.arguments import parse_arguments
 from bps_tf.launcher.main import main
-from jobs import clean_env
+from testing.jobs import clean_env
 
 
 class TestArguments:

@@ -5,7 +5,7 @@ import ast
 
 import pytest
 
-from jobs import REPO_ROOT
+from testing.jobs import REPO_ROOT
 
 HOROVOD_TENSORFLOW = """
 init shutdown is_initialized start_timeline stop_timeline size local_size cross_size rank local_rank cross_rank

@@ -5,7 +5,7 @@ import json
 import subprocess
 import sys
 
-from jobs import REPO_ROOT
+from testing.jobs import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "scripts" / "render_timeline.py"
 

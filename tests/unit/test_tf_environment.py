@@ -8,7 +8,7 @@ import pytest
 
 from bps_tf import tf_environment
 from bps_tf.launcher.local_env import job_environment, role_environment
-from jobs import clean_env
+from testing.jobs import clean_env
 
 BFC = tf_environment.ALLOCATOR_VARIABLE
 LIMIT = tf_environment.ALLOCATOR_LIMIT_VARIABLE

@@ -7,17 +7,14 @@ another number of workers is skipped."""
 import os
 import sys
 import tempfile
-from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-
-import bps_tf as bps  # noqa: E402
-from agreement import assert_identical_everywhere  # noqa: E402
-from bps_tf.strategy import BytePSStrategy  # noqa: E402
-from digits_data import load  # noqa: E402
+import bps_tf as bps
+from bps_tf.strategy import BytePSStrategy
+from examples.digits_data import load
+from testing.agreement import assert_identical_everywhere
 
 
 def model():

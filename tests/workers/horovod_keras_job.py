@@ -13,8 +13,8 @@ import numpy as np
 import tensorflow as tf
 
 import bps_tf.keras as hvd
-from agreement import assert_identical_everywhere
 from examples.digits_data import load
+from testing.agreement import assert_identical_everywhere
 
 keras = tf.keras
 

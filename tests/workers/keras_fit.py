@@ -13,7 +13,7 @@ else:
 
 import bps_tf as bps
 import bps_tf.keras as bps_keras
-from agreement import assert_identical_everywhere
+from testing.agreement import assert_identical_everywhere
 
 
 def dataset():

@@ -1,14 +1,13 @@
 """Runs several worker scripts of tests/workers one after another in this process, each as a generation of
 the same job (each script's main() calls init() and shutdown()), so that a test pays TensorFlow's start-up
-once for all of them. Scripts that configure logical devices must ask for the same number.
+once for all of them. Scripts that configure logical devices must ask for the same number. The scripts are
+imported as modules of tests.workers (the checkout's root is on PYTHONPATH).
 
 Usage: run_checks.py SCRIPT [ARGS...] [-- SCRIPT [ARGS...]]..."""
 
 import importlib
 import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def scripts(argv):
@@ -25,7 +24,7 @@ def scripts(argv):
 def main():
     for script, *args in scripts(sys.argv[1:]):
         sys.argv = [script, *args]
-        importlib.import_module(Path(script).stem).main()
+        importlib.import_module(f"tests.workers.{Path(script).stem}").main()
 
 
 if __name__ == "__main__":

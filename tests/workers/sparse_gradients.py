@@ -7,7 +7,7 @@ smaller (or the row count is unknown), and the dense one where the table is smal
 import numpy as np
 import tensorflow as tf
 
-from worker_setup import devices_from_argv_and_keras, tolerance  # noqa: E402
+from testing.worker_setup import devices_from_argv_and_keras, tolerance  # noqa: E402
 
 RTOL, ATOL = tolerance()
 

@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from worker_setup import split_cpu  # noqa: E402
+from testing.worker_setup import split_cpu  # noqa: E402
 
 split_cpu(2)
 

@@ -5,7 +5,7 @@ single-device training with the same global batch and data order: Keras fit, and
 import numpy as np
 import tensorflow as tf
 
-from worker_setup import devices_from_argv_and_keras, tolerance  # noqa: E402
+from testing.worker_setup import devices_from_argv_and_keras, tolerance  # noqa: E402
 
 RTOL, ATOL = tolerance()
 

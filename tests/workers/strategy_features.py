@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from worker_setup import split_cpu, tolerance  # noqa: E402
+from testing.worker_setup import split_cpu, tolerance  # noqa: E402
 
 split_cpu(2)
 RTOL, ATOL = tolerance()
@@ -14,8 +14,8 @@ RTOL, ATOL = tolerance()
 import keras  # noqa: E402
 
 import bps_tf  # noqa: E402
-from agreement import assert_identical_everywhere  # noqa: E402
 from bps_tf.strategy import BytePSStrategy  # noqa: E402
+from testing.agreement import assert_identical_everywhere  # noqa: E402
 
 
 def data(n=120):

@@ -15,15 +15,15 @@ import sys
 
 import numpy as np
 
-from worker_setup import split_cpu  # noqa: E402
+from testing.worker_setup import split_cpu  # noqa: E402
 
 split_cpu(int(sys.argv[2]) if len(sys.argv) > 2 else 1)
 
 import tensorflow as tf  # noqa: E402
 
 import bps_tf  # noqa: E402
-from agreement import assert_identical_everywhere  # noqa: E402
 from bps_tf import BytePSStrategy  # noqa: E402
+from testing.agreement import assert_identical_everywhere  # noqa: E402
 
 keras = tf.keras
 

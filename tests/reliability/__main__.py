@@ -1,5 +1,5 @@
-"""Runs every case and rewrites the table of docs/reliability.md: `python -m reliability docs/reliability.md`
-(`--only WORDS` runs the cases whose name holds WORDS, and prints instead of writing)."""
+"""Runs every case and rewrites the table of docs/reliability.md: `python -m tests.reliability
+docs/reliability.md` (`--only WORDS` runs the cases whose name holds WORDS, and prints instead of writing)."""
 
 import argparse
 import re
@@ -8,8 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from reliability import cases_attacks, cases_environment, cases_faults, cases_input
-from reliability.harness import Outcome
+from tests.reliability import cases_attacks, cases_environment, cases_faults, cases_input
+from tests.reliability.harness import Outcome
 
 CASES = cases_input.CASES + cases_environment.CASES + cases_faults.CASES + cases_attacks.CASES
 BEGIN, END = "<!-- cases: begin -->", "<!-- cases: end -->"

@@ -7,13 +7,9 @@ import secrets
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Callable
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT / "tests"))
-
-from jobs import BPSLAUNCH, ManualJob, clean_env, free_port  # noqa: E402,F401
+from testing.jobs import BPSLAUNCH, clean_env, free_port
 
 
 @dataclasses.dataclass

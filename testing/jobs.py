@@ -1,9 +1,11 @@
-"""Running real multi-process jobs from tests: `bpslaunch --local`, or each role started by hand (cluster
-mode) when a test needs to kill one of them. Every process is killed when the test ends, pass or fail."""
+"""Running real multi-process jobs from tests, reliability cases and benchmarks: the environment of the
+processes they start, free ports, `bpslaunch --local`, or each role started by hand (cluster mode) when a
+test needs to kill one of them. Every process is killed when the test ends, pass or fail."""
 
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -11,17 +13,40 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-WORKERS_DIR = Path(__file__).resolve().parent / "workers"
+WORKERS_DIR = REPO_ROOT / "tests" / "workers"
 BPSLAUNCH = str(Path(sys.executable).parent / "bpslaunch")
+
+# What tells bps_tf and bpslaunch which job a process belongs to: ps-lite's and BytePS's variables, and the
+# cluster managers' descriptions bpslaunch reads its roles from (TF_CONFIG, also read by tf.distribute, and
+# SLURM's). A process started here must not inherit a job from the shell that runs the tests.
+JOB_VARIABLE_PREFIXES = ("DMLC_", "BYTEPS_", "TF_CONFIG", "SLURM_")
 
 
 def clean_env(**extra):
-    """This process's environment without DMLC_* (tests must not inherit a job), plus `extra`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DMLC_") and not k.startswith("BYTEPS_")}
+    """This process's environment without a job's variables, with this checkout on PYTHONPATH (bps_tf, the
+    examples and this module) and unbuffered Python output, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(JOB_VARIABLE_PREFIXES)}
     env["PYTHONPATH"] = str(REPO_ROOT)
     env["PYTHONUNBUFFERED"] = "1"
     env.update({k: str(v) for k, v in extra.items()})
     return env
+
+
+def free_ports(count, host="127.0.0.1"):
+    """`count` distinct TCP ports nobody listens on now (held open together so that they differ)."""
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind((host, 0))
+        return [probe.getsockname()[1] for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
+
+
+def free_port(host="127.0.0.1"):
+    """A TCP port nobody listens on now."""
+    return free_ports(1, host)[0]
 
 
 def run_local(script, workers, servers, *args, timeout=240, python=sys.executable, **env):
@@ -38,14 +63,6 @@ def assert_job_ok(result, workers, marker):
     assert result.returncode == 0, f"exit {result.returncode}\n{tail}"
     for w in range(workers):
         assert f"[worker {w}] rank {w}: {marker}" in result.stdout, tail
-
-
-def free_port():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class ManualJob:

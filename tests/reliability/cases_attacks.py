@@ -10,11 +10,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from reliability.harness import REPO_ROOT, BPSLAUNCH, Case, ManualJob, Outcome, clean_env, error_line
-
-sys.path.insert(0, str(REPO_ROOT / "tests" / "multiprocess"))
-import test_attacks as attacks  # noqa: E402
-import wire  # noqa: E402
+from testing import attacks, wire
+from testing.jobs import BPSLAUNCH, ManualJob, clean_env
+from tests.reliability.harness import Case, Outcome, error_line
 
 
 def against_a_running_job(attack, transport="tcp"):

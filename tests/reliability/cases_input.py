@@ -1,6 +1,6 @@
 """Bad input from the user's program: wrong names, dtypes, shapes, arrays and calls."""
 
-from reliability.harness import Case, expect_error, expect_success, local_job, python
+from tests.reliability.harness import Case, expect_error, expect_success, local_job, python
 
 JOIN = "import numpy as np, bps_tf.numpy as bps\nbps.init()\nr = bps.rank()\n"
 STILL_WORKS = ("\nassert bps.push_pull(np.ones(3, np.float32), 'fine', average=False)[0] == bps.size()\n"

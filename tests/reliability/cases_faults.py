@@ -7,7 +7,8 @@ import subprocess
 import sys
 import time
 
-from reliability.harness import BPSLAUNCH, Case, ManualJob, Outcome, clean_env, first_line_with, local_job
+from testing.jobs import BPSLAUNCH, ManualJob, clean_env
+from tests.reliability.harness import Case, Outcome, first_line_with, local_job
 
 LOOP = "loop_until_failure.py"
 

@@ -4,8 +4,9 @@ import os
 import socket
 import tempfile
 
-from reliability.harness import (BPSLAUNCH, Case, ManualJob, cluster_env, expect_error, expect_success, first_line_with,
-                                 Outcome, python)
+from testing.jobs import BPSLAUNCH, ManualJob, clean_env
+from tests.reliability.harness import (Case, Outcome, Run, cluster_env, expect_error, expect_success, first_line_with,
+                                       python)
 
 INIT = ("import bps_tf.numpy as bps\ntry:\n    bps.init()\n    print('joined')\nexcept Exception as e:\n"
         "    print('caught', type(e).__name__, e)\n")
@@ -18,19 +19,13 @@ def init_case(name, env_changes, *needles, within=3, expected="an error at once,
 
 def bpslaunch_case(name, env, *needles):
     def run():
-        from reliability.harness import Run
         import subprocess, time
         started = time.monotonic()
-        result = subprocess.run([BPSLAUNCH, "python", "-c", "pass"], env=dict(_clean(), **env), capture_output=True,
+        result = subprocess.run([BPSLAUNCH, "python", "-c", "pass"], env=dict(clean_env(), **env), capture_output=True,
                                 text=True, timeout=60)
         return expect_error(Run(result.returncode, result.stdout + result.stderr, time.monotonic() - started),
                             *needles, within=5)
     return Case("environment", name, "bpslaunch stops at once, naming the problem", run)
-
-
-def _clean():
-    from reliability.harness import clean_env
-    return clean_env()
 
 
 def _port_in_use():
