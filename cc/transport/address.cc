@@ -28,6 +28,13 @@ StatusOr<HostPort> ParseHostPort(const std::string& address) {
   return hp;
 }
 
+bool Ipv4SocketAddress(const std::string& host, int port, sockaddr_in* addr) {
+  std::memset(addr, 0, sizeof(*addr));
+  addr->sin_family = AF_INET;
+  addr->sin_port = htons(static_cast<uint16_t>(port));
+  return inet_pton(AF_INET, host.c_str(), &addr->sin_addr) == 1;
+}
+
 StatusOr<std::string> InterfaceAddress(const std::string& name) {
   struct ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return Internal(std::string("getifaddrs failed: ") + strerror(errno));

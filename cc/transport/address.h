@@ -1,6 +1,8 @@
 // "host:port" strings and the choice of the address a node advertises.
 #pragma once
 
+#include <netinet/in.h>
+
 #include <string>
 
 #include "cc/common/status.h"
@@ -14,6 +16,9 @@ struct HostPort {
 };
 
 StatusOr<HostPort> ParseHostPort(const std::string& address);
+
+// `host` (an IPv4 address in dotted form) and `port` as a socket address; false if `host` is not one.
+bool Ipv4SocketAddress(const std::string& host, int port, sockaddr_in* addr);
 
 // The IPv4 address of network interface `name` (DMLC_INTERFACE).
 StatusOr<std::string> InterfaceAddress(const std::string& name);

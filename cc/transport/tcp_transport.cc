@@ -4,15 +4,11 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <deque>
-#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -21,9 +17,9 @@
 #include "cc/common/clock.h"
 #include "cc/common/logging.h"
 #include "cc/transport/address.h"
-#include "cc/transport/command_queue.h"
-#include "cc/transport/tcp_frames.h"
+#include "cc/transport/event_loop.h"
 #include "cc/transport/handshake.h"
+#include "cc/transport/tcp_frames.h"
 
 namespace bps {
 namespace {
@@ -68,13 +64,6 @@ class TcpTransport : public Transport, private FrameReader::Sink {
     bool watching_writes = false;
   };
 
-  // Runs fn on the I/O thread and waits for it (at most a minute). fn captures by value: after a timeout
-  // the caller is gone while fn may still run.
-  Status RunOnThread(std::function<Status()> fn);
-  void Post(std::function<void()> fn);
-  void AssertOnThread() const {
-    if (std::this_thread::get_id() != thread_.get_id()) DieBecause("TCP transport state touched outside its thread");
-  }
   void Loop();
   void RunCommands();
   void Tick(double now);
@@ -82,7 +71,7 @@ class TcpTransport : public Transport, private FrameReader::Sink {
   void OnHandshakeBytes(Connection* c);
   void OnReadable(Connection* c);
   void Flush(Connection* c);
-  void Watch(Connection* c, bool writes);
+  void WatchWrites(Connection* c, bool writes);
   PeerId Open(Connection* c);
   void Close(Connection* c, const Status& why);
   void CloseAll();
@@ -95,11 +84,8 @@ class TcpTransport : public Transport, private FrameReader::Sink {
   const TcpOptions options_;
   MessageHandler* handler_ = nullptr;
   std::string local_host_;  // where we listen: peers elsewhere are on other hosts
-  int epoll_fd_ = -1, listen_fd_ = -1;
-  CommandQueue commands_;
-  std::thread thread_;
-  std::atomic<bool> exit_{false};
-  std::atomic<bool> shut_down_{false};
+  int listen_fd_ = -1;
+  EventLoop loop_{"the TCP transport's thread"};
 
   std::mutex mu_;  // guards names_ (PeerName is called from any thread)
   std::map<PeerId, std::string> names_;
@@ -115,26 +101,10 @@ class TcpTransport : public Transport, private FrameReader::Sink {
   double closing_deadline_ = -1;  // set by Shutdown: flush until then, then close
 };
 
-Status TcpTransport::Init() {
-  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (epoll_fd_ < 0 || commands_.wake_fd() < 0) return Internal(Errno("epoll_create1/eventfd"));
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = commands_.wake_fd();
-  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, commands_.wake_fd(), &ev) != 0) return Internal(Errno("epoll_ctl"));
-  thread_ = std::thread([this] { Loop(); });
-  return Status::OK();
-}
-
-void TcpTransport::Post(std::function<void()> fn) { commands_.Post(std::move(fn)); }
-
-Status TcpTransport::RunOnThread(std::function<Status()> fn) {
-  if (shut_down_) return Aborted("transport is shut down");
-  return commands_.RunOnThread(std::move(fn), "the TCP transport's thread");
-}
+Status TcpTransport::Init() { return loop_.Start([this] { Loop(); }); }
 
 void TcpTransport::RunCommands() {
-  commands_.RunAll();
+  loop_.RunPosted();
   std::set<Connection*> dirty;
   dirty.swap(dirty_);
   for (Connection* c : dirty) Flush(c);
@@ -143,13 +113,12 @@ void TcpTransport::RunCommands() {
 void TcpTransport::Loop() {
   double next_tick = NowSeconds();
   epoll_event events[64];
-  while (!exit_) {
+  while (loop_.running()) {
     RunCommands();
     int timeout_ms = static_cast<int>(std::max(0.0, next_tick - NowSeconds()) * 1000) + 1;
-    int n = epoll_wait(epoll_fd_, events, 64, timeout_ms);
+    int n = loop_.Wait(events, 64, timeout_ms);
     for (int i = 0; i < n; ++i) {
       int fd = events[i].data.fd;
-      if (fd == commands_.wake_fd()) continue;  // the queue runs at the top of the loop
       if (fd == listen_fd_) {
         Accept();
         continue;
@@ -201,7 +170,7 @@ void TcpTransport::Tick(double now) {
     for (auto& entry : connections_) flushed &= entry.second->writer.empty();
     if (flushed || now >= closing_deadline_) {
       CloseAll();
-      exit_ = true;
+      loop_.Exit();
     }
   }
 }
@@ -216,10 +185,8 @@ void TcpTransport::ConfigureSocket(int fd, bool other_host) const {
 }
 
 StatusOr<std::string> TcpTransport::Listen(const std::string& host, int port) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+  sockaddr_in addr;
+  if (!Ipv4SocketAddress(host, port, &addr)) {
     return InvalidArgument("'" + host + "' is not an IPv4 address to listen on");
   }
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -235,11 +202,8 @@ StatusOr<std::string> TcpTransport::Listen(const std::string& host, int port) {
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length);
   const std::string bound = host + ":" + std::to_string(ntohs(addr.sin_port));
   local_host_ = host;  // read by Connect, which the same thread calls after this
-  Status added = RunOnThread([this, fd]() -> Status {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = fd;
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) return Internal(Errno("epoll_ctl"));
+  Status added = loop_.RunOnThread([this, fd]() -> Status {
+    BPS_RETURN_IF_ERROR(loop_.Watch(fd));
     listen_fd_ = fd;
     return Status::OK();
   });
@@ -251,7 +215,7 @@ StatusOr<std::string> TcpTransport::Listen(const std::string& host, int port) {
 }
 
 void TcpTransport::Accept() {
-  AssertOnThread();
+  loop_.AssertOnThread();
   while (true) {
     sockaddr_in peer{};
     socklen_t length = sizeof(peer);
@@ -261,9 +225,9 @@ void TcpTransport::Accept() {
       return;  // EAGAIN: none left; EMFILE and the like: try again on the next event
     }
     const std::string name = Describe(peer);
-    if (shut_down_ || pending_handshakes_ >= kMaxPendingHandshakes) {
+    if (loop_.stopping() || pending_handshakes_ >= kMaxPendingHandshakes) {
       rejections_.Warn("turned away a connection from " + name + ": " +
-                       (shut_down_ ? "shutting down" : "too many connections are authenticating at once"));
+                       (loop_.stopping() ? "shutting down" : "too many connections are authenticating at once"));
       close(fd);
       continue;
     }
@@ -283,10 +247,7 @@ void TcpTransport::Accept() {
       close(fd);
       continue;
     }
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = fd;
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    if (!loop_.Watch(fd).ok()) {
       close(fd);
       continue;
     }
@@ -318,7 +279,7 @@ void TcpTransport::OnHandshakeBytes(Connection* c) {
 }
 
 PeerId TcpTransport::Open(Connection* c) {
-  AssertOnThread();
+  loop_.AssertOnThread();
   c->id = next_peer_++;
   c->last_heard = c->last_queued = NowSeconds();
   peers_[c->id] = c;
@@ -330,17 +291,15 @@ PeerId TcpTransport::Open(Connection* c) {
 StatusOr<PeerId> TcpTransport::Connect(const std::string& address, double timeout_s, Link) {
   auto target = ParseHostPort(address);
   if (!target.ok()) return target.status();
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(target.value().port));
-  if (inet_pton(AF_INET, target.value().host.c_str(), &addr.sin_addr) != 1) {
+  sockaddr_in addr;
+  if (!Ipv4SocketAddress(target.value().host, target.value().port, &addr)) {
     return InvalidArgument("'" + target.value().host + "' is not an IPv4 address");
   }
   const bool other_host = target.value().host != local_host_;
   Deadline deadline(timeout_s);
   Status last = Unavailable("no attempt made");
   while (!deadline.expired()) {
-    if (shut_down_) return Aborted("transport is shut down");
+    if (loop_.stopping()) return Aborted("transport is shut down");
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return Internal(Errno("socket"));
     ConfigureSocket(fd, other_host);
@@ -363,15 +322,12 @@ StatusOr<PeerId> TcpTransport::Connect(const std::string& address, double timeou
     if (step.ok()) {
       auto id = std::make_shared<PeerId>(-1);
       const std::string name = address;
-      Status opened = RunOnThread([this, fd, name, other_host, id]() -> Status {
+      Status opened = loop_.RunOnThread([this, fd, name, other_host, id]() -> Status {
         auto c = std::make_unique<Connection>();
         c->fd = fd;
         c->name = name;
         c->other_host = other_host;
-        epoll_event ev{};
-        ev.events = EPOLLIN;
-        ev.data.fd = fd;
-        if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) return Internal(Errno("epoll_ctl"));
+        BPS_RETURN_IF_ERROR(loop_.Watch(fd));
         Connection* raw = c.get();
         connections_[fd] = std::move(c);
         *id = Open(raw);
@@ -392,11 +348,11 @@ StatusOr<PeerId> TcpTransport::Connect(const std::string& address, double timeou
 }
 
 void TcpTransport::Send(PeerId to, std::string header, const void* payload, size_t length, SendCallback on_sent) {
-  if (shut_down_) {
+  if (loop_.stopping()) {
     if (on_sent) on_sent(Aborted("transport is shut down"));
     return;
   }
-  Post([this, to, header = std::move(header), payload, length, on_sent = std::move(on_sent)]() mutable {
+  loop_.Post([this, to, header = std::move(header), payload, length, on_sent = std::move(on_sent)]() mutable {
     auto it = peers_.find(to);
     if (it == peers_.end()) {
       if (on_sent) on_sent(Unavailable("connection to " + PeerName(to) + " is closed"));
@@ -413,15 +369,12 @@ void TcpTransport::Flush(Connection* c) {
   if (!connections_.count(c->fd) || connections_[c->fd].get() != c) return;  // closed meanwhile
   Status written = c->writer.WriteTo(c->fd);
   if (!written.ok()) return Close(c, Unavailable("connection to " + c->name + " lost (" + written.message() + ")"));
-  Watch(c, !c->writer.empty());
+  WatchWrites(c, !c->writer.empty());
 }
 
-void TcpTransport::Watch(Connection* c, bool writes) {
+void TcpTransport::WatchWrites(Connection* c, bool writes) {
   if (c->watching_writes == writes) return;
-  epoll_event ev{};
-  ev.events = EPOLLIN | (writes ? EPOLLOUT : 0);
-  ev.data.fd = c->fd;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c->fd, &ev);
+  loop_.Rewatch(c->fd, writes);
   c->watching_writes = writes;
 }
 
@@ -436,17 +389,17 @@ void TcpTransport::OnReadable(Connection* c) {
 }
 
 void* TcpTransport::Destination(const std::string& header, size_t length) {
-  if (handler_ == nullptr || shut_down_) return nullptr;
+  if (handler_ == nullptr || loop_.stopping()) return nullptr;
   return handler_->PayloadDestination(current_->id, header, length);
 }
 
 void TcpTransport::Frame(const std::string& header, void* payload, size_t length) {
-  if (handler_ != nullptr && !shut_down_) handler_->OnMessage(current_->id, header, payload, length);
+  if (handler_ != nullptr && !loop_.stopping()) handler_->OnMessage(current_->id, header, payload, length);
 }
 
 void TcpTransport::Close(Connection* c, const Status& why) {
-  AssertOnThread();
-  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->fd, nullptr);
+  loop_.AssertOnThread();
+  loop_.Unwatch(c->fd);
   close(c->fd);
   if (c->handshake) --pending_handshakes_;
   c->writer.FailAll(why);
@@ -456,7 +409,7 @@ void TcpTransport::Close(Connection* c, const Status& why) {
   auto owned = std::move(connections_[c->fd]);
   connections_.erase(c->fd);
   if (was_open) peers_.erase(id);
-  if (was_open && handler_ != nullptr && !shut_down_) handler_->OnPeerLost(id, why);
+  if (was_open && handler_ != nullptr && !loop_.stopping()) handler_->OnPeerLost(id, why);
 }
 
 void TcpTransport::CloseAll() {
@@ -464,7 +417,7 @@ void TcpTransport::CloseAll() {
   for (auto& entry : connections_) all.push_back(entry.second.get());
   for (Connection* c : all) Close(c, Aborted("transport is shut down"));
   if (listen_fd_ >= 0) {
-    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+    loop_.Unwatch(listen_fd_);
     close(listen_fd_);
     listen_fd_ = -1;
   }
@@ -477,13 +430,7 @@ std::string TcpTransport::PeerName(PeerId peer) {
 }
 
 void TcpTransport::Shutdown(double timeout_s) {
-  if (shut_down_.exchange(true)) return;
-  if (thread_.joinable()) {
-    Post([this, timeout_s] { closing_deadline_ = NowSeconds() + timeout_s; });
-    thread_.join();
-  }
-  if (epoll_fd_ >= 0) close(epoll_fd_);
-  epoll_fd_ = -1;
+  loop_.Stop([this, timeout_s] { closing_deadline_ = NowSeconds() + timeout_s; });
 }
 
 }  // namespace

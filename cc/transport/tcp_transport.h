@@ -1,8 +1,8 @@
 // Transport over plain TCP sockets, bps_tf's own: every connection proves it holds the job's secret before
-// any other byte is read (tcp_handshake.h), and every length on the wire is checked (tcp_frames.h), so a
+// any other byte is read (handshake.h), and every length on the wire is checked (tcp_frames.h), so a
 // stranger on the network can neither join a job nor crash a process with the bytes it sends.
 //
-// One thread owns the sockets (epoll); other threads hand it work through a queue. A connection that stays
+// One thread owns the sockets (event_loop.h); other threads hand it work. A connection that stays
 // silent longer than the liveness timeout (a frozen process, a cut cable) is reported lost: idle
 // connections carry heartbeats.
 #pragma once
