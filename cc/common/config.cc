@@ -229,9 +229,9 @@ StatusOr<Config> Config::FromEnvironment(const Environment& environment) {
         env.Int("BYTEPS_SCHEDULING_CREDIT", 0, 1L << 50, &value, "a number of bytes in flight (0: unlimited)"));
     c.scheduling_credit = static_cast<size_t>(value);
   }
-  value = c.server_engine_threads;
+  value = c.server_sum_threads;
   BPS_RETURN_IF_ERROR(env.Int("BYTEPS_SERVER_ENGINE_THREAD", 1, 256, &value, "a positive number of threads"));
-  c.server_engine_threads = static_cast<int>(value);
+  c.server_sum_threads = static_cast<int>(value);
   BPS_RETURN_IF_ERROR(env.Seconds("BYTEPS_TIMEOUT", &c.timeout_s));
   value = 0;
   BPS_RETURN_IF_ERROR(env.Int("BYTEPS_FORCE_DISTRIBUTED", 0, 1, &value, "0 or 1"));

@@ -61,7 +61,7 @@ struct Config {
   // partition where partitions are not sliced, so that pushes cross the link in priority order and pulls of
   // early ones overlap pushes of later ones.
   std::optional<size_t> scheduling_credit;
-  int server_engine_threads = 2;
+  int server_sum_threads = 2;  // BYTEPS_SERVER_ENGINE_THREAD: threads that sum on each server
   double timeout_s = 300;        // every wait on a peer gives up after this
   bool force_distributed = false;  // BYTEPS_FORCE_DISTRIBUTED: push/pull even with one worker machine
   // BYTEPS_SHARED_MEMORY: workers and servers on one host exchange tensors through the server's shared

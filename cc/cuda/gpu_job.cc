@@ -1,4 +1,5 @@
-// One process of a GPU job over real UCX connections, for scripts/gpu_check.sh: the scheduler or a server
+// One process of a GPU job over real network connections (bps_tf's TCP transport by default; UCX with
+// BYTEPS_TRANSPORT=ucx or DMLC_ENABLE_RDMA=1), for scripts/gpu_check.sh: the scheduler or a server
 // (by DMLC_ROLE), or a worker that push_pulls GPU tensors and checks them exactly ("check"), or times the
 // GPU push_pull against the sum of its stages ("bench").
 #include <algorithm>

@@ -2,7 +2,7 @@
 // and the last completed round's result that pulls are answered from.
 //
 // Threading: private receive buffers are allocated on the transport thread (under the server's lock) when
-// a payload arrives; everything else runs on the key's engine thread only. A worker pushes round r+1 only
+// a payload arrives; everything else runs on the key's summing thread only. A worker pushes round r+1 only
 // after pulling round r, so a receive buffer is never overwritten before its data was summed, and a result
 // is never replaced before every worker has received it.
 // The same ordering lets the first push of a round become the accumulator (buffers swapped, not copied):
@@ -83,7 +83,7 @@ class KeyRound {
   bool has_residual() const { return residual_ != nullptr; }
   const float* residual() const { return residual_.get(); }
   // Where a loaded residual is received (transport thread, like ReceiveBuffer); LoadResidual takes it in
-  // (engine thread, after ResidualInbox).
+  // (summing thread, after ResidualInbox).
   float* ResidualInbox();
   void LoadResidual();
 

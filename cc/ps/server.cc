@@ -15,13 +15,13 @@
 namespace bps {
 
 Server::Server(const Config& config, Transport* transport) : config_(config), transport_(transport) {
-  for (int i = 0; i < config.server_engine_threads; ++i) {
-    engines_.push_back(std::make_unique<WorkThread>([this, i] { CheckStaleRounds(i); }));
+  for (int i = 0; i < config.server_sum_threads; ++i) {
+    sum_threads_.push_back(std::make_unique<WorkThread>([this, i] { CheckStaleRounds(i); }));
   }
 }
 
 Server::~Server() {
-  for (auto& engine : engines_) engine->Stop();
+  for (auto& thread : sum_threads_) thread->Stop();
 }
 
 Status Server::Run() {
@@ -213,7 +213,7 @@ void Server::HandleWorkerFinished(int rank, bool joined) {
     for (auto& entry : keys_) keys.emplace_back(entry.first, &entry.second);
   }
   for (auto& key : keys) {
-    EngineFor(key.first).Post([this, key] { SettleRound(key.first, key.second); });
+    SumThreadFor(key.first).Post([this, key] { SettleRound(key.first, key.second); });
   }
 }
 
@@ -236,16 +236,16 @@ void Server::FailRoundWaitingOnFinished(uint64_t key, KeyEntry* entry) {
   entry->parked.clear();
 }
 
-// Every worker finished: no push is in flight. The engines are held still while the keys go.
+// Every worker finished: no push is in flight. The summing threads are held still while the keys go.
 void Server::HandleReset() {
   std::vector<std::shared_ptr<std::promise<void>>> held;
   std::vector<std::future<void>> holding;
   auto release = std::make_shared<std::promise<void>>();
   std::shared_future<void> released = release->get_future().share();
-  for (auto& engine : engines_) {
+  for (auto& thread : sum_threads_) {
     auto arrived = std::make_shared<std::promise<void>>();
     holding.push_back(arrived->get_future());
-    engine->Post([arrived, released] {
+    thread->Post([arrived, released] {
       arrived->set_value();
       released.wait();
     });
@@ -349,7 +349,7 @@ void Server::HandlePush(PeerId from, const Message& m, void* payload) {
   if (!error.ok()) return ReplyError(from, pull, m.key, error);
   const uint64_t key = m.key;
   const bool zeros = m.zeros;
-  EngineFor(key).Post([this, key, entry, zeros, pull] { SumPush(key, entry, pull.rank, zeros, pull); });
+  SumThreadFor(key).Post([this, key, entry, zeros, pull] { SumPush(key, entry, pull.rank, zeros, pull); });
 }
 
 void Server::HandleFetch(PeerId from, const Message& m) {
@@ -362,7 +362,7 @@ void Server::HandleFetch(PeerId from, const Message& m) {
   ParkedPull pull{from, kReader, ShareMode::kNone, m.request_id, m.round};
   if (entry == nullptr) return ReplyError(from, pull, m.key, error);
   const uint64_t key = m.key;
-  EngineFor(key).Post([this, key, entry, pull] {
+  SumThreadFor(key).Post([this, key, entry, pull] {
     if (pull.round <= entry->round->completed_round()) return AnswerPull(key, entry, pull);
     entry->parked.push_back(pull);
     FailRoundWaitingOnFinished(key, entry);
@@ -387,7 +387,7 @@ void Server::HandleResidual(PeerId from, const Message& m, void* payload) {
   ParkedPull pull{from, m.sender, ShareMode::kNone, m.request_id, m.round};
   if (!error.ok()) return ReplyError(from, pull, m.key, error);
   const uint64_t key = m.key;
-  EngineFor(key).Post([this, key, entry, pull, load] {
+  SumThreadFor(key).Post([this, key, entry, pull, load] {
     KeyRound& round = *entry->round;
     if (round.HasPushed(pull.rank)) {
       return ReplyError(pull.peer, pull, key,
@@ -475,13 +475,13 @@ void Server::AnswerPull(uint64_t key, KeyEntry* entry, const ParkedPull& pull) {
 
 // A round that started but did not complete within BYTEPS_TIMEOUT: tell the workers waiting on it who is
 // missing, rather than letting them time out with less to go on.
-void Server::CheckStaleRounds(size_t engine_index) {
+void Server::CheckStaleRounds(size_t thread_index) {
   const double now = NowSeconds();
   std::vector<std::pair<uint64_t, KeyEntry*>> mine;
   {
     std::lock_guard<std::mutex> lock(keys_mu_);
     for (auto& entry : keys_) {
-      if (entry.first % engines_.size() == engine_index && entry.second.round) {
+      if (entry.first % sum_threads_.size() == thread_index && entry.second.round) {
         mine.emplace_back(entry.first, &entry.second);
       }
     }

@@ -1,4 +1,4 @@
-// The server role: sums each key's partitions across all workers, round by round, on engine threads
+// The server role: sums each key's partitions across all workers, round by round, on summing threads
 // (BYTEPS_SERVER_ENGINE_THREAD), and sends each pusher the round's sum once it is complete.
 //
 // Nothing from the wire is trusted: the scheduler's messages are taken from the scheduler's connection
@@ -52,7 +52,7 @@ class Server : public MessageHandler {
   struct KeyEntry {
     KeySpec spec;
     std::unique_ptr<KeyRound> round;  // made on the first push
-    std::vector<ParkedPull> parked;   // pushers waiting for their round's sum; engine thread only
+    std::vector<ParkedPull> parked;   // pushers waiting for their round's sum; summing thread only
   };
 
   void OnSchedulerMessage(const Message& m);
@@ -65,7 +65,7 @@ class Server : public MessageHandler {
   // The key a push (or, `fetch`, a fetch) from `from` goes to, checked against its plan and the connection's
   // rank. nullptr with `error` OK: the connection is no identified worker (no answer is due).
   KeyEntry* CheckedKey(PeerId from, const Message& m, Status* error, bool fetch = false);
-  WorkThread& EngineFor(uint64_t key) { return *engines_[key % engines_.size()]; }
+  WorkThread& SumThreadFor(uint64_t key) { return *sum_threads_[key % sum_threads_.size()]; }
   void HandlePush(PeerId from, const Message& m, void* payload);
   // A reader of a published key: answered with round m.round once the publisher pushed it.
   void HandleFetch(PeerId from, const Message& m);
@@ -78,7 +78,7 @@ class Server : public MessageHandler {
   void AnswerPull(uint64_t key, KeyEntry* entry, const ParkedPull& pull);
   // Fails the parked pulls of a round that waits on contributors who finished: it can never complete.
   void FailRoundWaitingOnFinished(uint64_t key, KeyEntry* entry);
-  void CheckStaleRounds(size_t engine_index);
+  void CheckStaleRounds(size_t thread_index);
   void ReplyError(PeerId to, const ParkedPull& pull, uint64_t key, const Status& error);
   void Finish(const Status& result);
   // Contributors of a key that finished: worker ranks, or machines all of whose processes finished.
@@ -93,7 +93,7 @@ class Server : public MessageHandler {
 
   const Config config_;
   Transport* transport_;
-  std::vector<std::unique_ptr<WorkThread>> engines_;
+  std::vector<std::unique_ptr<WorkThread>> sum_threads_;
 
   PeerId scheduler_ = -1;
   OneShot<Message> address_book_;
@@ -104,7 +104,7 @@ class Server : public MessageHandler {
   std::vector<std::string> worker_tokens_;
   std::unique_ptr<SharedArena> arena_;  // null without workers on this host
 
-  std::mutex keys_mu_;  // guards the maps below; a KeyEntry's round is used by its engine thread once created
+  std::mutex keys_mu_;  // guards the maps below; a KeyEntry's round is used by its summing thread once created
   std::map<uint64_t, KeyEntry> keys_;
   std::map<PeerId, int> rank_of_;   // identified worker connections
   std::map<int, PeerId> peer_of_;   // and the other way

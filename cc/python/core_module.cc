@@ -154,7 +154,9 @@ void LoadCompressionStates(const std::vector<std::string>& saved) {
 
 PYBIND11_MODULE(_core, m) {
   using namespace bps;
-  m.doc() = "bps_tf core: parameter-server push_pull over UCX";
+  m.doc() =
+      "bps_tf core: parameter-server push_pull over bps_tf's authenticated TCP transport (UCX for RDMA, or with "
+      "BYTEPS_TRANSPORT=ucx)";
   m.def("init", [] {
     py::gil_scoped_release release;
     Status s = InitProcessEngine();
