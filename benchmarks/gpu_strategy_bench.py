@@ -28,6 +28,7 @@ import tempfile
 import time
 
 MODES = ("mirrored", "bps", "bps_server", "bps_per_gpu", "bps_per_gpu_server")
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # for benchmarks.lib in the runs
 BATCH = {"mlp": 512, "bert": 64}
 
 
@@ -41,7 +42,6 @@ def build_model(name):
         for _ in range(6):
             x = keras.layers.Dense(4096, activation="relu")(x)
         return keras.Model(inputs, keras.layers.Dense(10)(x))
-    sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # after bps_tf's own place
     from benchmarks.lib import models
 
     return models.bert(**dict(models.BERT, hidden=512, heads=8, ffn=2048, layers=6))
@@ -100,8 +100,11 @@ def worker(args):
 
 def run_mode(mode, model, gpus, steps, warmup, trace_dir=None):
     with tempfile.NamedTemporaryFile(suffix=".json") as result:
-        # bps_tf from PYTHONPATH, never the directory it starts in; the first `gpus` GPUs.
-        env = dict(os.environ, PYTHONSAFEPATH="1", CUDA_VISIBLE_DEVICES=",".join(map(str, range(gpus))))
+        # bps_tf from PYTHONPATH, never the directory it starts in, and this checkout after it (benchmarks.lib);
+        # the first `gpus` GPUs.
+        pythonpath = os.pathsep.join(path for path in (os.environ.get("PYTHONPATH"), CHECKOUT) if path)
+        env = dict(os.environ, PYTHONSAFEPATH="1", PYTHONPATH=pythonpath,
+                   CUDA_VISIBLE_DEVICES=",".join(map(str, range(gpus))))
         if mode.endswith("_server"):
             env["BYTEPS_FORCE_DISTRIBUTED"] = "1"
             if trace_dir:

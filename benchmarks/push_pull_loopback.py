@@ -10,9 +10,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.lib.processes import REPO_ROOT, benchmark_env, bpslaunch, free_ports, parse_env_items
+from benchmarks.lib.processes import benchmark_env, parse_env_items
 from benchmarks.lib.results import describe_machine, save_result
 from benchmarks.report.tables import push_pull_table
+from testing.jobs import BPSLAUNCH, REPO_ROOT, free_ports
 
 DEFAULT_SIZES = [(4 << 10) << (2 * i) for i in range(9)]  # 4 KB, 16 KB, ... 256 MB
 
@@ -36,7 +37,7 @@ def main():
     cluster = ",".join(f"127.0.0.1:{p}" for p in free_ports(args.workers))
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "result.json"
-        command = [bpslaunch(), "--local", "--workers", str(args.workers), "--servers", str(args.servers),
+        command = [BPSLAUNCH, "--local", "--workers", str(args.workers), "--servers", str(args.servers),
                    "--timeout", str(args.timeout), "--", sys.executable, "-m", "benchmarks.workers.push_pull",
                    "--sizes", args.sizes, "--tf-cluster", cluster, "--budget-mb", str(args.budget_mb),
                    "--output", str(raw)]

@@ -10,7 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.lib.processes import benchmark_env, bpslaunch
+from benchmarks.lib.processes import benchmark_env
+from testing.jobs import BPSLAUNCH
 
 _scheduler_ports = iter(range(9100, 9200))  # a fresh port for each job: an earlier job's socket may linger
 TF_PORT = 9200  # each worker host's TensorFlow gRPC server (namespaces have their own ports)
@@ -90,7 +91,7 @@ def run_job(cluster, workers, servers, worker_argv, log_dir, extra_env=(), timeo
 
     def start(name, host, role, argv, **more):
         env = dict(common, DMLC_ROLE=role, DMLC_NODE_HOST=cluster.address(host), **more)
-        return cluster.popen(host, [bpslaunch(), *argv], env, log_dir / f"{name}.log")
+        return cluster.popen(host, [BPSLAUNCH, *argv], env, log_dir / f"{name}.log")
 
     others = [start("scheduler", "sched", "scheduler", [])]
     others += [start(f"server{i}", server_host(i, workers, colocate), "server", []) for i in range(servers)]

@@ -1,26 +1,13 @@
-"""Starting a benchmark's processes: the checkout's root, `bpslaunch`, the environment they get, settings
-given as NAME=VALUE, and free ports for TensorFlow's gRPC servers on loopback."""
+"""Starting a benchmark's processes: the environment they get (testing.jobs's, which also gives the checkout's
+root, `bpslaunch` and free ports) and settings given as NAME=VALUE."""
 
-import os
-import socket
-import sys
-from pathlib import Path
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def bpslaunch():
-    return str(Path(sys.executable).parent / "bpslaunch")
+from testing.jobs import clean_env
 
 
 def benchmark_env(extra=()):
-    """This environment without job variables (a job's own DMLC_*/BYTEPS_* must not leak in), plus `extra`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DMLC_", "BYTEPS_", "TF_CONFIG"))}
-    env["PYTHONPATH"] = str(REPO_ROOT)
-    env["PYTHONUNBUFFERED"] = "1"
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"  # TF's start-up chatter would bury the results
-    env.update({k: str(v) for k, v in dict(extra).items()})
-    return env
+    """testing.jobs.clean_env (no job's variables leak in) with TensorFlow's start-up chatter off (it would bury
+    the results), plus `extra`."""
+    return clean_env(**{"TF_CPP_MIN_LOG_LEVEL": "2", **dict(extra)})
 
 
 def parse_env_items(items):
@@ -33,14 +20,3 @@ def parse_env_items(items):
         pairs[name] = value
     return pairs
 
-
-def free_ports(count, host="127.0.0.1"):
-    """`count` distinct ports nobody listens on now (held open together so they differ)."""
-    probes = [socket.socket() for _ in range(count)]
-    try:
-        for probe in probes:
-            probe.bind((host, 0))
-        return [probe.getsockname()[1] for probe in probes]
-    finally:
-        for probe in probes:
-            probe.close()

@@ -9,10 +9,8 @@ import sys
 
 import pytest
 
-from jobs import REPO_ROOT, clean_env
-
-sys.path.insert(0, str(REPO_ROOT))
-from benchmarks.lib import netns  # noqa: E402
+from benchmarks.lib import netns
+from testing.jobs import REPO_ROOT, clean_env
 
 can_make_namespaces = os.geteuid() == 0 and shutil.which("ip") and shutil.which("tc")
 

@@ -1,13 +1,8 @@
 """The link rates and bandwidth bounds the benchmarks report against (benchmarks/lib/measure.py)."""
 
-import sys
-
 import pytest
 
-from jobs import REPO_ROOT
-
-sys.path.insert(0, str(REPO_ROOT))
-from benchmarks.lib.measure import bounds, rate_bytes_per_s  # noqa: E402
+from benchmarks.lib.measure import bounds, rate_bytes_per_s
 
 
 def test_rates_and_bounds():
