@@ -173,8 +173,8 @@ TEST_F(DeclarationsTest, DeclarationsThatWaitPastTheTimeoutNameWhoIsMissing) {
   std::vector<Sent> replies = Take(MessageType::kDeclareReply);
   ASSERT_EQ(replies.size(), 1u);
   EXPECT_EQ(replies[0].m.status().code(), Code::kDeadlineExceeded);
-  EXPECT_TRUE(Contains(replies[0].m.status(), "pushed by worker(s) 1 but not by worker(s) 0 within BYTEPS_TIMEOUT=30 s"))
-      << replies[0].m.status().ToString();
+  const Status& s = replies[0].m.status();
+  EXPECT_TRUE(Contains(s, "pushed by worker(s) 1 but not by worker(s) 0 within BYTEPS_TIMEOUT=30 s")) << s.ToString();
 }
 
 TEST_F(DeclarationsTest, AServerThatCannotTakeItsKeysFailsTheTensor) {

@@ -63,7 +63,8 @@ class UcxTransport : public Transport {
   static void ForceClose(ucp_ep_h ep);
   void CloseAll(double timeout_s);
   bool UseEager(const Peer& peer) const {
-    return options_.eager == EagerPayloads::kAlways || (options_.eager == EagerPayloads::kBetweenHosts && peer.other_host);
+    return options_.eager == EagerPayloads::kAlways ||
+           (options_.eager == EagerPayloads::kBetweenHosts && peer.other_host);
   }
   void Deliver(PeerId from, const std::string& header, void* payload, size_t length);
   static void OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
