@@ -19,11 +19,36 @@ ncclDataType_t NcclType(DataType dtype) {
   return ncclFloat32;
 }
 
+namespace {
+
+// NCCL reports a GPU without room for its buffers as an "unhandled cuda error": say what it is. TensorFlow
+// takes most of a GPU's memory at start unless told to grow, so processes sharing a GPU leave none.
+Status WithMemoryHint(const Status& status, const std::vector<int>& devices) {
+  constexpr size_t kEnoughForNccl = size_t{512} << 20;
+  for (int device : devices) {
+    size_t free_bytes = 0, total_bytes = 0;
+    if (cudaSetDevice(device) != cudaSuccess || cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) continue;
+    if (free_bytes < kEnoughForNccl) {
+      return Status(status.code(), status.message() + " (GPU " + std::to_string(device) + " has only " +
+                                       std::to_string(free_bytes >> 20) + " MiB of " +
+                                       std::to_string(total_bytes >> 20) +
+                                       " MiB free; TensorFlow takes most of a GPU's memory unless "
+                                       "TF_FORCE_GPU_ALLOW_GROWTH=true, which processes sharing a GPU need)");
+    }
+  }
+  return status;
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<LocalNccl>> LocalNccl::ForDevices(const std::vector<int>& devices) {
   if (devices.empty()) return InvalidArgument("LocalNccl needs at least one device");
-  std::vector<ncclComm_t> comms(devices.size());
-  BPS_NCCL_RETURN_IF_ERROR(ncclCommInitAll(comms.data(), static_cast<int>(devices.size()), devices.data()));
   const int size = static_cast<int>(devices.size());
+  // One GPU reduces with nobody: no communicator (and none of the memory NCCL would take on it).
+  if (size == 1) return std::unique_ptr<LocalNccl>(new LocalNccl(devices, {}, 0, 1));
+  std::vector<ncclComm_t> comms(devices.size());
+  Status created = NcclStatus(ncclCommInitAll(comms.data(), size, devices.data()), "ncclCommInitAll");
+  if (!created.ok()) return WithMemoryHint(created, devices);
   return std::unique_ptr<LocalNccl>(new LocalNccl(devices, std::move(comms), 0, size));
 }
 
@@ -40,7 +65,8 @@ StatusOr<std::unique_ptr<LocalNccl>> LocalNccl::ForProcess(int device, int rank,
   std::memcpy(&id, unique_id.data(), sizeof(id));
   BPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   std::vector<ncclComm_t> comms(1);
-  BPS_NCCL_RETURN_IF_ERROR(ncclCommInitRank(&comms[0], size, id, rank));
+  Status joined = NcclStatus(ncclCommInitRank(&comms[0], size, id, rank), "ncclCommInitRank");
+  if (!joined.ok()) return WithMemoryHint(joined, {device});
   return std::unique_ptr<LocalNccl>(new LocalNccl({device}, std::move(comms), rank, size));
 }
 
@@ -50,6 +76,8 @@ LocalNccl::~LocalNccl() {
 
 template <typename Fn>
 Status LocalNccl::Group(const std::vector<DeviceSpan>& spans, Fn issue) {
+  // A lone GPU's collective (in place) leaves its buffer as it is.
+  if (size_ == 1 && comms_.empty() && spans.size() == 1) return Status::OK();
   if (spans.size() != comms_.size()) {
     return InvalidArgument("a local collective needs one buffer per local GPU (" + std::to_string(comms_.size()) +
                            "), got " + std::to_string(spans.size()));

@@ -10,7 +10,7 @@ from testing.jobs import REPO_ROOT, assert_job_ok, run_local
 @pytest.mark.timeout(500)
 def test_keras_3_with_several_devices_per_worker():
     """3 workers x 2 logical devices: fit and custom loops equal single-process training; evaluate, predict,
-    metrics, int32, mixed precision, uneven data, XLA refused; sparse gradients gathered."""
+    metrics, int32, mixed precision, uneven data, XLA refused with 2 devices; sparse gradients gathered."""
     result = run_local("run_checks.py", 3, 2, "strategy_equivalence.py", 2, "--", "strategy_features.py", "--",
                        "sparse_gradients.py", 2, TF_USE_LEGACY_KERAS=0)
     for marker in ("strategy equals single-process training", "strategy features ok",
@@ -23,6 +23,17 @@ def test_one_device_per_worker_still_reduces_across_workers():
     """The single-replica shortcut of MirroredStrategy must not skip communication."""
     result = run_local("strategy_equivalence.py", 2, 1, 1, TF_USE_LEGACY_KERAS=0)
     assert_job_ok(result, 2, "strategy equals single-process training")
+
+
+@pytest.mark.timeout(500)
+@pytest.mark.parametrize("legacy_keras", [0, 1], ids=["keras3", "tf_keras"])
+def test_xla_equals_single_process_xla(tmp_path, legacy_keras):
+    """jit_compile=True fit, strategy.run loops compiled with XLA, mixed precision and sparse gradients: the
+    push_pulls run inside XLA's computations (found in its HLO dumps) and training equals one process's."""
+    dump = tmp_path / "hlo"
+    result = run_local("strategy_xla.py", 2, 1, 1, TF_USE_LEGACY_KERAS=legacy_keras, XLA_DUMP_DIR=dump,
+                       XLA_FLAGS=f"--xla_dump_to={dump} --xla_dump_hlo_as_text")
+    assert_job_ok(result, 2, "XLA under the strategy equals single-process XLA training")
 
 
 @pytest.mark.timeout(400)
