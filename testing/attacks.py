@@ -36,6 +36,45 @@ def send_and_close(port, data, secret=None):
         pass  # the peer closed on us: that is allowed, dying is not
 
 
+def hold_strangers(ports, count):
+    """`count` connections spread over `ports` that never prove anything: half stay silent, half send one byte."""
+    sockets = []
+    for i in range(count):
+        sock = socket.create_connection(("127.0.0.1", ports[i % len(ports)]), timeout=5)
+        if i % 2:
+            sock.send(b"b")
+        sockets.append(sock)
+    return sockets
+
+
+def still_open(sockets):
+    """How many of `sockets` their peer has not closed."""
+    count = 0
+    for sock in sockets:
+        sock.setblocking(False)
+        try:
+            while sock.recv(4096):  # the hello, if it is still unread
+                pass
+        except BlockingIOError:
+            count += 1
+        except OSError:
+            pass  # reset by the peer: closed
+    return count
+
+
+def member_handshake_seconds(port, secret, timeout=10):
+    """How long a member of the job takes to connect and prove `secret` at `port`, retrying when turned away."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        try:
+            with wire.connect(port, timeout=2) as sock:
+                if wire.handshake(sock, secret):
+                    return time.monotonic() - started
+        except (ConnectionError, OSError):
+            time.sleep(0.2)
+    raise AssertionError(f"a member could not connect to port {port} within {timeout} s")
+
+
 def random_message(rng):
     """A well-formed message with arbitrary field values, of any type."""
     big = [0, 1, 7, 2**31 - 1, 2**32, 2**40, 2**62 + 1, 2**64 - 1]

@@ -24,7 +24,12 @@
 namespace bps {
 namespace {
 
-constexpr size_t kMaxPendingHandshakes = 128;  // more unauthenticated connections at once are refused
+// At most this many connections authenticate at once. When all places are taken, a new connection takes
+// the place of the one that has waited longest, once that one has had kHandshakeGraceS to finish (a member
+// answers within a round trip); otherwise the new one is refused and its sender retries. So strangers that
+// hold connections open never keep a member out for longer than a retry.
+constexpr size_t kMaxPendingHandshakes = 128;
+constexpr double kHandshakeGraceS = 0.5;
 constexpr double kHeartbeatMaxIntervalS = 5;
 constexpr double kTickS = 0.1;
 
@@ -56,7 +61,7 @@ class TcpTransport : public Transport, private FrameReader::Sink {
     std::string name;
     bool other_host = false;
     std::unique_ptr<ServerHandshake> handshake;  // while an accepted connection authenticates
-    double handshake_deadline = 0;
+    double handshake_started = 0;
     FrameReader reader;
     FrameWriter writer;
     double last_heard = 0;   // anything arrived
@@ -68,6 +73,8 @@ class TcpTransport : public Transport, private FrameReader::Sink {
   void RunCommands();
   void Tick(double now);
   void Accept();
+  // Closes the pending handshake that has waited longest, if it has had its grace; false if none has.
+  bool MakeRoomForHandshake(double now);
   void OnHandshakeBytes(Connection* c);
   void OnReadable(Connection* c);
   void Flush(Connection* c);
@@ -146,7 +153,7 @@ void TcpTransport::Tick(double now) {
   for (auto& entry : connections_) all.push_back(entry.second.get());
   for (Connection* c : all) {
     if (c->handshake) {
-      if (now > c->handshake_deadline) {
+      if (now > c->handshake_started + options_.handshake_timeout_s) {
         rejections_.Warn("turned away a connection from " + c->name + ": it did not complete the handshake within " +
                          std::to_string(static_cast<int>(options_.handshake_timeout_s)) + " s");
         Close(c, DeadlineExceeded("handshake timed out"));
@@ -225,7 +232,9 @@ void TcpTransport::Accept() {
       return;  // EAGAIN: none left; EMFILE and the like: try again on the next event
     }
     const std::string name = Describe(peer);
-    if (loop_.stopping() || pending_handshakes_ >= kMaxPendingHandshakes) {
+    const double now = NowSeconds();
+    const bool full = pending_handshakes_ >= kMaxPendingHandshakes && !MakeRoomForHandshake(now);
+    if (loop_.stopping() || full) {
       rejections_.Warn("turned away a connection from " + name + ": " +
                        (loop_.stopping() ? "shutting down" : "too many connections are authenticating at once"));
       close(fd);
@@ -239,7 +248,7 @@ void TcpTransport::Accept() {
     c->name = name;
     c->other_host = peer.sin_addr.s_addr != mine.sin_addr.s_addr;
     c->handshake = std::make_unique<ServerHandshake>(options_.secret);
-    c->handshake_deadline = NowSeconds() + options_.handshake_timeout_s;
+    c->handshake_started = now;
     ConfigureSocket(fd, c->other_host);
     const std::string& hello = c->handshake->hello();
     // A fresh socket's buffer takes these 40 bytes whole.
@@ -254,6 +263,19 @@ void TcpTransport::Accept() {
     ++pending_handshakes_;
     connections_[fd] = std::move(c);
   }
+}
+
+bool TcpTransport::MakeRoomForHandshake(double now) {
+  Connection* longest = nullptr;
+  for (auto& entry : connections_) {
+    Connection* c = entry.second.get();
+    if (c->handshake && (longest == nullptr || c->handshake_started < longest->handshake_started)) longest = c;
+  }
+  if (longest == nullptr || now - longest->handshake_started < kHandshakeGraceS) return false;
+  rejections_.Warn("turned away a connection from " + longest->name + ": it did not complete the handshake, and "
+                   "a newer connection needed its place");
+  Close(longest, DeadlineExceeded("handshake not completed"));
+  return true;
 }
 
 void TcpTransport::OnHandshakeBytes(Connection* c) {

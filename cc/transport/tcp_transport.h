@@ -21,8 +21,9 @@ struct TcpOptions {
   // SO_SNDBUF of connections between hosts; 0 keeps the kernel's autotuning. Bytes written to a socket
   // count as sent: a small buffer keeps them in our credit window, where priority still orders them.
   size_t send_buffer_bytes = 0;
-  // An accepted connection must complete the handshake within this.
-  double handshake_timeout_s = 10;
+  // An accepted connection must complete the handshake within this (a member needs a round trip), or it
+  // is closed: strangers cannot hold connections open.
+  double handshake_timeout_s = 3;
 };
 
 StatusOr<std::unique_ptr<Transport>> CreateTcpTransport(const TcpOptions& options);

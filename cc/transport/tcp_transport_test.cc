@@ -191,6 +191,20 @@ TEST_F(TcpTransportTest, AStrangerThatSaysNothingIsDroppedAfterTheHandshakeTimeo
   server->Shutdown(1);
 }
 
+TEST_F(TcpTransportTest, StrangersHoldingEveryHandshakePlaceKeepNoMemberOut) {
+  // More idle strangers than places for handshakes, some holding a place since before, some just arrived.
+  std::vector<int> strangers;
+  for (int i = 0; i < 300; ++i) strangers.push_back(RawConnect(address_));
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  for (int i = 0; i < 200; ++i) strangers.push_back(RawConnect(address_));
+  for (int round = 0; round < 3; ++round) {
+    Deadline deadline(10);
+    ExpectStillServing();
+    EXPECT_GT(deadline.remaining(), 8) << "a member must get in within 2 s whatever strangers hold";
+  }
+  for (int fd : strangers) close(fd);
+}
+
 TEST_F(TcpTransportTest, AFrozenPeerIsReportedLostAfterTheLivenessTimeout) {
   auto server = MakeTcp(kSecret, 1.0);
   Inbox inbox;

@@ -9,10 +9,12 @@ import time
 
 import pytest
 
-from testing.attacks import fuzz, wait_for_listeners
+from testing.attacks import fuzz, hold_strangers, member_handshake_seconds, still_open, wait_for_listeners
 from testing.jobs import BPSLAUNCH, ManualJob, clean_env
 
 FUZZ_SECONDS = 12
+STRANGERS = 1000  # per port, held open at once
+HANDSHAKE_DEADLINE_S = 3  # the transport's, for connections that prove nothing
 
 
 def run_bpslaunch(env, *command, timeout=60):
@@ -48,6 +50,22 @@ def test_a_running_job_survives_strangers_garbage_and_lying_members(tmp_path):
         print(f"{cases} fuzz cases in {time.monotonic() - started:.1f} s")
         for name in ("scheduler", "server0", "server1", "worker0", "worker1"):
             assert job.processes[name].poll() is None, f"{name} died during the fuzz"
+
+        # Strangers holding many connections open: each is closed within the handshake deadline, and a member
+        # still gets in within 2 s at every port meanwhile.
+        targets = [ports["scheduler"], ports["server0"]]
+        strangers = hold_strangers(targets, 2 * STRANGERS)
+        held_at = time.monotonic()
+        for port in targets:
+            seconds = member_handshake_seconds(port, secret)
+            assert seconds < 2, f"a member needed {seconds:.1f} s to connect past {STRANGERS} strangers"
+        time.sleep(max(0.0, held_at + HANDSHAKE_DEADLINE_S + 1.5 - time.monotonic()))
+        left_open = still_open(strangers)
+        for sock in strangers:
+            sock.close()
+        assert left_open == 0, f"{left_open} of {len(strangers)} strangers' connections still open"
+        print(f"{len(strangers)} strangers closed within {HANDSHAKE_DEADLINE_S + 1.5} s")
+
         stop.touch()
         for w in range(2):
             code, out = job.wait(f"worker{w}", timeout=60)
