@@ -9,7 +9,7 @@ BAZEL_FLAGS := --repo_env=PYTHON_BIN_PATH=$(PY) --disk_cache=$(BAZEL_CACHE)
 CORE_TARGETS := //cc:libbps_core.so //cc/python:_core.so //cc/tf:_bps_ops.so
 CUDA_TARGETS := //cc/cuda:cuda //cc/cuda:gpu_local_test //cc/cuda:gpu_job //cc/cuda:gpu_bench //cc/tf:_bps_ops.so
 
-.PHONY: demo test setup build build-tf2.15 wheel test-cc test-py
+.PHONY: demo test setup setup-slurm build build-tf2.15 wheel test-cc test-py
 
 # TF_CPP_MIN_LOG_LEVEL=2 keeps TensorFlow's start-up notices out of the demo's output.
 demo: build
@@ -44,5 +44,9 @@ test-cc: setup
 	  bazel test $(BAZEL_FLAGS) --config=cuda //cc/cuda:local_rendezvous_test; \
 	else echo "no nvcc: CUDA build skipped"; fi
 
-test-py: build build-tf2.15
+# SLURM and munge for the tests that submit jobs to a real SLURM cluster on this machine (as root only).
+setup-slurm:
+	@scripts/setup_slurm.sh
+
+test-py: build build-tf2.15 setup-slurm
 	$(PY) -m pytest -q tests
