@@ -1,0 +1,5 @@
+import sys
+
+from bps_tf.plan.cli import main
+
+sys.exit(main())

@@ -1,0 +1,53 @@
+"""The constants of the step model, each measured on this project's machines, with where (SOURCES). Files
+named are in docs/; commands in benchmarks/README.md."""
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Parameters:
+    goodput_fraction: float = 0.961
+    duplex_fraction: float = 0.94
+    drain_slices: float = 0.5
+    message_s: float = 20e-6
+    latency_s: float = 5e-6
+    slice_bytes: int = 256000
+    partition_bytes: int = 4096000
+    min_spread_bytes: int = 65536
+    sum_bytes_per_s: float = 5.2e9
+    sum_threads: int = 2
+    nccl_bus_bytes_per_s: float = 240e9
+    copy_bytes_per_s: float = 50.9e9
+    ring_step_s: float = 5e-6
+    fusion_bytes: int = 64 << 20
+    backward_share: float = 2 / 3
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+
+MEASURED = Parameters()
+
+SOURCES = {
+    "goodput_fraction": "TCP goodput of one emulated link over its tc rate: 120.2 of 125 MB/s at 1 Gbit/s, 12.16 of "
+                        "12.5 MB/s at 100 Mbit/s (benchmarks/workers/link_check.py, performance/step_model_*.json)",
+    "duplex_fraction": "a link carrying push_pull's traffic both ways at once, against one stream: fitted on the "
+                       "2-worker push_pulls of the validation run (performance/step_model_validation.json)",
+    "drain_slices": "the pipeline's tail after the last push, in slices crossing a server link per worker: "
+                    "fitted on the same 2-worker push_pulls",
+    "message_s": "CPU per message (a slice's push or its reply) at a host: 64 tensors of 4 KB pushed at once, "
+                 "emulated cluster, unlimited links (performance/step_model_validation.json), times the 2 cores",
+    "latency_s": "one-way network latency between machines; not measurable here (no netem): an RDMA fabric's, assumed",
+    "slice_bytes": "BYTEPS_SLICE_BYTES' default (cc/common/config.h)",
+    "partition_bytes": "BYTEPS_PARTITION_BYTES' default",
+    "min_spread_bytes": "the partition planner's smallest piece when it spreads a tensor (cc/ps/partition_planner.h)",
+    "sum_bytes_per_s": "one server thread summing float16 into float32, 64 MB (memory-bound): 5.22 GB/s; float32 8.19 "
+                       "GB/s (cpu_reducer_bench on this machine, performance/server_sum_rate.jsonl)",
+    "sum_threads": "BYTEPS_SERVER_ENGINE_THREAD's default",
+    "nccl_bus_bytes_per_s": "NCCL reduce-scatter + all-gather of 256 MiB on 2 H200s in 1.120 ms: 2 x (1/2) x 256 MiB "
+                            "per GPU (docs/gpu.md, gpu/gpu_bench.jsonl)",
+    "copy_bytes_per_s": "pinned chunked D2H/H2D copies on an H200, 256 MiB (docs/gpu.md, gpu/gpu_bench.jsonl)",
+    "ring_step_s": "latency of one step of NCCL's ring between machines: not measured here (one machine), assumed",
+    "fusion_bytes": "Horovod's tensor fusion buffer (HOROVOD_FUSION_THRESHOLD's default): one ring all-reduce each",
+    "backward_share": "share of a step's compute in the backward pass (twice the forward's FLOPs), assumed",
+}

@@ -1,0 +1,111 @@
+"""The time of one synchronous step's communication under bps_tf and under a ring all-reduce, and the step.
+
+bps_tf, between machines: every worker machine sends its gradients once and receives the sums once (M bytes
+each way on its link); server s receives and returns its share L_s from each of the n machines (n L_s each
+way on its link) and sums (n - 1) L_s. These stages run at once, pipelined slice by slice (partition by
+partition over RDMA), so the slowest sets the pace; the pipeline's tail adds the last slices' trip through a
+server link, and each call a round trip. Within a machine of g GPUs (docs/gpu.md): NCCL reduce-scatter, each
+GPU's share copied to the host, pushed and pulled, copied back, NCCL all-gather, each tensor's stages
+overlapping the others'. On an emulated cluster (one machine's cores under every host) the cores are a
+resource all hosts share, combined with the links' time as sqrt(a^2 + b^2): both stay busy throughout and
+each slows the other as it nears its limit.
+
+Ring all-reduce (Horovod with NCCL): 2(n-1)/n M over every machine's link, 2(g-1)/g M over NVLink, and
+2(ng - 1) ring steps per fused buffer.
+"""
+
+import math
+
+from bps_tf.plan.partitions import plan as partition_plan
+
+
+def plan_for(cluster, tensor_bytes, params, element_bytes=4):
+    """The partition plan of one step: with g GPUs a machine pushes each gradient as g slices (one per GPU,
+    after NCCL's reduce-scatter), together the gradient once."""
+    g = cluster.gpus_per_machine
+    sizes = [max(element_bytes, b // g) for b in tensor_bytes for _ in range(g)]
+    slices = params.slice_bytes if cluster.transport == "tcp" else None
+    return partition_plan(sizes, cluster.servers, params.partition_bytes, slices, params.min_spread_bytes,
+                          element_bytes)
+
+
+def network_stages(cluster, plan, params):
+    """Seconds of each stage of the push_pulls between machines, as a dict (the slowest bounds the step)."""
+    n = cluster.machines
+    rate = cluster.link_bytes_per_s * params.goodput_fraction * params.duplex_fraction
+    server_rate = cluster.server_link * params.goodput_fraction * params.duplex_fraction
+    busiest = max(plan.server_bytes)
+    if cluster.colocated:  # a machine's link also carries its server's traffic for the other machines
+        links = {"worker and server link": (plan.total_bytes - busiest + (n - 1) * busiest) / rate}
+    else:
+        links = {"worker link": plan.total_bytes / rate, "server link": n * busiest / server_rate}
+    stages = dict(links)
+    stages["server sum"] = (n - 1) * busiest / (params.sum_bytes_per_s * params.sum_threads)
+    stages["server messages"] = 2 * n * max(plan.server_units) * params.message_s
+    stages["worker messages"] = 2 * plan.units / cluster.gpus_per_machine * params.message_s  # a process per GPU
+    return stages
+
+
+def network_time(cluster, plan, params):
+    """(seconds, the bounding stage) of one step's push_pulls between machines."""
+    stages = network_stages(cluster, plan, params)
+    bound = max(stages, key=stages.get)
+    server_rate = cluster.server_link * params.goodput_fraction * params.duplex_fraction
+    drain = params.drain_slices * cluster.machines * plan.largest_unit / server_rate
+    seconds = stages[bound] + drain
+    if cluster.shared_cores:  # an emulated cluster: every host's traffic and messages on the same cores
+        cores = (2 * cluster.machines * plan.total_bytes / cluster.machine_bytes_per_s
+                 + 2 * 2 * cluster.machines * plan.units * params.message_s / cluster.shared_cores)
+        if cores > seconds:
+            bound = "the machine's cores"
+        seconds = math.hypot(seconds, cores)
+    call = cluster.call_s if cluster.call_s is not None else 2 * params.latency_s + 4 * params.message_s
+    return call + seconds, bound
+
+
+def local_stages(cluster, total_bytes, params):
+    """Seconds of the stages inside one machine of g GPUs (NCCL and the copies to and from the host)."""
+    g = cluster.gpus_per_machine
+    if g == 1:
+        return {}
+    nccl = (g - 1) / g * total_bytes / params.nccl_bus_bytes_per_s
+    copy = total_bytes / g / params.copy_bytes_per_s
+    return {"NCCL reduce-scatter": nccl, "copy to host": copy, "copy to GPU": copy, "NCCL all-gather": nccl}
+
+
+def push_pull_time(cluster, tensor_bytes, params, element_bytes=4):
+    """(seconds, bounding stage) of bps_tf's communication for one step's gradients (bytes per tensor)."""
+    total = sum(tensor_bytes)
+    g = cluster.gpus_per_machine
+    if cluster.machines == 1:  # bps_tf skips the servers: the local NCCL reduction is the whole job
+        return 2 * (g - 1) / g * total / params.nccl_bus_bytes_per_s, "NCCL all-reduce"
+    plan = plan_for(cluster, tensor_bytes, params, element_bytes)
+    seconds, bound = network_time(cluster, plan, params)
+    local = local_stages(cluster, total, params)
+    if local:
+        slowest = max(local, key=local.get)
+        if local[slowest] > seconds:
+            seconds, bound = local[slowest], slowest
+        # one partition's trip through the other stages before the pipeline is full
+        seconds += sum(local.values()) * min(1.0, params.partition_bytes / total)
+    return seconds, bound
+
+
+def ring_all_reduce_time(cluster, total_bytes, params):
+    """(seconds, bound) of a ring all-reduce of the step's gradients over every GPU (Horovod + NCCL)."""
+    n, g = cluster.machines, cluster.gpus_per_machine
+    stages = {"NVLink": 2 * (g - 1) / g * total_bytes / params.nccl_bus_bytes_per_s}
+    if n > 1:
+        rate = cluster.link_bytes_per_s * params.goodput_fraction * params.duplex_fraction
+        stages["machine link"] = 2 * (n - 1) / n * total_bytes / rate
+    bound = max(stages, key=stages.get)
+    calls = math.ceil(total_bytes / params.fusion_bytes)
+    steps = calls * 2 * (n * g - 1) * params.ring_step_s if n > 1 else 0.0
+    return stages[bound] + steps, bound
+
+
+def step_time(compute_s, communication_s, params, overlap=1.0):
+    """A step: compute, plus the communication the backward pass cannot hide (overlap: the share of the
+    backward pass that communication runs under; 0 where gradients are applied only after all arrived)."""
+    hidden = overlap * params.backward_share * compute_s
+    return compute_s + max(0.0, communication_s - hidden)
