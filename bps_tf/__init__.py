@@ -21,8 +21,8 @@ _TENSORFLOW_NAMES = (
     "broadcast_object", "broadcast_object_fn", "allgather_object",
     "DistributedOptimizer", "DistributedGradientTape", "PartialDistributedGradientTape",
     "BroadcastGlobalVariablesHook", "SyncBatchNormalization", "save_compression_state", "load_compression_state",
+    "elastic",
 )
-_NOT_OFFERED = ("elastic",)
 _STRATEGY_NAMES = ("BytePSStrategy",)
 
 
@@ -35,10 +35,6 @@ def __getattr__(name):
         from bps_tf import strategy
 
         return getattr(strategy, name)
-    if name in _NOT_OFFERED:
-        from bps_tf.tensorflow.not_offered import not_offered
-
-        not_offered("bps_tf", name)
     raise AttributeError(f"module 'bps_tf' has no attribute '{name}'")
 
 

@@ -65,6 +65,12 @@ def is_initialized():
     return _core.is_initialized()
 
 
+def is_elastic():
+    """Whether this process's job is elastic (bpslaunch --min-workers/--max-workers): its size and this
+    worker's rank may change from one generation to the next. Known once init() joined it."""
+    return bool(_core.elastic_state()["elastic"])
+
+
 def rank():
     """This worker process's rank: DMLC_WORKER_ID * local_size + local_rank."""
     return _core.rank()

@@ -110,6 +110,13 @@ def remove_process_set(process_set):
     return True
 
 
+def forget_registered():
+    """Unregisters every set but the global one, without a collective: a new generation of an elastic job
+    renumbers the workers, so the sets of the old one name ranks that mean other workers now."""
+    for process_set_id in [i for i in _registered if i != 0]:
+        _registered.pop(process_set_id).process_set_id = None
+
+
 def registered_set(process_set_id):
     """The registered set with this id (0: every worker)."""
     if process_set_id not in _registered:

@@ -14,7 +14,9 @@ MESSAGE_MAGIC = 0x42505331
 NO_OFFSET = 2**64 - 1
 TYPES = dict(REGISTER=1, ADDRESS_BOOK=2, DECLARE=3, DECLARE_REPLY=4, PUSH=5, PULL_REPLY=6, FINISH=7, SHUTDOWN=8,
              ABORT=9, SERVER_READY=10, IDENTIFY=11, IDENTIFY_REPLY=12, KEY_PLAN=13, KEY_PLAN_REPLY=14,
-             WORKER_FINISHED=15, RESET=16, RESET_REPLY=17, GENERATION_DONE=18, ABORT_REQUEST=19)
+             WORKER_FINISHED=15, RESET=16, RESET_REPLY=17, GENERATION_DONE=18, ABORT_REQUEST=19, FETCH=20,
+             SAVE_RESIDUAL=21, LOAD_RESIDUAL=22, JOIN_PENDING=23, WORKERS_WAITING=24, GENERATION_BROKEN=25,
+             NEXT_GENERATION=26)
 FLOAT32 = 2
 
 
@@ -63,11 +65,12 @@ def message(kind, sender=-1, request_id=0, key=0, round_=0, dtype=FLOAT32, num_e
                        len(text)) + text
 
 
-def register_body(role, worker_id, local_rank, local_size, num_worker, num_server, address):
-    """role: 0 scheduler, 1 server, 2 worker."""
+def register_body(role, worker_id, local_rank, local_size, num_worker, num_server, address, min_workers=0,
+                  max_workers=0):
+    """role: 0 scheduler, 1 server, 2 worker. min_workers, max_workers: an elastic job's limits (0: not elastic)."""
     address = address.encode()
-    return struct.pack("<iiiiiiI", role, worker_id, local_rank, local_size, num_worker, num_server,
-                       len(address)) + address
+    return struct.pack("<iiiiiiiiI", role, worker_id, local_rank, local_size, num_worker, num_server, min_workers,
+                       max_workers, len(address)) + address
 
 
 def tensor_spec(name, dtype, shape, scope=0):

@@ -3,7 +3,7 @@ tensor-compatible values, DistributedOptimizer, load_model, and the callbacks (b
 Works with Keras 3 and with tf-keras (TF_USE_LEGACY_KERAS=1), as tf.keras resolves.
 """
 
-from bps_tf.keras import callbacks
+from bps_tf.keras import callbacks, elastic
 from bps_tf.keras.functions import allgather, allreduce, broadcast, broadcast_global_variables, load_model, reducescatter
 from bps_tf.ops import Average, Compression, Sum, broadcast_variables
 from bps_tf.process import is_initialized, local_rank, local_size, rank, shutdown, size
@@ -20,7 +20,7 @@ __all__ = [
     "gloo_enabled", "gloo_built", "nccl_built", "ddl_built", "ccl_built", "cuda_built", "rocm_built",
     "ProcessSet", "global_process_set", "add_process_set", "remove_process_set", "Average", "Sum", "Compression",
     "DistributedOptimizer", "broadcast_global_variables", "broadcast_variables", "allreduce", "allgather",
-    "broadcast", "reducescatter", "load_model", "SyncBatchNormalization", "barrier", "join",
+    "broadcast", "reducescatter", "load_model", "SyncBatchNormalization", "barrier", "join", "elastic",
 ]
 
 

@@ -18,6 +18,9 @@ examples:
       2 worker machines of 4 processes each (one per GPU: the script picks its GPU by bps_tf.local_rank())
   bpslaunch --local --workers 4 --output-ranks 0 -- python train.py
       show the output of worker rank 0 only (a failing worker's last stderr lines are still shown)
+  bpslaunch --local --workers 3 --min-workers 2 --max-workers 4 --max-restarts 3 -- python train.py
+      an elastic job (bps_tf.keras.elastic / bps_tf.tensorflow.elastic): it goes on when a worker is lost, and
+      a lost worker process is started again, at most 3 times per place, and rejoins (docs/elastic.md)
   DMLC_ROLE=worker DMLC_PS_ROOT_URI=10.0.0.1 ... bpslaunch python train.py
       play the role named by DMLC_ROLE in a cluster job; a worker with BYTEPS_LOCAL_SIZE=K (and no
       BYTEPS_LOCAL_RANK) runs K processes, BYTEPS_LOCAL_RANK=0..K-1
@@ -43,6 +46,7 @@ def parse_arguments(argv=None):
     if args.output_ranks is None:
         args.output_ranks = _output_ranks_from_environment(parser)
         output_ranks_source = OUTPUT_RANKS_VARIABLE
+    _max_restarts(parser, args)
     if args.local:
         _check_local_arguments(parser, args)
         _check_output_ranks_exist(parser, args, output_ranks_source)
@@ -70,6 +74,16 @@ def _build_parser():
     parser.add_argument("--shutdown-grace", type=float, metavar="S",
                         help="--local: how long the scheduler and servers may take to exit after the workers "
                              f"finished, before they are killed (default {DEFAULT_SHUTDOWN_GRACE_S:g})")
+    parser.add_argument("--min-workers", type=int, metavar="M",
+                        help="--local: an elastic job that goes on with at least M workers (BYTEPS_MIN_WORKERS; "
+                             "default 1 when --max-workers is given); below M it waits BYTEPS_ELASTIC_TIMEOUT "
+                             "(600 s) for workers, then fails")
+    parser.add_argument("--max-workers", type=int, metavar="X",
+                        help="--local: an elastic job that takes workers that join, up to X (BYTEPS_MAX_WORKERS; "
+                             "default: --workers when --min-workers is given)")
+    parser.add_argument("--max-restarts", type=int, metavar="K",
+                        help="elastic jobs: start a worker process that failed again, at most K times per worker "
+                             "place (default 0); it rejoins the job")
     parser.add_argument("--output-ranks", type=_output_ranks_argument, metavar="RANKS",
                         help="show the output of these worker ranks only, e.g. 0 or 0,2 (rank = machine x "
                              "local size + local rank; default: every worker, or $" + OUTPUT_RANKS_VARIABLE
@@ -98,14 +112,44 @@ def _check_local_arguments(parser, args):
         parser.error(f"--shutdown-grace must not be negative, got {args.shutdown_grace:g}")
     if not args.command:
         parser.error("--local needs the command to run after --, e.g. bpslaunch --local -- python train.py")
+    _check_elastic_arguments(parser, args)
+
+
+def _check_elastic_arguments(parser, args):
+    """--min-workers/--max-workers make the job elastic: 1 <= min <= workers <= max (workers counts machines of
+    one process each)."""
+    args.elastic = args.min_workers is not None or args.max_workers is not None
+    if not args.elastic:
+        if args.max_restarts:
+            parser.error("--max-restarts starts lost workers again, which only an elastic job takes back: give "
+                         "--min-workers and/or --max-workers too")
+        return
+    args.min_workers = 1 if args.min_workers is None else args.min_workers
+    args.max_workers = args.workers if args.max_workers is None else args.max_workers
+    if not 1 <= args.min_workers <= args.workers:
+        parser.error(f"--min-workers must be in [1, --workers={args.workers}], got {args.min_workers}")
+    if args.max_workers < args.workers:
+        parser.error(f"--max-workers must be at least --workers={args.workers}, got {args.max_workers}")
+    if args.local_size != 1:
+        parser.error("an elastic job runs one worker process per machine: --local-size 1")
 
 
 def _check_cluster_arguments(parser, args):
     local_only = {"--workers": args.workers, "--local-size": args.local_size, "--servers": args.servers,
-                  "--timeout": args.timeout, "--shutdown-grace": args.shutdown_grace}
+                  "--timeout": args.timeout, "--shutdown-grace": args.shutdown_grace,
+                  "--min-workers": args.min_workers, "--max-workers": args.max_workers}
     given = [name for name, value in local_only.items() if value is not None]
     if given:
-        parser.error(f"{', '.join(given)} only apply with --local")
+        hint = " (in a cluster job, set BYTEPS_MIN_WORKERS and BYTEPS_MAX_WORKERS on every process)" \
+            if args.min_workers is not None or args.max_workers is not None else ""
+        parser.error(f"{', '.join(given)} only apply with --local{hint}")
+
+
+def _max_restarts(parser, args):
+    if args.max_restarts is None:
+        args.max_restarts = 0
+    if args.max_restarts < 0:
+        parser.error(f"--max-restarts must not be negative, got {args.max_restarts}")
 
 
 def _output_ranks_argument(text):

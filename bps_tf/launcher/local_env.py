@@ -15,10 +15,13 @@ def find_free_port():
         return probe.getsockname()[1]
 
 
-def job_environment(base, num_workers, num_servers, port):
+def job_environment(base, num_workers, num_servers, port, elastic=None):
     """`base` (the user's environment, BYTEPS_* included) plus what every process of the job shares: among
-    it a fresh job secret, unless the user chose one (BYTEPS_JOB_SECRET or BYTEPS_JOB_SECRET_FILE)."""
+    it a fresh job secret, unless the user chose one (BYTEPS_JOB_SECRET or BYTEPS_JOB_SECRET_FILE), and an
+    elastic job's limits, `elastic` = (min workers, max workers)."""
     env = dict(base)
+    if elastic is not None:
+        env.update(BYTEPS_MIN_WORKERS=str(elastic[0]), BYTEPS_MAX_WORKERS=str(elastic[1]))
     if not env.get("BYTEPS_JOB_SECRET") and not env.get("BYTEPS_JOB_SECRET_FILE"):
         env["BYTEPS_JOB_SECRET"] = secrets.token_hex(32)
     env.update({

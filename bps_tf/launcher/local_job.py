@@ -27,11 +27,14 @@ DEFAULT_SHUTDOWN_GRACE_S = 30.0
 # What coreutils `timeout` returns when its limit is reached.
 TIMEOUT_EXIT_CODE = 124
 _POLL_INTERVAL_S = 0.05
+# How long a lost worker of an elastic job waits to be started again while its scheduler and servers may be
+# about to fail (the job was aborted), in which case it is not.
+_JOB_FAILURE_GRACE_S = 0.5
 
 
 def run_local_job(command, num_workers, num_servers, *, local_size=1, timeout=None,
                   shutdown_grace=DEFAULT_SHUTDOWN_GRACE_S, kill_grace=KILL_GRACE_S, role_command=DEFAULT_ROLE_COMMAND,
-                  output_ranks=None, stdout=None, stderr=None):
+                  output_ranks=None, stdout=None, stderr=None, elastic=None, max_restarts=0):
     """Runs a whole job on this host and returns bpslaunch's exit code.
 
     command: the worker's argv. num_workers: worker machines, each running `local_size` worker processes
@@ -42,8 +45,10 @@ def run_local_job(command, num_workers, num_servers, *, local_size=1, timeout=No
     role_command: argv that runs a scheduler or server (DMLC_ROLE tells which); tests pass stand-ins.
     output_ranks: the worker ranks whose output is shown (None: all); the scheduler's and servers' always is.
     stdout, stderr: text streams that receive the prefixed output (default: ours).
+    elastic: (min workers, max workers) of an elastic job, whose lost workers do not end it; each is started
+    again at most `max_restarts` times (docs/elastic.md).
     """
-    job_env = job_environment(os.environ, num_workers, num_servers, find_free_port())
+    job_env = job_environment(os.environ, num_workers, num_servers, find_free_port(), elastic)
     launches = [Launch("scheduler", list(role_command), role_environment(job_env, "scheduler"))]
     launches += [Launch(f"server {index}", list(role_command), role_environment(job_env, "server"))
                  for index in range(num_servers)]
@@ -51,7 +56,8 @@ def run_local_job(command, num_workers, num_servers, *, local_size=1, timeout=No
                         role_environment(job_env, "worker", machine, local_rank, local_size), worker=True,
                         shown=is_shown(worker_rank(machine, local_rank, local_size), output_ranks))
                  for machine in range(num_workers) for local_rank in range(local_size)]
-    return Supervisor(launches, timeout, shutdown_grace, kill_grace, PrefixedOutput(stdout, stderr)).run()
+    restarts = WorkerRestarts(max_restarts) if elastic is not None else None
+    return Supervisor(launches, timeout, shutdown_grace, kill_grace, PrefixedOutput(stdout, stderr), restarts).run()
 
 
 @dataclass
@@ -69,6 +75,27 @@ class Launch:
 class _JobProcess:
     label: str
     popen: subprocess.Popen
+    launch: Launch = None
+
+
+class WorkerRestarts:
+    """An elastic job's worker processes that fail are started again, at most `limit` times per place (its
+    label): the job goes on meanwhile and the new process rejoins it."""
+
+    def __init__(self, limit):
+        self.limit = limit
+        self._used = {}
+
+    def take(self, label):
+        """Whether `label` may be started again; counts the restart."""
+        used = self._used.get(label, 0)
+        if used >= self.limit:
+            return False
+        self._used[label] = used + 1
+        return True
+
+    def used(self, label):
+        return self._used.get(label, 0)
 
 
 class Supervisor:
@@ -76,8 +103,12 @@ class Supervisor:
     `shutdown_grace`), one fails, `timeout` passes or a stop signal comes. Without workers it waits for the
     others to succeed."""
 
-    def __init__(self, launches, timeout, shutdown_grace, kill_grace, output):
+    def __init__(self, launches, timeout, shutdown_grace, kill_grace, output, restarts=None):
         self._launches = launches
+        # An elastic job (restarts given): a failed worker is started again or left behind, while the
+        # scheduler and servers of this machine run; only their failure ends the job here.
+        self._restarts = restarts
+        self._left_behind = []
         self._timeout = timeout
         self._shutdown_grace = shutdown_grace
         self._kill_grace = kill_grace
@@ -94,7 +125,7 @@ class Supervisor:
                     return start_failure_code
                 return self._supervise(stop)
             finally:
-                everyone = [process.popen for process in self._roles + self._workers]
+                everyone = [process.popen for process in self._roles + self._workers + self._left_behind]
                 self._output.stopping(everyone)
                 stop_process_groups(everyone, self._kill_grace)
                 self._output.wait_until_drained(DRAIN_TIMEOUT_S)
@@ -103,16 +134,45 @@ class Supervisor:
         """Starts every process; on failure reports it and returns the exit code, else returns None."""
         for launch in self._launches:
             try:
-                popen = start_in_own_group(launch.argv, launch.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                           stderr=subprocess.PIPE)
+                process = self._start(launch)
             except OSError as error:
                 self._output.report(f"cannot start {launch.label} ({launch.argv[0]}): {error}")
                 return exit_code_for_start_error(error)
-            (self._workers if launch.worker else self._roles).append(_JobProcess(launch.label, popen))
-            self._output.follow(launch.label, popen, launch.shown)
+            (self._workers if launch.worker else self._roles).append(process)
         if not self._workers:  # a machine of servers only: they end when the job does
             self._workers, self._roles = self._roles, []
         return None
+
+    def _start(self, launch):
+        popen = start_in_own_group(launch.argv, launch.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE)
+        self._output.follow(launch.label, popen, launch.shown)
+        return _JobProcess(launch.label, popen, launch)
+
+    def _replace_lost_worker(self, lost):
+        """Elastic: starts worker `lost` again if it may be, else leaves it behind; the job goes on."""
+        self._workers.remove(lost)
+        how = describe_exit(lost.popen.returncode)
+        # A worker also fails when the whole job does (the scheduler aborted it): then nothing restarts.
+        deadline = time.monotonic() + _JOB_FAILURE_GRACE_S
+        while time.monotonic() < deadline and all(role.popen.poll() is None for role in self._roles):
+            time.sleep(_POLL_INTERVAL_S)
+        if any(role.popen.poll() is not None for role in self._roles):
+            self._left_behind.append(lost)
+            return
+        if self._restarts.take(lost.label):
+            self._output.report(f"{lost.label} {how}; starting it again (restart {self._restarts.used(lost.label)} "
+                                f"of {self._restarts.limit}): it rejoins the job")
+            try:
+                self._workers.append(self._start(lost.launch))
+                self._left_behind.append(lost)
+                return
+            except OSError as error:
+                self._output.report(f"cannot start {lost.label} again: {error}")
+        else:
+            self._output.report(f"{lost.label} {how}; the job goes on without it (--max-restarts "
+                                f"{self._restarts.limit})")
+        self._left_behind.append(lost)
 
     def _supervise(self, stop):
         """Waits until the job succeeds, fails, times out or is interrupted; returns the exit code."""
@@ -124,6 +184,9 @@ class Supervisor:
                 self._output.report(f"received {signal_name(signum)}; stopping all processes")
                 return SIGNAL_EXIT_BASE + signum
             failed = self._first_failed()
+            if failed is not None and self._restarts is not None and failed in self._workers and self._roles:
+                self._replace_lost_worker(failed)
+                continue
             if failed is not None:
                 self._output.report(f"{failed.label} {describe_exit(failed.popen.returncode)}; "
                                     "stopping all processes")

@@ -22,6 +22,8 @@ def main(argv=None):
             timeout=args.timeout,
             shutdown_grace=args.shutdown_grace,
             output_ranks=args.output_ranks,
+            elastic=(args.min_workers, args.max_workers) if args.elastic else None,
+            max_restarts=args.max_restarts,
         )
     try:
         plan = cluster_managers.detect(os.environ)  # SLURM or TF_CONFIG, unless DMLC_ROLE chose the role by hand
@@ -29,5 +31,5 @@ def main(argv=None):
         report(str(error))
         return 1
     if plan is not None:
-        return run_node_plan(plan, args.command, output_ranks=args.output_ranks)
+        return run_node_plan(plan, args.command, output_ranks=args.output_ranks, max_restarts=args.max_restarts)
     return run_cluster_role(args.command, output_ranks=args.output_ranks)

@@ -4,7 +4,7 @@ says so, the servers, and the worker machine's processes, supervised together as
 import os
 
 from bps_tf.launcher.child_processes import KILL_GRACE_S
-from bps_tf.launcher.local_job import DEFAULT_ROLE_COMMAND, Launch, Supervisor
+from bps_tf.launcher.local_job import DEFAULT_ROLE_COMMAND, Launch, Supervisor, WorkerRestarts
 from bps_tf.launcher.local_env import role_environment
 from bps_tf.launcher.output import PrefixedOutput, is_shown, report, worker_label, worker_rank
 
@@ -33,7 +33,7 @@ def node_launches(plan, command, output_ranks=None, role_command=DEFAULT_ROLE_CO
     return launches
 
 
-def run_node_plan(plan, command, output_ranks=None):
+def run_node_plan(plan, command, output_ranks=None, max_restarts=0):
     """Runs this machine's part of the job; returns bpslaunch's exit code."""
     if plan.worker_id is not None and not command:
         report(f"this {plan.manager} task runs a worker: give the training command, e.g. `bpslaunch python train.py`")
@@ -48,6 +48,8 @@ def run_node_plan(plan, command, output_ranks=None):
         wait = float(os.environ.get("BYTEPS_TIMEOUT", "") or _DEFAULT_TIMEOUT_S)
     except ValueError:
         wait = _DEFAULT_TIMEOUT_S  # the core reports the bad value itself
+    # In an elastic job this machine's scheduler and servers outlive its worker: the others go on.
+    elastic = bool(os.environ.get("BYTEPS_MIN_WORKERS") or os.environ.get("BYTEPS_MAX_WORKERS"))
     supervisor = Supervisor(node_launches(plan, command, output_ranks), None, wait + _SHUTDOWN_MARGIN_S,
-                            KILL_GRACE_S, PrefixedOutput())
+                            KILL_GRACE_S, PrefixedOutput(), restarts=WorkerRestarts(max_restarts) if elastic else None)
     return supervisor.run()

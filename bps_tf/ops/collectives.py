@@ -11,7 +11,8 @@ from bps_tf.ops.compression import Compression, wire_codec
 from bps_tf.ops.library import ops
 from bps_tf.ops.wire_dtypes import SUPPORTED_DTYPES  # noqa: F401 (re-exported)
 from bps_tf.ops.wire_dtypes import check_travels, from_wire, to_wire
-from bps_tf.process import rank
+from bps_tf.ops.info import worker_info
+from bps_tf.process import is_elastic, rank
 
 # Reduction ops, as in Horovod. Average is a sum divided by the number of workers taking part.
 Sum = "Sum"
@@ -93,8 +94,16 @@ def push_pull(tensor, name=None, op=Average, compression=Compression.none, prior
         result = from_wire(reduced, original)
         result = tf.cast(result, context) if codec is not None else compression.decompress(result, context)
     if op == Average:
-        result = result / tf.cast(process_sets.set_size(process_set), result.dtype)
+        result = result / tf.cast(set_size_when_run(process_set), result.dtype)
     return _scaled(result, postscale_factor)
+
+
+def set_size_when_run(process_set):
+    """The number of workers of `process_set`: in an elastic job, for the whole job, read when the graph runs
+    (a function traced in one generation runs in the next, with another size); otherwise a constant."""
+    if is_elastic() and (process_set is None or process_set is process_sets.global_process_set):
+        return worker_info("size")
+    return process_sets.set_size(process_set)
 
 
 def _codec_for(compression, tensor, op, what):

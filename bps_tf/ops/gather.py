@@ -15,7 +15,7 @@ from bps_tf import process_sets
 from bps_tf.ops.library import ops
 from bps_tf.ops.collectives import Average, Sum, push_pull, set_label
 from bps_tf.ops.wire_dtypes import from_wire, to_wire
-from bps_tf.process import size
+from bps_tf.process import is_elastic, size
 
 
 def row_counts(length, name, priority=0, process_set=None):
@@ -70,7 +70,10 @@ def all_gather(tensor, axis, name, priority=0, process_set=None):
 
 def gather_is_smaller(local_slices):
     """Whether gathering every worker's rows (this process's `local_slices` together) moves fewer bytes than
-    the dense gradient. Unknown row counts gather (an embedding's rows are usually far fewer than its table's)."""
+    the dense gradient. Unknown row counts gather (an embedding's rows are usually far fewer than its table's).
+    Never in an elastic job."""
+    if is_elastic():
+        return False  # a gather is traced for one generation's ranks; a dense sum holds in every generation
     rows = [s.values.shape[0] if s.values.shape.rank else None for s in local_slices]
     table_rows = tf.get_static_value(local_slices[0].dense_shape)
     if None in rows or table_rows is None:

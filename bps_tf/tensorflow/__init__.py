@@ -17,6 +17,7 @@ from bps_tf.tensorflow.basics import (
     join, local_rank_op, local_size_op, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built,
     process_set_included_op, rank_op, rocm_built, size_op, start_timeline, stop_timeline,
 )
+from bps_tf.tensorflow import elastic
 from bps_tf.tensorflow.collectives import (
     allgather, allreduce, alltoall, broadcast_, grouped_allgather, grouped_allreduce, grouped_reducescatter,
     reducescatter,
@@ -43,6 +44,7 @@ __all__ = [
     "broadcast_object", "broadcast_object_fn", "allgather_object",
     "DistributedOptimizer", "DistributedGradientTape", "PartialDistributedGradientTape",
     "BroadcastGlobalVariablesHook", "SyncBatchNormalization", "save_compression_state", "load_compression_state",
+    "elastic",
 ]
 
 

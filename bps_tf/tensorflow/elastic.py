@@ -1,5 +1,116 @@
-"""Horovod's elastic training is not offered: importing this module says so (see not_offered.py)."""
+"""Horovod's elastic TensorFlow API (horovod.tensorflow.elastic): `run` and the states of a Keras model and
+optimizer (TensorFlowKerasState) or of a list of variables (TensorFlowState), over bps_tf.elastic.
+Works with Keras 3 and tf-keras models, and under BytePSStrategy (docs/elastic.md)."""
 
-from bps_tf.tensorflow.not_offered import not_offered
+import tensorflow as tf
 
-not_offered("bps_tf.tensorflow", "elastic")
+from bps_tf import elastic_common as _elastic
+from bps_tf.elastic_common import HorovodInternalError, HostsUpdatedInterrupt, ObjectState, State  # noqa: F401
+from bps_tf.objects import broadcast_object
+from bps_tf.ops import broadcast_variables
+from bps_tf.process import rank
+
+
+def run(func):
+    """Decorator that runs `func(state, ...)` elastically: when the job's workers change it restores the
+    last commit (a worker was lost), starts the next generation, runs the state's reset callbacks,
+    synchronises the state from rank 0 and calls `func` again (bps_tf.elastic_common.run_fn)."""
+    return _elastic.run_fn(func, _elastic.reset)
+
+
+def _optimizer_variables(optimizer):
+    """Keras 3's and the new tf-keras optimizers' `variables` is a list; tf-keras's OptimizerV2 a method."""
+    if optimizer is None:
+        return []
+    variables = getattr(optimizer, "variables", [])
+    return list(variables() if callable(variables) else variables)
+
+
+def _build_optimizer(optimizer, model):
+    """An optimizer that has not made its slots yet makes them now, so every worker broadcasts the same list
+    (a worker that joins has not trained)."""
+    if optimizer is not None and getattr(optimizer, "built", True) is False and hasattr(optimizer, "build"):
+        optimizer.build(model.trainable_variables)
+
+
+def _model_built(model):
+    return model.built if hasattr(model, "build") else True
+
+
+def _snapshot(variables):
+    """(variable, a copy of its value in host memory) for each variable."""
+    return [(variable, variable.numpy()) for variable in variables]
+
+
+def _assign(snapshot):
+    for variable, value in snapshot:
+        variable.assign(value)
+
+
+class TensorFlowKerasState(ObjectState):
+    """The state of a Keras model and its optimizer (by default the model's), plus the Python attributes
+    given as keyword arguments. The model must be built. `backend` is accepted (TF1 sessions: not offered,
+    variables are read eagerly)."""
+
+    def __init__(self, model, optimizer=None, backend=None, **kwargs):
+        self.model = model
+        if not _model_built(model):
+            raise ValueError("Model must be built first. Run `model.build(input_shape)`.")
+        self.optimizer = optimizer or model.optimizer
+        self.backend = backend
+        self._save_model()
+        super().__init__(bcast_object=broadcast_object, get_rank=rank, **kwargs)
+
+    def save(self):
+        self._save_model()
+        super().save()
+
+    def restore(self):
+        _assign(self._saved_model_state)
+        _assign(self._saved_optimizer_state)
+        super().restore()
+
+    def sync(self):
+        _build_optimizer(self.optimizer, self.model)
+        broadcast_variables(self.model.variables, root_rank=0, name="elastic.model")
+        broadcast_variables(_optimizer_variables(self.optimizer), root_rank=0, name="elastic.optimizer")
+        self._save_model()
+        super().sync()
+
+    def _save_model(self):
+        self._saved_model_state = _snapshot(self.model.variables)
+        self._saved_optimizer_state = _snapshot(_optimizer_variables(self.optimizer))
+
+
+class TensorFlowState(ObjectState):
+    """The state of a list of TensorFlow variables (eager TensorFlow 2; default: none given is an error, as
+    TF2 has no global collection), plus the Python attributes given as keyword arguments."""
+
+    def __init__(self, variables=None, session=None, **kwargs):
+        if variables is None:
+            if tf.executing_eagerly():
+                raise ValueError("TensorFlowState needs its variables in eager TensorFlow: TensorFlowState(variables)")
+            variables = tf.compat.v1.global_variables()
+        if session is not None or not tf.executing_eagerly():
+            raise ValueError("TensorFlowState runs eagerly (TensorFlow 2); TF1 sessions are not offered")
+        self.variables = list(variables)
+        self.session = session
+        self._values = _snapshot(self.variables)
+        super().__init__(bcast_object=broadcast_object, get_rank=rank, **kwargs)
+
+    def save(self):
+        self._values = _snapshot(self.variables)
+        super().save()
+
+    def restore(self):
+        _assign(self._values)
+        super().restore()
+
+    def sync(self):
+        broadcast_variables(self.variables, root_rank=0, name="elastic.variables")
+        self._values = _snapshot(self.variables)
+        super().sync()
+
+
+__all__ = ["run", "State", "ObjectState", "TensorFlowKerasState", "TensorFlowState", "HorovodInternalError",
+           "HostsUpdatedInterrupt"]

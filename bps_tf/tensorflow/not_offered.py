@@ -2,8 +2,6 @@
 AttributeError deep in user code."""
 
 _REASONS = {
-    "elastic": "elastic training (workers joining and leaving a running job) is not offered by bps_tf: a job has "
-               "a fixed set of workers; restart it from a checkpoint (Keras BackupAndRestore) to change them",
     "mpi_ops": "bps_tf has no MPI layer; its collectives are the functions of bps_tf.tensorflow itself",
     "check_num_rank_power_of_2": "this Adasum helper is not offered: bps_tf has no Adasum",
     "LocalGradientAggregationHelper": "internal to Horovod; use DistributedOptimizer(backward_passes_per_step=N)",

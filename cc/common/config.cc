@@ -122,6 +122,28 @@ Status ParseRole(const EnvReader& env, Role* role) {
   return Status::OK();
 }
 
+// BYTEPS_MIN_WORKERS, BYTEPS_MAX_WORKERS (either makes the job elastic; the other defaults to 1 and
+// DMLC_NUM_WORKER) and BYTEPS_ELASTIC_TIMEOUT, checked against DMLC_NUM_WORKER (already read).
+Status ReadElasticLimits(const EnvReader& env, Config* c) {
+  if (!env.Has("BYTEPS_MIN_WORKERS") && !env.Has("BYTEPS_MAX_WORKERS")) {
+    if (env.Has("BYTEPS_ELASTIC_TIMEOUT")) {
+      return InvalidArgument("BYTEPS_ELASTIC_TIMEOUT is set, but the job is not elastic: set BYTEPS_MIN_WORKERS "
+                             "and BYTEPS_MAX_WORKERS (bpslaunch --min-workers/--max-workers) too.");
+    }
+    return Status::OK();
+  }
+  long value = 1;
+  BPS_RETURN_IF_ERROR(env.Int("BYTEPS_MIN_WORKERS", 1, c->num_worker, &value,
+                              ("a number of workers in [1, DMLC_NUM_WORKER=" + std::to_string(c->num_worker) +
+                               "]").c_str()));
+  c->min_workers = static_cast<int>(value);
+  value = c->num_worker;
+  BPS_RETURN_IF_ERROR(env.Int("BYTEPS_MAX_WORKERS", c->num_worker, 1 << 20, &value,
+                              ("a number of workers >= DMLC_NUM_WORKER=" + std::to_string(c->num_worker)).c_str()));
+  c->max_workers = static_cast<int>(value);
+  return env.Seconds("BYTEPS_ELASTIC_TIMEOUT", &c->elastic_timeout_s);
+}
+
 }  // namespace
 
 const char* RoleName(Role role) {
@@ -177,23 +199,32 @@ StatusOr<Config> Config::FromEnvironment(const Environment& environment) {
   BPS_RETURN_IF_ERROR(env.Int("DMLC_NUM_SERVER", 1, 1 << 20, &value, "a positive number of servers"));
   c.num_server = static_cast<int>(value);
 
+  BPS_RETURN_IF_ERROR(ReadElasticLimits(env, &c));
+
   if (c.role == Role::kWorker) {
-    if (c.num_worker > 1) {
-      BPS_RETURN_IF_ERROR(env.Require(
-          "DMLC_WORKER_ID", ("each worker machine needs a distinct id in [0, DMLC_NUM_WORKER=" +
-                             std::to_string(c.num_worker) + ").").c_str()));
+    // An elastic job's places are [0, BYTEPS_MAX_WORKERS): workers beyond the first may join later.
+    const int places = c.elastic() ? c.max_workers : c.num_worker;
+    const std::string range = c.elastic()
+                                  ? "an integer in [0, BYTEPS_MAX_WORKERS=" + std::to_string(c.max_workers) + ")"
+                                  : "an integer in [0, DMLC_NUM_WORKER=" + std::to_string(c.num_worker) + ")";
+    if (places > 1) {
+      BPS_RETURN_IF_ERROR(
+          env.Require("DMLC_WORKER_ID", ("each worker machine needs a distinct id, " + range + ".").c_str()));
     }
     value = 0;
-    std::string range = "an integer in [0, DMLC_NUM_WORKER=" + std::to_string(c.num_worker) + ")";
-    BPS_RETURN_IF_ERROR(env.Int("DMLC_WORKER_ID", 0, c.num_worker - 1, &value, range.c_str()));
+    BPS_RETURN_IF_ERROR(env.Int("DMLC_WORKER_ID", 0, places - 1, &value, range.c_str()));
     c.worker_id = static_cast<int>(value);
     value = 1;
     BPS_RETURN_IF_ERROR(env.Int("BYTEPS_LOCAL_SIZE", 1, 1024, &value, "a positive number of processes"));
     c.local_size = static_cast<int>(value);
     value = 0;
-    range = "an integer in [0, BYTEPS_LOCAL_SIZE=" + std::to_string(c.local_size) + ")";
-    BPS_RETURN_IF_ERROR(env.Int("BYTEPS_LOCAL_RANK", 0, c.local_size - 1, &value, range.c_str()));
+    const std::string local_range = "an integer in [0, BYTEPS_LOCAL_SIZE=" + std::to_string(c.local_size) + ")";
+    BPS_RETURN_IF_ERROR(env.Int("BYTEPS_LOCAL_RANK", 0, c.local_size - 1, &value, local_range.c_str()));
     c.local_rank = static_cast<int>(value);
+    if (c.elastic() && c.local_size != 1) {
+      return InvalidArgument("BYTEPS_LOCAL_SIZE=" + std::to_string(c.local_size) + " in an elastic job: elastic jobs "
+                             "run one worker process per worker machine (BYTEPS_LOCAL_SIZE=1).");
+    }
   }
 
   c.interface = env.String("DMLC_INTERFACE");

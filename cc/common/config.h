@@ -61,6 +61,13 @@ struct Config {
   // partition where partitions are not sliced, so that pushes cross the link in priority order and pulls of
   // early ones overlap pushes of later ones.
   std::optional<size_t> scheduling_credit;
+  // An elastic job (BYTEPS_MIN_WORKERS / BYTEPS_MAX_WORKERS set): workers may leave and join while it runs
+  // (docs/elastic.md). It starts with num_worker workers and goes on with min_workers..max_workers of them;
+  // below min_workers it waits elastic_timeout_s (BYTEPS_ELASTIC_TIMEOUT) for workers, then fails. 0: not
+  // elastic (a lost worker fails the job).
+  int min_workers = 0;
+  int max_workers = 0;
+  double elastic_timeout_s = 600;
   int server_sum_threads = 2;  // BYTEPS_SERVER_ENGINE_THREAD: threads that sum on each server
   double timeout_s = 300;        // every wait on a peer gives up after this
   bool force_distributed = false;  // BYTEPS_FORCE_DISTRIBUTED: push/pull even with one worker machine
@@ -75,6 +82,7 @@ struct Config {
   static constexpr int kSlicesInFlight = 4;
 
   int worker_processes() const { return num_worker * local_size; }
+  bool elastic() const { return max_workers > 0; }
   // Whether data may travel over RDMA (DMLC_ENABLE_RDMA=1, or an RDMA transport listed), which changes how
   // partitions cross the network (whole, zero-copy rendezvous) from TCP's (slices, eager).
   bool rdma() const;

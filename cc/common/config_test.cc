@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <utility>
+#include <vector>
 
 namespace bps {
 namespace {
@@ -60,6 +62,37 @@ TEST(ConfigTest, ContradictionsAreNamed) {
   env = Base();
   env["BYTEPS_TIMEOUT"] = "-1";
   EXPECT_NE(Config::FromEnvironment(env).status().message().find("BYTEPS_TIMEOUT"), std::string::npos);
+}
+
+TEST(ConfigTest, AnElasticJobHasLimitsAroundItsFirstSize) {
+  Environment env = Base();
+  EXPECT_FALSE(Config::FromEnvironment(env).value().elastic()) << "a job is elastic only when asked";
+  env["BYTEPS_MAX_WORKERS"] = "4";
+  env["DMLC_WORKER_ID"] = "3";  // a place beyond the first workers: it may join later
+  auto config = Config::FromEnvironment(env);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_TRUE(config.value().elastic());
+  EXPECT_EQ(config.value().min_workers, 1);
+  EXPECT_EQ(config.value().max_workers, 4);
+  EXPECT_EQ(config.value().elastic_timeout_s, 600);
+  env["BYTEPS_MIN_WORKERS"] = "2";
+  env["BYTEPS_ELASTIC_TIMEOUT"] = "30";
+  config = Config::FromEnvironment(env);
+  EXPECT_EQ(config.value().min_workers, 2);
+  EXPECT_EQ(config.value().elastic_timeout_s, 30);
+
+  for (auto bad : std::vector<std::pair<std::string, std::string>>{
+           {"BYTEPS_MIN_WORKERS", "3"}, {"BYTEPS_MIN_WORKERS", "0"}, {"BYTEPS_MAX_WORKERS", "1"},
+           {"BYTEPS_ELASTIC_TIMEOUT", "-1"}, {"DMLC_WORKER_ID", "4"}, {"BYTEPS_LOCAL_SIZE", "2"}}) {
+    Environment wrong = env;
+    wrong[bad.first] = bad.second;
+    auto refused = Config::FromEnvironment(wrong);
+    ASSERT_FALSE(refused.ok()) << bad.first << "=" << bad.second;
+    EXPECT_NE(refused.status().message().find(bad.first), std::string::npos) << refused.status().message();
+  }
+  Environment timeout_only = Base();
+  timeout_only["BYTEPS_ELASTIC_TIMEOUT"] = "30";
+  EXPECT_NE(Config::FromEnvironment(timeout_only).status().message().find("not elastic"), std::string::npos);
 }
 
 TEST(ConfigTest, RdmaTransportsAreRecognisedByWholeName) {

@@ -68,6 +68,14 @@ std::optional<SharedArena::Block> SharedArena::Allocate(size_t bytes) {
   return block;
 }
 
+void SharedArena::Discard(const Block& block, size_t bytes) {
+  const size_t size = RoundUpToPage(bytes == 0 ? 1 : bytes);
+  if (block.offset < kHeaderBytes || block.offset > capacity_ || size > capacity_ - block.offset) return;
+  // Best effort: where the kernel cannot punch holes the pages stay, as they did before.
+  (void)fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(block.offset),
+                  static_cast<off_t>(size));
+}
+
 StatusOr<std::unique_ptr<SharedArenaView>> SharedArenaView::Open(const std::string& locator) {
   std::istringstream parts(locator);
   long pid = 0;

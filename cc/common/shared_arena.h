@@ -35,8 +35,12 @@ class SharedArena {
     uint64_t offset;  // where a view finds it
   };
   // A page-aligned block of at least `bytes` (>= 1), or nothing when the arena is full. Thread-safe.
-  // Blocks live as long as the arena.
+  // Blocks live until discarded, or as long as the arena.
   std::optional<Block> Allocate(size_t bytes);
+  // Gives the memory of a block of `bytes` (as allocated) back to the system. Its addresses are never
+  // handed out again, so a late write by a peer that still holds the offset (a worker that was frozen while
+  // the server dropped the round) lands in no live block. Thread-safe.
+  void Discard(const Block& block, size_t bytes);
 
   // What a peer passes to SharedArenaView::Open.
   const std::string& locator() const { return locator_; }

@@ -1,6 +1,7 @@
 #include "cc/common/shared_arena.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -39,6 +40,35 @@ TEST(SharedArenaTest, FullArenaAndOutOfRangeOffsetsSayNo) {
   EXPECT_NE(view.value()->At(4096, 3 * 4096), nullptr);
   EXPECT_EQ(view.value()->At(4096, 3 * 4096 + 1), nullptr);
   EXPECT_EQ(view.value()->At(~uint64_t(0), 1), nullptr);
+}
+
+// The memory the file holds, in bytes (st_blocks counts 512-byte units).
+size_t FileMemory(const std::string& locator) {
+  std::istringstream parts(locator);
+  long pid = 0;
+  int fd = -1;
+  parts >> pid >> fd;
+  struct stat st;
+  EXPECT_EQ(stat(("/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd)).c_str(), &st), 0);
+  return static_cast<size_t>(st.st_blocks) * 512;
+}
+
+TEST(SharedArenaTest, ADiscardedBlockGivesItsMemoryBackAndIsNotHandedOutAgain) {
+  auto arena = SharedArena::Create(size_t(1) << 30);
+  ASSERT_TRUE(arena.ok());
+  const size_t bytes = 64 << 20;
+  auto block = arena.value()->Allocate(bytes);
+  ASSERT_TRUE(block);
+  std::memset(block->data, 1, bytes);
+  const std::string locator = arena.value()->locator();
+  EXPECT_GE(FileMemory(locator), bytes);
+  arena.value()->Discard(*block, bytes);
+  EXPECT_LT(FileMemory(locator), bytes / 8);
+  auto next = arena.value()->Allocate(4096);
+  ASSERT_TRUE(next);
+  EXPECT_GE(next->offset, block->offset + bytes) << "discarded addresses stay unused";
+  block->data[0] = 2;  // a late write lands in no live block
+  EXPECT_EQ(next->data[0], 0);
 }
 
 TEST(SharedArenaTest, WrongTokenOrFileIsRefused) {

@@ -36,6 +36,7 @@ int WorkersOnHost(const JobMembership& members, const std::string& address) {
 AddressBook JobAddressBook(const Config& config, const JobMembership& members) {
   AddressBook book;
   book.num_workers = members.worker_processes();
+  book.generation = members.generation();
   book.local_size = members.local_size();
   book.slice_bytes = ChooseSliceBytes(config, members);
   for (PeerId server : members.servers()) book.servers.push_back(members.Find(server)->address);

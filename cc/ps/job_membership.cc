@@ -1,5 +1,7 @@
 #include "cc/ps/job_membership.h"
 
+#include <algorithm>
+
 #include "cc/common/tokens.h"
 
 namespace bps {
@@ -15,14 +17,21 @@ Status JobMembership::Admit(PeerId peer, const RegisterBody& b, const std::strin
                            std::to_string(b.num_server) + " but the scheduler has " + std::to_string(num_worker_) +
                            " and " + std::to_string(num_server_) + ": every process of a job needs the same values.");
   }
-  if (started_) {
+  if (b.min_workers != limits_.min_workers || b.max_workers != limits_.max_workers) {
+    return InvalidArgument(who + " has BYTEPS_MIN_WORKERS=" + std::to_string(b.min_workers) + " BYTEPS_MAX_WORKERS=" +
+                           std::to_string(b.max_workers) + " but the scheduler has " +
+                           std::to_string(limits_.min_workers) + " and " + std::to_string(limits_.max_workers) +
+                           " (0: not elastic): every process of a job needs the same values.");
+  }
+  const bool server = b.role == static_cast<int32_t>(Role::kServer);
+  if (started_ && (!elastic() || server)) {
     return FailedPrecondition(who + " registered after the job started: every place in the job is taken (a "
                                     "second start of a worker, or a process of another job on the same port?).");
   }
   Member member;
   member.role = static_cast<Role>(b.role);
   member.address = b.address;
-  if (b.role == static_cast<int32_t>(Role::kServer)) {
+  if (server) {
     if (static_cast<int>(servers_.size()) >= num_server_) {
       return InvalidArgument("more servers registered than DMLC_NUM_SERVER=" + std::to_string(num_server_) +
                              " (the extra one is " + who + ").");
@@ -34,8 +43,9 @@ Status JobMembership::Admit(PeerId peer, const RegisterBody& b, const std::strin
   if (b.role != static_cast<int32_t>(Role::kWorker)) {
     return InvalidArgument(who + " registered with DMLC_ROLE=scheduler: only workers and servers join a job.");
   }
+  const int places = elastic() ? limits_.max_workers : num_worker_;
   if (b.local_size < 1 || b.local_size > 1024 || b.local_rank < 0 || b.local_rank >= b.local_size ||
-      b.worker_id < 0 || b.worker_id >= num_worker_) {
+      b.worker_id < 0 || b.worker_id >= places) {
     return InvalidArgument(who + " has DMLC_WORKER_ID=" + std::to_string(b.worker_id) + " BYTEPS_LOCAL_RANK=" +
                            std::to_string(b.local_rank) + " BYTEPS_LOCAL_SIZE=" + std::to_string(b.local_size) +
                            ", outside the job's ranges.");
@@ -44,6 +54,8 @@ Status JobMembership::Admit(PeerId peer, const RegisterBody& b, const std::strin
     return InvalidArgument(who + " has BYTEPS_LOCAL_SIZE=" + std::to_string(b.local_size) +
                            " but another worker has " + std::to_string(local_size_) + ".");
   }
+  member.worker_id = b.worker_id;
+  if (elastic()) return AdmitElastic(peer, b, who, member);
   const int rank = b.worker_id * b.local_size + b.local_rank;
   auto taken = workers_.find(rank);
   if (taken != workers_.end()) {
@@ -60,14 +72,69 @@ Status JobMembership::Admit(PeerId peer, const RegisterBody& b, const std::strin
   return Status::OK();
 }
 
+Status JobMembership::AdmitElastic(PeerId peer, const RegisterBody& b, const std::string& who, Member member) {
+  if (b.local_size != 1) {
+    return InvalidArgument(who + " has BYTEPS_LOCAL_SIZE=" + std::to_string(b.local_size) +
+                           ": elastic jobs run one worker process per machine.");
+  }
+  int present = 0;
+  for (const auto& entry : members_) {
+    const Member& m = entry.second;
+    if (m.role != Role::kWorker || m.part == Part::kLeft) continue;
+    ++present;
+    if (m.worker_id == b.worker_id) {
+      return InvalidArgument("two workers registered with DMLC_WORKER_ID=" + std::to_string(b.worker_id) + " (" +
+                             m.address + " first, then " + b.address + "): give each worker its own "
+                             "DMLC_WORKER_ID; a worker's id is free again once it left the job.");
+    }
+  }
+  const int room = started_ ? limits_.max_workers : num_worker_;
+  if (present >= room) {
+    return FailedPrecondition(
+        who + " cannot join: the job is full (" + std::to_string(present) + " workers" +
+        (started_ ? ", BYTEPS_MAX_WORKERS=" + std::to_string(limits_.max_workers) + ")."
+                  : " before the start, DMLC_NUM_WORKER=" + std::to_string(num_worker_) + ")."));
+  }
+  local_size_ = 1;
+  member.part = Part::kWaiting;
+  member.seniority = started_ ? next_seniority_++ : 0;
+  members_[peer] = member;
+  return Status::OK();
+}
+
+int JobMembership::Count(Part part) const {
+  int count = 0;
+  for (const auto& entry : members_) {
+    count += entry.second.role == Role::kWorker && entry.second.part == part ? 1 : 0;
+  }
+  return count;
+}
+
+int JobMembership::worker_processes() const {
+  return elastic() ? static_cast<int>(workers_.size()) : num_worker_ * local_size_;
+}
+
+int JobMembership::registered_workers() const {
+  int count = 0;
+  for (const auto& entry : members_) {
+    count += entry.second.role == Role::kWorker && entry.second.part != Part::kLeft ? 1 : 0;
+  }
+  return count;
+}
+
 bool JobMembership::complete() const {
-  return local_size_ > 0 && static_cast<int>(servers_.size()) == num_server_ &&
-         static_cast<int>(workers_.size()) == worker_processes();
+  if (static_cast<int>(servers_.size()) != num_server_) return false;
+  if (elastic()) return Count(Part::kWaiting) == num_worker_;
+  return local_size_ > 0 && static_cast<int>(workers_.size()) == worker_processes();
 }
 
 void JobMembership::Start() {
   started_ = true;
   for (size_t i = 0; i < servers_.size(); ++i) members_[servers_[i]].rank = static_cast<int>(i);
+  if (elastic()) {
+    next_seniority_ = 1;
+    Form();
+  }
 }
 
 const JobMembership::Member* JobMembership::Find(PeerId peer) const {
@@ -77,7 +144,9 @@ const JobMembership::Member* JobMembership::Find(PeerId peer) const {
 
 std::vector<PeerId> JobMembership::All() const {
   std::vector<PeerId> all;
-  for (const auto& entry : members_) all.push_back(entry.first);
+  for (const auto& entry : members_) {
+    if (entry.second.part != Part::kLeft) all.push_back(entry.first);
+  }
   return all;
 }
 
@@ -87,12 +156,15 @@ JobMembership::Member* JobMembership::Mutable(PeerId peer) {
 }
 
 void JobMembership::Activate(PeerId peer) {
-  if (Member* m = Mutable(peer)) m->part = Part::kActive;
+  Member* m = Mutable(peer);
+  if (m != nullptr && !elastic() && m->part == Part::kIdle) m->part = Part::kActive;
 }
 
 bool JobMembership::Finish(PeerId peer, bool joined) {
   Member* m = Mutable(peer);
-  if (m == nullptr || m->part == Part::kFinished) return false;
+  if (m == nullptr || m->role != Role::kWorker || m->part == Part::kFinished) return false;
+  // A worker of an elastic job finishes only the generation it works in (not one that broke meanwhile).
+  if (elastic() ? m->part != Part::kActive : m->part != Part::kActive && m->part != Part::kIdle) return false;
   m->part = Part::kFinished;
   m->joined = joined;
   last_finished_ = m->rank;
@@ -102,17 +174,22 @@ bool JobMembership::Finish(PeerId peer, bool joined) {
 JobMembership::Departure JobMembership::Leave(PeerId peer) {
   Member* m = Mutable(peer);
   if (m == nullptr || m->role != Role::kWorker) return Departure::kFailure;
-  if (m->part != Part::kFinished && m->part != Part::kIdle) return Departure::kFailure;
-  const bool idle = m->part == Part::kIdle;
-  m->part = Part::kLeft;
-  return idle ? Departure::kIdle : Departure::kFinished;
+  switch (m->part) {
+    case Part::kActive: return Departure::kFailure;
+    case Part::kLeft: return Departure::kHarmless;
+    case Part::kWaiting: m->part = Part::kLeft; return Departure::kHarmless;
+    case Part::kFinished: m->part = Part::kLeft; return Departure::kFinished;
+    case Part::kIdle:
+    case Part::kReady: m->part = Part::kLeft; return Departure::kIdle;
+  }
+  return Departure::kFailure;
 }
 
 bool JobMembership::GenerationFinished() const {
   bool any_finished = false;
   for (const auto& worker : workers_) {
     const Part part = members_.at(worker.second).part;
-    if (part == Part::kActive || part == Part::kIdle) return false;
+    if (part == Part::kActive || part == Part::kIdle || part == Part::kReady) return false;
     any_finished |= part == Part::kFinished;
   }
   return any_finished;
@@ -154,6 +231,79 @@ std::set<int> JobMembership::JoinedWorkers() const {
     if (m.part == Part::kFinished && m.joined) ranks.insert(worker.first);
   }
   return ranks;
+}
+
+std::vector<PeerId> JobMembership::Break(PeerId lost) {
+  if (Member* m = Mutable(lost)) m->part = Part::kLeft;
+  return NextGeneration();
+}
+
+bool JobMembership::Ready(PeerId peer) {
+  Member* m = Mutable(peer);
+  if (m == nullptr || m->role != Role::kWorker || m->part != Part::kIdle) return false;
+  m->part = Part::kReady;
+  return true;
+}
+
+JobMembership::Formation JobMembership::NextFormation() const {
+  const int ready = Count(Part::kReady);
+  if (Count(Part::kIdle) > 0) return Formation::kAwaitingWorkers;
+  if (ready == 0) return Formation::kOver;  // a generation needs a worker that holds the job's state
+  if (ready + Count(Part::kWaiting) < limits_.min_workers) return Formation::kBelowMinimum;
+  return Formation::kForms;
+}
+
+void JobMembership::Form() {
+  std::vector<Member*> next;
+  for (auto& entry : members_) {
+    Member& m = entry.second;
+    if (m.role == Role::kWorker && (m.part == Part::kReady || m.part == Part::kWaiting)) next.push_back(&m);
+  }
+  std::sort(next.begin(), next.end(), [](const Member* a, const Member* b) {
+    return a->seniority != b->seniority ? a->seniority < b->seniority : a->worker_id < b->worker_id;
+  });
+  next.resize(std::min<size_t>(next.size(), limits_.max_workers));
+  workers_.clear();
+  for (auto& entry : members_) {
+    Member& m = entry.second;
+    if (std::find(next.begin(), next.end(), &m) == next.end()) continue;
+    m.part = Part::kActive;
+    m.joined = false;
+    m.token = RandomBytes(kTokenBytes);
+  }
+  for (size_t rank = 0; rank < next.size(); ++rank) next[rank]->rank = static_cast<int>(rank);
+  for (auto& entry : members_) {
+    if (entry.second.role == Role::kWorker && entry.second.part == Part::kActive) {
+      workers_[entry.second.rank] = entry.first;
+    }
+  }
+  last_finished_ = -1;
+}
+
+std::vector<PeerId> JobMembership::Waiting() const {
+  std::vector<PeerId> waiting;
+  for (const auto& entry : members_) {
+    if (entry.second.role == Role::kWorker && entry.second.part == Part::kWaiting) waiting.push_back(entry.first);
+  }
+  return waiting;
+}
+
+std::vector<std::string> JobMembership::Idle() const {
+  std::vector<std::string> idle;
+  for (const auto& entry : members_) {
+    if (entry.second.role == Role::kWorker && entry.second.part == Part::kIdle) idle.push_back(entry.second.address);
+  }
+  return idle;
+}
+
+int JobMembership::Candidates() const {
+  return Count(Part::kReady) + Count(Part::kIdle) + Count(Part::kWaiting);
+}
+
+std::vector<PeerId> JobMembership::DismissWaiting() {
+  std::vector<PeerId> waiting = Waiting();
+  for (PeerId peer : waiting) members_.at(peer).part = Part::kLeft;
+  return waiting;
 }
 
 }  // namespace bps

@@ -2,9 +2,16 @@
 // registered through (a worker id is bound to that connection), their ranks and tokens, and each worker's
 // part in the current generation.
 //
-// Every change of membership goes through this class: who is admitted, who left, when a generation ends.
-// Membership is fixed today (DMLC_NUM_WORKER machines of BYTEPS_LOCAL_SIZE processes, DMLC_NUM_SERVER
-// servers, all registered before the job starts); this is where a changing membership would be decided.
+// Every change of membership goes through this class: who is admitted, who left, when a generation ends,
+// who is in the next. A job of fixed membership has DMLC_NUM_WORKER machines of BYTEPS_LOCAL_SIZE processes
+// and DMLC_NUM_SERVER servers, all registered before it starts; its workers keep their ranks.
+//
+// An elastic job (ElasticLimits) starts the same way, then changes: a worker lost in a generation ends it
+// for everyone (Break); a worker that registers later waits (kWaiting) and is admitted when the next
+// generation forms, which takes every worker of the last one that asked for it (kReady) and the waiting
+// ones, never more than max_workers, and needs at least min_workers of them and one worker of the last
+// generation. Ranks are renumbered 0..n-1 for every generation, the longest-serving workers first, so rank 0
+// holds the state the others take (bps_tf.elastic's sync), and every generation has fresh tokens.
 #pragma once
 
 #include <map>
@@ -18,59 +25,87 @@
 
 namespace bps {
 
+// An elastic job's bounds on its worker processes; max_workers 0: not elastic.
+struct ElasticLimits {
+  int min_workers = 0;
+  int max_workers = 0;
+  bool on() const { return max_workers > 0; }
+};
+
 class JobMembership {
  public:
   // A worker's part in the current generation.
   enum class Part {
     kActive,    // working in it (from registration, or its first declaration after a generation ended)
     kFinished,  // finished it (shutdown())
-    kIdle,      // finished the previous generation and has not started this one
-    kLeft,      // disconnected while finished or idle: gone for good, without failing the job
+    kIdle,      // the previous generation ended and it has not started this one
+    kLeft,      // disconnected while finished or idle (or lost, elastic): gone for good
+    kWaiting,   // elastic: registered while the job ran, waits to be admitted into the next generation
+    kReady,     // elastic: asked to be in the next generation (init() after the last one ended)
   };
   struct Member {
     Role role = Role::kWorker;
-    int rank = -1;  // worker rank, or server rank once the job started
+    int worker_id = 0;
+    int rank = -1;  // worker rank in this generation (-1: none yet), or server rank once the job started
+    int seniority = 0;  // the order of admission: the lower, the longer in the job
     std::string address;
-    std::string token;  // a worker's proof of its rank to the servers
+    std::string token;  // a worker's proof of its rank to the servers, for this generation
     Part part = Part::kActive;
     bool joined = false;  // finished by join(): the rounds and declarations it misses complete without it
   };
   // What a member's lost connection means.
   enum class Departure {
-    kFailure,   // it was needed: the job cannot go on (nothing changes here)
+    kFailure,   // it was needed: the job cannot go on (nothing changes here); elastic: see Break
     kFinished,  // it had finished this generation: it left for good
-    kIdle,      // it had not started this generation: it left for good, and finished nothing in it
+    kIdle,      // it had not started this generation (or, elastic, asked for the next): it left for good
+    kHarmless,  // elastic: it waited to join, or had gone already: nothing depended on it
+  };
+  // Whether the next generation of an elastic job can form.
+  enum class Formation {
+    kForms,           // every worker of the last generation asked or left, and enough are there
+    kAwaitingWorkers,  // some worker of the last generation has neither asked nor left yet
+    kBelowMinimum,     // fewer than min_workers would be in it: waiting for workers to join
+    kOver,             // no worker of the last generation is left: the job is over
   };
 
-  JobMembership(int num_worker, int num_server) : num_worker_(num_worker), num_server_(num_server) {}
+  JobMembership(int num_worker, int num_server, ElasticLimits limits = {})
+      : num_worker_(num_worker), num_server_(num_server), limits_(limits) {}
 
   // --- Registration ---
 
-  // Whether `b` fits the job (same sizes, ids in range, a place still free, the job not started); `who`
-  // names the process in the reason. If it fits, the process becomes a member bound to `peer`.
+  // Whether `b` fits the job (same sizes, ids in range, a place still free, the job not started or, elastic,
+  // room below max_workers); `who` names the process in the reason. If it fits, the process becomes a member
+  // bound to `peer` (elastic, after the start: a waiting one).
   Status Admit(PeerId peer, const RegisterBody& b, const std::string& who);
-  // Every server and every worker process registered.
+  // Every server and every first worker process registered.
   bool complete() const;
-  // The job starts: servers take their ranks in registration order, and nobody is admitted any more.
+  // The job starts: servers take their ranks in registration order; nobody is admitted any more unless the
+  // job is elastic, whose first generation forms.
   void Start();
   bool started() const { return started_; }
+  bool elastic() const { return limits_.on(); }
+  const ElasticLimits& limits() const { return limits_; }
 
   // --- Who is who ---
 
   const Member* Find(PeerId peer) const;
   std::vector<PeerId> All() const;  // every member's connection
   const std::vector<PeerId>& servers() const { return servers_; }   // by server rank
-  const std::map<int, PeerId>& workers() const { return workers_; }  // by worker rank
-  int num_worker() const { return num_worker_; }  // worker machines
+  const std::map<int, PeerId>& workers() const { return workers_; }  // this generation's, by worker rank
+  // Worker machines and processes in this generation (elastic: one process per machine).
+  int num_worker() const { return elastic() ? worker_processes() : num_worker_; }
   int num_server() const { return num_server_; }
   int local_size() const { return local_size_; }  // processes per worker machine, from the first worker
-  int worker_processes() const { return num_worker_ * local_size_; }
+  int worker_processes() const;
+  int registered_workers() const;  // worker processes that registered and have not left
 
   // --- Generations ---
 
-  // Worker `peer` works in this generation (an idle one starts it).
+  // Worker `peer` works in this generation (an idle one starts it; not in an elastic job, whose generations
+  // form).
   void Activate(PeerId peer);
-  // Worker `peer` finished this generation (joined: by join()). False if it had finished already.
+  // Worker `peer` finished this generation (joined: by join()). False if it had finished already, or does
+  // not work in this generation.
   bool Finish(PeerId peer, bool joined);
   // The connection of member `peer` is gone.
   Departure Leave(PeerId peer);
@@ -86,11 +121,34 @@ class JobMembership {
   // Of those, the ones that finished by join().
   std::set<int> JoinedWorkers() const;
 
+  // --- Elastic ---
+
+  // Worker `lost`, working in this generation, is gone: the generation is over for everyone (it left, the
+  // others are idle). Returns the others' connections.
+  std::vector<PeerId> Break(PeerId lost);
+  // Idle worker `peer` asks to be in the next generation. False if it is not idle.
+  bool Ready(PeerId peer);
+  Formation NextFormation() const;
+  // Forms the next generation (NextFormation() is kForms): the ready and the waiting workers, ranked by
+  // seniority, with fresh tokens, start it.
+  void Form();
+  // Workers that wait to join, and those of them that stay: the idle workers of the last generation.
+  std::vector<PeerId> Waiting() const;
+  std::vector<std::string> Idle() const;  // their addresses, for messages
+  // Workers that may still come to the next generation: ready, idle and waiting ones.
+  int Candidates() const;
+  // The waiting workers are told the job ended: they leave.
+  std::vector<PeerId> DismissWaiting();
+
  private:
   Member* Mutable(PeerId peer);
+  // A worker of an elastic job: its id is free and there is room.
+  Status AdmitElastic(PeerId peer, const RegisterBody& b, const std::string& who, Member member);
+  int Count(Part part) const;
 
   const int num_worker_;
   const int num_server_;
+  const ElasticLimits limits_;
   std::map<PeerId, Member> members_;
   std::vector<PeerId> servers_;
   std::map<int, PeerId> workers_;
@@ -98,6 +156,7 @@ class JobMembership {
   bool started_ = false;
   int generation_ = 1;
   int last_finished_ = -1;
+  int next_seniority_ = 0;
 };
 
 }  // namespace bps

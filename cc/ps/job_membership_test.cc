@@ -8,6 +8,7 @@ namespace {
 
 using Part = JobMembership::Part;
 using Departure = JobMembership::Departure;
+using Formation = JobMembership::Formation;
 
 RegisterBody Worker(int worker_id, int local_rank = 0, int local_size = 1, int num_worker = 2, int num_server = 1) {
   RegisterBody b;
@@ -183,6 +184,126 @@ TEST_F(JobMembershipTest, OnlyWorkersThatAreDoneMayLeave) {
   EXPECT_EQ(members_.Leave(kWorker1), Departure::kIdle);
   EXPECT_TRUE(members_.AllLeft());
   EXPECT_FALSE(members_.GenerationFinished()) << "nobody finished the generation nobody started";
+}
+
+// An elastic job of 2 first workers, 1 to 3 of them, and a server.
+class ElasticMembershipTest : public ::testing::Test {
+ protected:
+  static RegisterBody ElasticWorker(int worker_id) {
+    RegisterBody b = Worker(worker_id);
+    b.min_workers = 1;
+    b.max_workers = 3;
+    return b;
+  }
+  void StartJob() {
+    RegisterBody server = Server(0);
+    server.min_workers = 1;
+    server.max_workers = 3;
+    ASSERT_TRUE(members_.Admit(kServer, server, "server").ok());
+    ASSERT_TRUE(members_.Admit(kWorker1, ElasticWorker(1), "worker").ok());
+    ASSERT_FALSE(members_.complete());
+    ASSERT_TRUE(members_.Admit(kWorker0, ElasticWorker(0), "worker").ok());
+    ASSERT_TRUE(members_.complete());
+    members_.Start();
+  }
+  std::map<int, PeerId> Ranks() const { return members_.workers(); }
+
+  JobMembership members_{2, 1, ElasticLimits{1, 3}};
+};
+
+TEST_F(ElasticMembershipTest, TheFirstGenerationRanksByIdAndOthersWaitForTheNext) {
+  StartJob();
+  EXPECT_EQ(Ranks(), (std::map<int, PeerId>{{0, kWorker0}, {1, kWorker1}}));
+  EXPECT_EQ(members_.worker_processes(), 2);
+  const std::string token = members_.Find(kWorker0)->token;
+  EXPECT_EQ(token.size(), 32u);
+
+  Status twin = members_.Admit(30, ElasticWorker(1), "worker");
+  EXPECT_NE(twin.message().find("two workers registered with DMLC_WORKER_ID=1"), std::string::npos) << twin.message();
+  ASSERT_TRUE(members_.Admit(31, ElasticWorker(2), "worker").ok()) << "a place beyond the first workers";
+  EXPECT_EQ(members_.Find(31)->part, Part::kWaiting);
+  EXPECT_EQ(members_.Waiting(), (std::vector<PeerId>{31}));
+  Status full = members_.Admit(32, ElasticWorker(0), "worker at x:1");
+  EXPECT_NE(full.message().find("two workers"), std::string::npos) << full.message();
+  RegisterBody fixed = ElasticWorker(2);
+  fixed.max_workers = 0;
+  EXPECT_NE(members_.Admit(33, fixed, "worker").message().find("BYTEPS_MAX_WORKERS=0"), std::string::npos);
+  EXPECT_EQ(members_.worker_processes(), 2) << "a waiting worker is not in the running generation";
+
+  // Every worker finishes; the next generation takes them and the waiting one, the newcomer ranked last.
+  ASSERT_TRUE(members_.Finish(kWorker0, false));
+  ASSERT_TRUE(members_.Finish(kWorker1, false));
+  members_.NextGeneration();
+  EXPECT_EQ(members_.NextFormation(), Formation::kAwaitingWorkers);
+  EXPECT_TRUE(members_.Ready(kWorker1));
+  EXPECT_FALSE(members_.Ready(31)) << "a waiting worker is ready already";
+  EXPECT_EQ(members_.NextFormation(), Formation::kAwaitingWorkers);
+  EXPECT_TRUE(members_.Ready(kWorker0));
+  EXPECT_EQ(members_.NextFormation(), Formation::kForms);
+  members_.Form();
+  EXPECT_EQ(members_.generation(), 2);
+  EXPECT_EQ(Ranks(), (std::map<int, PeerId>{{0, kWorker0}, {1, kWorker1}, {2, 31}}));
+  EXPECT_NE(members_.Find(kWorker0)->token, token) << "every generation has fresh tokens";
+  EXPECT_TRUE(members_.Waiting().empty());
+  Status beyond = members_.Admit(34, [] {
+    RegisterBody b = ElasticWorker(2);
+    b.worker_id = 1;
+    return b;
+  }(), "worker");
+  EXPECT_NE(beyond.message().find("two workers"), std::string::npos);
+}
+
+TEST_F(ElasticMembershipTest, ALostWorkerBreaksTheGenerationAndTheOthersRankFirstInTheNext) {
+  StartJob();
+  ASSERT_TRUE(members_.Admit(31, ElasticWorker(2), "worker").ok());
+  ASSERT_TRUE(members_.Finish(kWorker1, false)) << "one worker finished before the loss";
+  EXPECT_EQ(members_.Leave(kWorker0), Departure::kFailure) << "it was working: the scheduler breaks";
+  std::vector<PeerId> others = members_.Break(kWorker0);
+  EXPECT_EQ(others, (std::vector<PeerId>{kWorker1}));
+  EXPECT_EQ(members_.Find(kWorker0)->part, Part::kLeft);
+  EXPECT_EQ(members_.Find(kWorker1)->part, Part::kIdle) << "what it finished broke with the generation";
+  EXPECT_FALSE(members_.Finish(kWorker1, false)) << "it does not work in a generation now";
+  EXPECT_EQ(members_.Leave(kWorker0), Departure::kHarmless) << "its connection closing later changes nothing";
+
+  // Its place is free again: a restarted worker 0 waits, as the newcomer does.
+  ASSERT_TRUE(members_.Admit(40, ElasticWorker(0), "worker").ok());
+  EXPECT_EQ(members_.Leave(31), Departure::kHarmless) << "a waiting worker may go";
+  EXPECT_TRUE(members_.Ready(kWorker1));
+  members_.Form();
+  EXPECT_EQ(Ranks(), (std::map<int, PeerId>{{0, kWorker1}, {1, 40}})) << "the survivor holds the state: rank 0";
+  EXPECT_EQ(members_.generation(), 2);
+}
+
+TEST_F(ElasticMembershipTest, TheNextGenerationNeedsTheMinimumAndAWorkerOfTheLast) {
+  JobMembership members(2, 1, ElasticLimits{2, 3});
+  auto body = [](int id) {
+    RegisterBody b = Worker(id);
+    b.min_workers = 2;
+    b.max_workers = 3;
+    return b;
+  };
+  RegisterBody server = Server(0);
+  server.min_workers = 2;
+  server.max_workers = 3;
+  ASSERT_TRUE(members.Admit(kServer, server, "server").ok());
+  ASSERT_TRUE(members.Admit(kWorker0, body(0), "worker").ok());
+  ASSERT_TRUE(members.Admit(kWorker1, body(1), "worker").ok());
+  members.Start();
+  members.Break(kWorker1);
+  ASSERT_TRUE(members.Ready(kWorker0));
+  EXPECT_EQ(members.NextFormation(), Formation::kBelowMinimum);
+  EXPECT_EQ(members.Candidates(), 1);
+  ASSERT_TRUE(members.Admit(50, body(1), "worker").ok());
+  EXPECT_EQ(members.NextFormation(), Formation::kForms);
+  members.Form();
+  EXPECT_EQ(members.worker_processes(), 2);
+
+  // Only newcomers would be left: the job is over.
+  ASSERT_TRUE(members.Admit(51, body(2), "worker").ok());
+  members.Break(kWorker0);
+  EXPECT_EQ(members.Leave(50), Departure::kIdle);
+  EXPECT_EQ(members.NextFormation(), Formation::kOver);
+  EXPECT_EQ(members.DismissWaiting(), (std::vector<PeerId>{51}));
 }
 
 }  // namespace

@@ -26,6 +26,7 @@ KeyRound::KeyRound(DataType dtype, uint64_t num_elements, int num_workers, Share
       compression_(compression),
       key_(key),
       wire_bytes_(compression.on() ? EncodedBytes(compression, num_elements) : bytes()),
+      arena_(arena),
       receive_(num_workers) {
   if (compression_.on()) {
     result_ = PrivateBuffer(wire_bytes_);
@@ -41,8 +42,9 @@ KeyRound::KeyRound(DataType dtype, uint64_t num_elements, int num_workers, Share
   // more start on a page; smaller ones on a cache line, so that small keys stay small.
   const size_t align = bytes() >= kPageBytes ? kPageBytes : kCacheLineBytes;
   const size_t stride = (std::max<size_t>(bytes(), 1) + align - 1) / align * align;
-  std::optional<SharedArena::Block> block;
-  if (arena != nullptr) block = arena->Allocate(stride * (num_workers + 2));
+  std::optional<SharedArena::Block>& block = block_;
+  block_bytes_ = stride * (num_workers + 2);
+  if (arena != nullptr) block = arena->Allocate(block_bytes_);
   if (block) {
     auto place = [&](Buffer& buffer, size_t index) {
       buffer.data = block->data + index * stride;
@@ -59,6 +61,10 @@ KeyRound::KeyRound(DataType dtype, uint64_t num_elements, int num_workers, Share
   } else if (!sum_.data) {
     sum_ = PrivateBuffer(bytes());
   }
+}
+
+KeyRound::~KeyRound() {
+  if (block_) arena_->Discard(*block_, block_bytes_);
 }
 
 KeyRound::Buffer KeyRound::PrivateBuffer(size_t size) const {

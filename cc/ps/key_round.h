@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -37,6 +38,9 @@ class KeyRound {
   // random-k) encodes pushes and results.
   KeyRound(DataType dtype, uint64_t num_elements, int num_workers, SharedArena* arena = nullptr,
            ReduceOp op = ReduceOp::kSum, const CompressionSpec& compression = {}, uint64_t key = 0);
+  ~KeyRound();  // gives its block of the arena back
+  KeyRound(const KeyRound&) = delete;
+  KeyRound& operator=(const KeyRound&) = delete;
 
   DataType dtype() const { return dtype_; }
   uint64_t num_elements() const { return num_elements_; }
@@ -118,6 +122,9 @@ class KeyRound {
   const CompressionSpec compression_;
   const uint64_t key_;
   const size_t wire_bytes_;
+  SharedArena* const arena_;
+  std::optional<SharedArena::Block> block_;  // the arena's block holding every buffer, if shared
+  size_t block_bytes_ = 0;
   std::vector<Buffer> receive_;  // per worker rank, allocated on first use
   Buffer sum_;
   std::unique_ptr<char[]> wide_sum_;  // when AccumulatorType(dtype) is wider than dtype

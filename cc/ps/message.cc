@@ -35,6 +35,10 @@ const char* MessageTypeName(MessageType type) {
     case MessageType::kFetch: return "FETCH";
     case MessageType::kSaveResidual: return "SAVE_RESIDUAL";
     case MessageType::kLoadResidual: return "LOAD_RESIDUAL";
+    case MessageType::kJoinPending: return "JOIN_PENDING";
+    case MessageType::kWorkersWaiting: return "WORKERS_WAITING";
+    case MessageType::kGenerationBroken: return "GENERATION_BROKEN";
+    case MessageType::kNextGeneration: return "NEXT_GENERATION";
   }
   return "UNKNOWN";
 }
@@ -104,6 +108,8 @@ std::string RegisterBody::Encode() const {
   w.Put(local_size);
   w.Put(num_worker);
   w.Put(num_server);
+  w.Put(min_workers);
+  w.Put(max_workers);
   w.PutString(address);
   return w.Take();
 }
@@ -117,6 +123,8 @@ StatusOr<RegisterBody> RegisterBody::Decode(const std::string& bytes) {
   b.local_size = r.Get<int32_t>();
   b.num_worker = r.Get<int32_t>();
   b.num_server = r.Get<int32_t>();
+  b.min_workers = r.Get<int32_t>();
+  b.max_workers = r.Get<int32_t>();
   b.address = r.GetString();
   if (r.failed()) return Truncated("REGISTER");
   return b;
@@ -126,6 +134,7 @@ std::string AddressBook::Encode() const {
   WireWriter w;
   w.Put(your_rank);
   w.Put(num_workers);
+  w.Put(generation);
   w.Put(local_size);
   w.Put(slice_bytes);
   w.Put(workers_on_your_host);
@@ -142,6 +151,7 @@ StatusOr<AddressBook> AddressBook::Decode(const std::string& bytes) {
   AddressBook b;
   b.your_rank = r.Get<int32_t>();
   b.num_workers = r.Get<int32_t>();
+  b.generation = r.Get<int32_t>();
   b.local_size = r.Get<int32_t>();
   b.slice_bytes = r.Get<uint64_t>();
   b.workers_on_your_host = r.Get<int32_t>();

@@ -40,7 +40,14 @@ enum class MessageType : uint8_t {
   // payload, answered by an empty PULL_REPLY. Addressed like a PUSH (sender: the contribution index).
   kSaveResidual,
   kLoadResidual,
-  kLastType = kLoadResidual,
+  // Elastic jobs (docs/elastic.md).
+  kJoinPending,       // scheduler -> a worker that registered while the job runs: it waits for the next generation
+  kWorkersWaiting,    // scheduler -> the generation's workers: `sender` workers wait to join at the next one
+  kGenerationBroken,  // scheduler -> the generation's workers: a worker was lost (why in `text`): every request
+                      // fails, shutdown() returns at once, init() starts the next generation with the others
+  kNextGeneration,    // worker -> scheduler: this worker starts the next generation (init()); answered with its
+                      // ADDRESS_BOOK once every worker of the next generation asked
+  kLastType = kNextGeneration,
 };
 
 const char* MessageTypeName(MessageType type);
@@ -48,6 +55,9 @@ const char* MessageTypeName(MessageType type);
 // A worker that joins (join()) has no more data but lets the others go on: until every worker finished,
 // each round it misses completes without it (as zeros in a sum; min, max and product leave it out).
 constexpr char kJoinedMark[] = "joined";
+// A RESET whose generation broke (a worker was lost): pushes may still be in flight, and parked pulls are
+// answered with an error.
+constexpr char kDroppedMark[] = "dropped";
 
 // A worker's use of the shared memory of a server on its host (cc/common/shared_arena.h).
 enum class ShareMode : uint8_t {
@@ -94,6 +104,8 @@ struct RegisterBody {
   int32_t local_size = 1;
   int32_t num_worker = 0;  // the node's DMLC_NUM_WORKER / DMLC_NUM_SERVER, checked against the scheduler's
   int32_t num_server = 0;
+  int32_t min_workers = 0;  // BYTEPS_MIN_WORKERS / BYTEPS_MAX_WORKERS (0: not elastic), checked too
+  int32_t max_workers = 0;
   std::string address;  // where this node listens
   std::string Encode() const;
   static StatusOr<RegisterBody> Decode(const std::string& bytes);
@@ -101,7 +113,8 @@ struct RegisterBody {
 
 struct AddressBook {
   int32_t your_rank = 0;  // rank of the receiver within its role
-  int32_t num_workers = 0;  // worker processes in the job
+  int32_t num_workers = 0;  // worker processes in the job (in this generation)
+  int32_t generation = 1;   // counts from 1; an elastic job's workers get a book for every generation
   int32_t local_size = 1;
   uint64_t slice_bytes = 0;  // partitions cross the network in slices of this size (0: whole)
   int32_t workers_on_your_host = 0;  // to a server: worker processes that share its host

@@ -33,6 +33,8 @@ Status JoinJob(const Config& config, Transport* transport, PeerId* scheduler) {
   body.local_size = config.local_size;
   body.num_worker = config.num_worker;
   body.num_server = config.num_server;
+  body.min_workers = config.min_workers;
+  body.max_workers = config.max_workers;
   body.address = listening.value();
   Message m;
   m.type = MessageType::kRegister;

@@ -17,7 +17,7 @@ constexpr size_t kTurnedAwayRemembered = 5;
 Scheduler::Scheduler(const Config& config, Transport* transport)
     : config_(config),
       transport_(transport),
-      membership_(config.num_worker, config.num_server),
+      membership_(config.num_worker, config.num_server, ElasticLimits{config.min_workers, config.max_workers}),
       declarations_(config, membership_, [this](PeerId to, const Message& m) { Send(to, m); }) {}
 
 Status Scheduler::Run() {
@@ -69,8 +69,16 @@ void Scheduler::OnMessage(PeerId from, const std::string& header, void*, size_t)
     switch (m.type) {
       case MessageType::kDeclare: return HandleDeclare(from, *sender, m);
       case MessageType::kFinish: return HandleFinish(from, m.text == kJoinedMark);
-      case MessageType::kAbortRequest:
-        return Abort(Aborted(NodeName(from) + " failed: " + Printable(m.text, 4000)));
+      case MessageType::kAbortRequest: {
+        Status failed = Aborted(NodeName(from) + " failed: " + Printable(m.text, 4000));
+        if (!membership_.elastic()) return Abort(failed);
+        // In an elastic job a worker that fails is lost: the others go on.
+        if (sender->part == JobMembership::Part::kActive) return BreakGeneration(from, failed);
+        return;
+      }
+      case MessageType::kNextGeneration:
+        if (membership_.elastic()) return HandleNextGeneration(from);
+        break;
       default: break;
     }
   } else if (sender->role == Role::kServer) {
@@ -112,18 +120,34 @@ void Scheduler::HandleRegister(PeerId from, const Message& m) {
   const bool server = b.role == static_cast<int32_t>(Role::kServer);
   const bool worker = b.role == static_cast<int32_t>(Role::kWorker);
   const std::string who = std::string(server ? "server" : worker ? "worker" : "a process") + " at " + b.address;
+  const bool joining = membership_.started();
   Status admitted = membership_.Admit(from, b, who);
   if (!admitted.ok()) return Reject(from, who, admitted);
-  if (membership_.complete()) SendAddressBooks();
+  if (!joining) {
+    if (membership_.complete()) SendAddressBooks();
+    return;
+  }
+  // Elastic: it waits for the next generation, which the running one's workers learn of.
+  BPS_LOG(Info) << who << " waits to join at the next generation";
+  Message pending;
+  pending.type = MessageType::kJoinPending;
+  Send(from, pending);
+  if (forming_) return CheckFormation();
+  AnnounceWaiting();
 }
 
 void Scheduler::SendAddressBooks() {
   membership_.Start();
-  address_book_ = JobAddressBook(config_, membership_);
-  declarations_.StartGeneration(address_book_.slice_bytes);
+  SendGenerationBooks();
   BPS_LOG(Info) << (address_book_.slice_bytes ? "partitions cross the network in slices of " +
                                                     std::to_string(address_book_.slice_bytes) + " bytes"
                                               : std::string("partitions cross the network whole"));
+}
+
+void Scheduler::SendGenerationBooks() {
+  address_book_ = JobAddressBook(config_, membership_);
+  declarations_.StartGeneration(address_book_.slice_bytes);
+  ready_servers_.clear();
   // Servers first: a worker may push as soon as it has its book, so every server must know the job by then.
   for (PeerId server : membership_.servers()) SendAddressBook(server);
 }
@@ -136,16 +160,25 @@ void Scheduler::SendAddressBook(PeerId to) {
 }
 
 void Scheduler::HandleServerReady(PeerId from) {
-  if (!membership_.started() || !ready_servers_.insert(from).second) return;
+  // A generation that broke before its servers were ready never reaches its workers.
+  if (!membership_.started() || !resetting_.empty() || forming_ || !ready_servers_.insert(from).second) return;
   if (static_cast<int>(ready_servers_.size()) < config_.num_server) return;
   for (const auto& worker : membership_.workers()) SendAddressBook(worker.second);
-  BPS_LOG(Info) << "job started: " << membership_.servers().size() << " servers, " << membership_.workers().size()
-                << " workers";
+  if (membership_.generation() == 1) {
+    BPS_LOG(Info) << "job started: " << membership_.servers().size() << " servers, "
+                  << membership_.workers().size() << " workers";
+  } else {
+    BPS_LOG(Info) << "generation " << membership_.generation() << " started: " << membership_.workers().size()
+                  << " workers";
+  }
+  if (!membership_.Waiting().empty()) AnnounceWaiting();  // registered while this generation formed
 }
 
 void Scheduler::HandleDeclare(PeerId from, const JobMembership::Member& worker, const Message& m) {
+  const bool working = membership_.elastic() ? worker.part == JobMembership::Part::kActive
+                                             : worker.part != JobMembership::Part::kFinished;
   const bool in_generation = membership_.started() && ready_servers_.size() >= membership_.servers().size() &&
-                             resetting_.empty() && worker.part != JobMembership::Part::kFinished;
+                             resetting_.empty() && !forming_ && working;
   auto spec = declarations_.Check(m.text, worker.rank, in_generation);
   if (!spec.ok()) {
     Message reply;
@@ -180,18 +213,110 @@ void Scheduler::EndGenerationIfAllFinished() {
   Message reset;
   reset.type = MessageType::kReset;
   resetting_ = std::set<PeerId>(membership_.servers().begin(), membership_.servers().end());
+  broken_ = false;
   SendToServers(reset);
 }
 
 void Scheduler::HandleResetReply(PeerId from) {
   if (!resetting_.erase(from) || !resetting_.empty()) return;
   declarations_.StartGeneration(address_book_.slice_bytes);
-  BPS_LOG(Info) << "generation " << membership_.generation() << " ended: every worker finished";
-  Message done;
-  done.type = MessageType::kGenerationDone;
-  done.sender = membership_.last_finished();
-  for (PeerId worker : membership_.NextGeneration()) Send(worker, done);
-  if (membership_.AllLeft()) EndJob();
+  if (!broken_) {
+    BPS_LOG(Info) << "generation " << membership_.generation() << " ended: every worker finished";
+    Message done;
+    done.type = MessageType::kGenerationDone;
+    done.sender = membership_.last_finished();
+    for (PeerId worker : membership_.NextGeneration()) Send(worker, done);
+  }
+  if (!membership_.elastic()) {
+    if (membership_.AllLeft()) EndJob();
+    return;
+  }
+  forming_ = true;
+  forming_since_ = NowSeconds();
+  CheckFormation();
+}
+
+void Scheduler::BreakGeneration(PeerId lost, const Status& why) {
+  const int generation = membership_.generation();
+  std::vector<PeerId> others = membership_.Break(lost);
+  if (others.empty()) return Abort(Status(why.code(), "every worker of the job was lost; the last: " + why.message()));
+  BPS_LOG(Warning) << "generation " << generation << " broke: " << why.message() << " The other "
+                   << others.size() << " worker(s) go on.";
+  Message broken;
+  broken.type = MessageType::kGenerationBroken;
+  broken.set_status(Aborted("the job's workers changed: " + why.message()));
+  for (PeerId worker : others) Send(worker, broken);
+  // The servers drop the unfinished rounds; the next generation forms once they did.
+  Message reset;
+  reset.type = MessageType::kReset;
+  reset.text = kDroppedMark;
+  resetting_ = std::set<PeerId>(membership_.servers().begin(), membership_.servers().end());
+  broken_ = true;
+  SendToServers(reset);
+}
+
+void Scheduler::HandleNextGeneration(PeerId from) {
+  if (membership_.Ready(from) && forming_) CheckFormation();
+}
+
+void Scheduler::CheckFormation() {
+  if (!forming_) return;
+  switch (membership_.NextFormation()) {
+    case JobMembership::Formation::kAwaitingWorkers: return;
+    case JobMembership::Formation::kBelowMinimum:
+      if (below_minimum_since_ < 0) {
+        below_minimum_since_ = NowSeconds();
+        BPS_LOG(Warning) << "only " << membership_.Candidates() << " worker(s) left, fewer than BYTEPS_MIN_WORKERS="
+                         << config_.min_workers << ": waiting up to BYTEPS_ELASTIC_TIMEOUT="
+                         << config_.elastic_timeout_s << " s for workers to join";
+      }
+      return;
+    case JobMembership::Formation::kOver:
+      for (PeerId waiting : membership_.DismissWaiting()) {
+        Reject(waiting, NodeName(waiting), FailedPrecondition("the job ended before this worker could join it: "
+                                                              "every worker of its last generation finished"));
+      }
+      return EndJob();
+    case JobMembership::Formation::kForms: break;
+  }
+  forming_ = false;
+  below_minimum_since_ = -1;
+  membership_.Form();
+  SendGenerationBooks();
+}
+
+void Scheduler::AnnounceWaiting() {
+  const bool workers_have_books = static_cast<int>(ready_servers_.size()) >= config_.num_server;
+  if (!membership_.elastic() || forming_ || !resetting_.empty() || !workers_have_books) return;
+  Message waiting;
+  waiting.type = MessageType::kWorkersWaiting;
+  waiting.sender = static_cast<int32_t>(membership_.Waiting().size());
+  for (const auto& worker : membership_.workers()) {
+    if (membership_.Find(worker.second)->part != JobMembership::Part::kLeft) Send(worker.second, waiting);
+  }
+}
+
+void Scheduler::CheckFormationTimeouts(double now) {
+  if (!forming_) return;
+  const JobMembership::Formation formation = membership_.NextFormation();
+  if (formation == JobMembership::Formation::kAwaitingWorkers && now - forming_since_ > config_.timeout_s) {
+    std::string idle;
+    for (const std::string& address : membership_.Idle()) idle += (idle.empty() ? "" : ", ") + address;
+    std::ostringstream limit;
+    limit << config_.timeout_s;
+    return Abort(DeadlineExceeded("worker(s) at " + idle + " neither started the next generation (init()) nor "
+                                  "left within BYTEPS_TIMEOUT=" + limit.str() + " s"));
+  }
+  if (formation == JobMembership::Formation::kBelowMinimum && below_minimum_since_ >= 0 &&
+      now - below_minimum_since_ > config_.elastic_timeout_s) {
+    const int left = membership_.Candidates();
+    std::ostringstream limit;
+    limit << config_.elastic_timeout_s;
+    return Abort(Unavailable("the job needs at least BYTEPS_MIN_WORKERS=" + std::to_string(config_.min_workers) +
+                             " workers (bpslaunch --min-workers), but " + std::to_string(left) +
+                             (left == 1 ? " is" : " are") + " left and no worker joined within "
+                             "BYTEPS_ELASTIC_TIMEOUT=" + limit.str() + " s"));
+  }
 }
 
 void Scheduler::CheckTimeouts() {
@@ -203,11 +328,12 @@ void Scheduler::CheckTimeouts() {
     for (const std::string& why : turned_away_) turned_away += " Turned away: " + why;
     return Abort(DeadlineExceeded(
         "only " + std::to_string(membership_.servers().size()) + " of " + std::to_string(config_.num_server) +
-        " servers and " + std::to_string(membership_.workers().size()) + " worker processes registered within " +
+        " servers and " + std::to_string(membership_.registered_workers()) + " worker processes registered within " +
         limit.str() + "; check that every process was started with the same DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT " +
         "and job secret." + turned_away));
   }
   declarations_.ExpireWaiting(now);
+  CheckFormationTimeouts(now);
 }
 
 void Scheduler::OnPeerLost(PeerId peer, const Status& why) {
@@ -215,6 +341,25 @@ void Scheduler::OnPeerLost(PeerId peer, const Status& why) {
   if (done_) return;
   const JobMembership::Member* node = membership_.Find(peer);
   if (node == nullptr) return;  // never registered: nothing depends on it
+  if (membership_.elastic() && node->role == Role::kWorker) {
+    if (membership_.started() && node->part == JobMembership::Part::kActive) {
+      return BreakGeneration(peer, Unavailable(NodeName(peer) + " exited or lost its connection (" + why.message() +
+                                               ")."));
+    }
+    const JobMembership::Departure left = membership_.Leave(peer);
+    if (left == JobMembership::Departure::kFinished) {
+      if (!resetting_.empty()) return;
+      if (membership_.AllLeft()) {
+        for (PeerId waiting : membership_.DismissWaiting()) {
+          Reject(waiting, NodeName(waiting), FailedPrecondition("the job ended before this worker could join it"));
+        }
+        return EndJob();
+      }
+      return EndGenerationIfAllFinished();
+    }
+    AnnounceWaiting();
+    return CheckFormation();
+  }
   const JobMembership::Departure departure = membership_.Leave(peer);
   if (departure != JobMembership::Departure::kFailure) {
     // Finished, then gone: a process that is done. Whoever waits on it in a generation it did not start
@@ -225,6 +370,7 @@ void Scheduler::OnPeerLost(PeerId peer, const Status& why) {
     return EndGenerationIfAllFinished();
   }
   Status lost = Unavailable(NodeName(peer) + " exited or lost its connection (" + why.message() + ").");
+  if (membership_.elastic()) lost = Unavailable(lost.message() + " A lost server ends an elastic job too.");
   if (node->role == Role::kWorker) {
     // A worker often exits because a server died; wait a moment so the abort names the server instead.
     if (pending_abort_.ok()) {

@@ -9,6 +9,13 @@
 // are told; they may init() again in the same processes (a new generation) or leave. The job ends when
 // every worker has finished and disconnected.
 //
+// An elastic job (BYTEPS_MIN_WORKERS, BYTEPS_MAX_WORKERS) goes on when a worker is lost: the generation
+// breaks (every worker's requests fail at once, the servers drop the unfinished rounds) and the next one
+// forms from the workers that ask for it (init()) and those that registered meanwhile, each with a new rank
+// and token; the workers of a running generation are told how many wait to join, so that they can end it
+// together (bps_tf.elastic's commit). Below BYTEPS_MIN_WORKERS the next generation waits
+// BYTEPS_ELASTIC_TIMEOUT for workers, then the job fails. A lost server or scheduler still ends the job.
+//
 // This class runs the protocol. Who is in the job is JobMembership's (job_membership.h), the tensors' plans
 // Declarations' (declarations.h); what nodes learn at the start is made in address_books.h.
 #pragma once
@@ -45,6 +52,8 @@ class Scheduler : public MessageHandler {
   void HandleRegister(PeerId from, const Message& m);
   void Reject(PeerId from, const std::string& who, const Status& why);
   void SendAddressBooks();
+  // The servers get the book of the generation that starts; the workers theirs once every server is ready.
+  void SendGenerationBooks();
   void SendAddressBook(PeerId to);
   void HandleServerReady(PeerId from);
   // Declarations, between the start and the end of a generation.
@@ -56,6 +65,15 @@ class Scheduler : public MessageHandler {
   // Every worker that has not left finished: the servers forget the generation's keys.
   void EndGenerationIfAllFinished();
   void HandleResetReply(PeerId from);
+  // Elastic jobs: a worker lost in a generation ends it for all (the others' requests fail at once).
+  void BreakGeneration(PeerId lost, const Status& why);
+  void HandleNextGeneration(PeerId from);
+  // Forms the next generation once it can (every worker of the last one asked or left, enough of them);
+  // ends the job when none is left.
+  void CheckFormation();
+  // Tells the workers of the running generation how many wait to join it.
+  void AnnounceWaiting();
+  void CheckFormationTimeouts(double now);
   // The end of the job.
   void CheckTimeouts();
   void Abort(const Status& why);
@@ -77,6 +95,10 @@ class Scheduler : public MessageHandler {
   double start_time_ = 0;
   std::deque<std::string> turned_away_;  // the last registrations turned away, for the start timeout
   std::set<PeerId> resetting_;           // servers still forgetting the generation's keys
+  bool broken_ = false;                  // the generation being reset broke (elastic)
+  bool forming_ = false;                 // elastic: the servers forgot the last generation; the next forms
+  double forming_since_ = 0;
+  double below_minimum_since_ = -1;      // when the next generation had fewer than min_workers, or -1
   bool done_ = false;
   Status result_;
   static constexpr double kRootCauseWaitSeconds = 1.0;

@@ -51,7 +51,11 @@ struct Node {
 class SchedulerTest : public ::testing::Test {
  protected:
   // A job of two worker machines of one process each and one server.
-  void StartScheduler(double timeout_s = 20) {
+  // elastic: workers 1..3 (min_workers, max_workers), BYTEPS_ELASTIC_TIMEOUT `elastic_timeout_s`.
+  void StartScheduler(double timeout_s = 20, ElasticLimits elastic = {}, double elastic_timeout_s = 600) {
+    config_.min_workers = elastic.min_workers;
+    config_.max_workers = elastic.max_workers;
+    config_.elastic_timeout_s = elastic_timeout_s;
     config_.role = Role::kScheduler;
     config_.root_uri = "scheduler";
     config_.root_port = 1;
@@ -90,6 +94,8 @@ class SchedulerTest : public ::testing::Test {
     b.worker_id = worker_id;
     b.num_worker = num_worker;
     b.num_server = 1;
+    b.min_workers = config_.min_workers;
+    b.max_workers = config_.max_workers;
     b.address = address;
     node.Send(MessageType::kRegister, b.Encode());
     return node;
@@ -383,6 +389,152 @@ TEST_F(SchedulerTest, ALostWorkingWorkerAbortsTheJob) {
   EXPECT_EQ(s.code(), Code::kUnavailable);
   EXPECT_TRUE(Contains(s, "worker 1 (hostb:2) exited or lost its connection")) << s.ToString();
   EXPECT_TRUE(server_->Gets(MessageType::kAbort));
+}
+
+// --- Elastic jobs ---
+
+class ElasticSchedulerTest : public SchedulerTest {
+ protected:
+  // The server forgets the generation and is ready for the next one, whose book it gets first.
+  AddressBook ResetAndReady(bool dropped) {
+    auto reset = server_->inbox.Next(MessageType::kReset);
+    EXPECT_TRUE(reset);
+    if (reset) EXPECT_EQ(reset->second.text == kDroppedMark, dropped);
+    server_->Send(MessageType::kResetReply);
+    auto book = server_->Book();
+    EXPECT_TRUE(book.ok()) << book.status().ToString();
+    server_->Send(MessageType::kServerReady);
+    return book.ok() ? book.value() : AddressBook();
+  }
+  AddressBook WorkerBook(Node& node) {
+    auto book = node.Book();
+    EXPECT_TRUE(book.ok()) << book.status().ToString();
+    return book.ok() ? book.value() : AddressBook();
+  }
+};
+
+TEST_F(ElasticSchedulerTest, ALostWorkerBreaksTheGenerationAndTheOthersGoOnRenumbered) {
+  StartScheduler(20, ElasticLimits{1, 3});
+  StartJob();
+  worker_[0]->transport->Shutdown(0);  // worker 0 dies while working
+  Status broken = worker_[1]->Outcome(MessageType::kGenerationBroken, 1);
+  EXPECT_EQ(broken.code(), Code::kAborted) << broken.ToString();
+  EXPECT_TRUE(Contains(broken, "worker 0 (hosta:3) exited or lost its connection")) << broken.ToString();
+  EXPECT_FALSE(server_->Gets(MessageType::kAbort, 0.2)) << "the job goes on";
+
+  worker_[1]->Send(MessageType::kNextGeneration);
+  AddressBook server_book = ResetAndReady(/*dropped=*/true);
+  EXPECT_EQ(server_book.generation, 2);
+  EXPECT_EQ(server_book.num_workers, 1);
+  ASSERT_EQ(server_book.worker_tokens.size(), 1u);
+  AddressBook book = WorkerBook(*worker_[1]);
+  EXPECT_EQ(book.your_rank, 0) << "the survivor is renumbered";
+  EXPECT_EQ(book.num_workers, 1);
+  EXPECT_EQ(book.your_token, server_book.worker_tokens[0]);
+  EXPECT_NE(book.your_token, worker_book_[1].your_token) << "a new generation, a new token";
+
+  // Tensors are planned for the generation's workers.
+  worker_[1]->Send(MessageType::kDeclare, Spec({4}).Encode(), 7);
+  auto plan = server_->inbox.Next(MessageType::kKeyPlan);
+  ASSERT_TRUE(plan);
+  auto keys = KeyPlanBody::Decode(plan->second.text);
+  ASSERT_TRUE(keys.ok());
+  EXPECT_EQ(keys.value().keys[0].participants, 1);
+}
+
+TEST_F(ElasticSchedulerTest, AWorkerThatComesLaterWaitsAndJoinsAtTheNextGeneration) {
+  StartScheduler(20, ElasticLimits{1, 3});
+  StartJob();
+  Node& late = Register(Role::kWorker, 2, "hostc:4");
+  EXPECT_TRUE(late.Gets(MessageType::kJoinPending));
+  for (int w = 0; w < 2; ++w) {
+    auto waiting = worker_[w]->inbox.Next(MessageType::kWorkersWaiting);
+    ASSERT_TRUE(waiting);
+    EXPECT_EQ(waiting->second.sender, 1);
+  }
+  EXPECT_FALSE(late.Gets(MessageType::kAddressBook, 0.2)) << "it waits for the running generation to end";
+  Status twin = Register(Role::kWorker, 2, "hostd:4").Book().status();
+  EXPECT_TRUE(Contains(twin, "two workers registered with DMLC_WORKER_ID=2")) << twin.ToString();
+
+  for (int w = 0; w < 2; ++w) worker_[w]->Send(MessageType::kFinish);
+  server_->inbox.Next(MessageType::kWorkerFinished);
+  auto reset = server_->inbox.Next(MessageType::kReset);
+  ASSERT_TRUE(reset);
+  server_->Send(MessageType::kResetReply);
+  for (int w = 0; w < 2; ++w) ASSERT_TRUE(worker_[w]->Gets(MessageType::kGenerationDone));
+  worker_[1]->Send(MessageType::kNextGeneration);
+  EXPECT_FALSE(server_->Gets(MessageType::kAddressBook, 0.2)) << "worker 0 has not asked yet";
+  worker_[0]->Send(MessageType::kNextGeneration);
+  auto server_book = server_->Book();
+  ASSERT_TRUE(server_book.ok());
+  EXPECT_EQ(server_book.value().num_workers, 3);
+  server_->Send(MessageType::kServerReady);
+  EXPECT_EQ(WorkerBook(*worker_[0]).your_rank, 0);
+  EXPECT_EQ(WorkerBook(*worker_[1]).your_rank, 1);
+  AddressBook joined = WorkerBook(late);
+  EXPECT_EQ(joined.your_rank, 2) << "the newest worker ranks last";
+  EXPECT_EQ(joined.generation, 2);
+}
+
+TEST_F(ElasticSchedulerTest, BelowTheMinimumTheJobWaitsForWorkersThenFailsSayingSo) {
+  StartScheduler(20, ElasticLimits{2, 3}, /*elastic_timeout_s=*/1.5);
+  StartJob();
+  worker_[0]->transport->Shutdown(0);
+  ASSERT_TRUE(worker_[1]->Gets(MessageType::kGenerationBroken));
+  worker_[1]->Send(MessageType::kNextGeneration);
+  auto reset = server_->inbox.Next(MessageType::kReset);
+  ASSERT_TRUE(reset);
+  server_->Send(MessageType::kResetReply);
+  EXPECT_FALSE(server_->Gets(MessageType::kAddressBook, 0.5)) << "one worker is below the minimum";
+  Status s = worker_[1]->Outcome(MessageType::kAbort, 5);
+  EXPECT_TRUE(Contains(s, "at least BYTEPS_MIN_WORKERS=2 workers")) << s.ToString();
+  EXPECT_TRUE(Contains(s, "1 is left and no worker joined within BYTEPS_ELASTIC_TIMEOUT=1.5 s")) << s.ToString();
+  EXPECT_FALSE(Result().ok());
+}
+
+TEST_F(ElasticSchedulerTest, AWorkerThatJoinsInTimeBringsTheJobBackToItsMinimum) {
+  StartScheduler(20, ElasticLimits{2, 3}, /*elastic_timeout_s=*/30);
+  StartJob();
+  worker_[0]->transport->Shutdown(0);
+  ASSERT_TRUE(worker_[1]->Gets(MessageType::kGenerationBroken));
+  worker_[1]->Send(MessageType::kNextGeneration);
+  auto reset = server_->inbox.Next(MessageType::kReset);
+  ASSERT_TRUE(reset);
+  server_->Send(MessageType::kResetReply);
+  Node& restarted = Register(Role::kWorker, 0, "hosta:5");  // the lost worker's place, free again
+  auto book = server_->Book();
+  ASSERT_TRUE(book.ok()) << book.status().ToString();
+  EXPECT_EQ(book.value().num_workers, 2);
+  server_->Send(MessageType::kServerReady);
+  EXPECT_EQ(WorkerBook(*worker_[1]).your_rank, 0);
+  EXPECT_EQ(WorkerBook(restarted).your_rank, 1);
+}
+
+TEST_F(ElasticSchedulerTest, WhenEveryWorkerFinishedAndLeftTheJobEndsAndAWaitingWorkerIsToldSo) {
+  StartScheduler(20, ElasticLimits{1, 3});
+  StartJob();
+  Node& late = Register(Role::kWorker, 2, "hostc:4");
+  ASSERT_TRUE(late.Gets(MessageType::kJoinPending));
+  for (int w = 0; w < 2; ++w) worker_[w]->Send(MessageType::kFinish);
+  ASSERT_TRUE(server_->Gets(MessageType::kReset));
+  server_->Send(MessageType::kResetReply);
+  for (int w = 0; w < 2; ++w) {
+    ASSERT_TRUE(worker_[w]->Gets(MessageType::kGenerationDone));
+    worker_[w]->transport->Shutdown(0);
+  }
+  Status told = late.Book().status();
+  EXPECT_TRUE(Contains(told, "the job ended before this worker could join it")) << told.ToString();
+  EXPECT_TRUE(server_->Gets(MessageType::kShutdown));
+  EXPECT_TRUE(Result().ok());
+}
+
+TEST_F(ElasticSchedulerTest, AWorkerThatFailsLeavesTheJobToTheOthers) {
+  StartScheduler(20, ElasticLimits{1, 3});
+  StartJob();
+  worker_[1]->Send(MessageType::kAbortRequest, "uncaught ValueError");
+  Status broken = worker_[0]->Outcome(MessageType::kGenerationBroken);
+  EXPECT_TRUE(Contains(broken, "worker 1 (hostb:2) failed: uncaught ValueError")) << broken.ToString();
+  EXPECT_FALSE(server_->Gets(MessageType::kAbort, 0.2));
 }
 
 }  // namespace

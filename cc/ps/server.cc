@@ -85,7 +85,7 @@ void Server::OnSchedulerMessage(const Message& m) {
     case MessageType::kAddressBook: return OnAddressBook(m);
     case MessageType::kKeyPlan: return HandleKeyPlan(m);
     case MessageType::kWorkerFinished: return HandleWorkerFinished(m.sender, m.text == kJoinedMark);
-    case MessageType::kReset: return HandleReset();
+    case MessageType::kReset: return HandleReset(m.text == kDroppedMark);
     case MessageType::kShutdown: return Finish(Status::OK());
     case MessageType::kAbort:
       address_book_.Set(m);
@@ -98,13 +98,19 @@ void Server::OnSchedulerMessage(const Message& m) {
 void Server::OnAddressBook(const Message& m) {
   auto book = AddressBook::Decode(m.text);
   if (book.ok() && m.status().ok()) {
+    bool first = false;
     {
       std::lock_guard<std::mutex> lock(keys_mu_);
+      first = generation_ == 0;
+      generation_ = book.value().generation;
       num_workers_ = book.value().num_workers;
       local_size_ = std::max(1, book.value().local_size);
       worker_tokens_ = book.value().worker_tokens;
+      // A new generation's workers prove their new ranks anew (its keys come after this book).
+      rank_of_.clear();
+      peer_of_.clear();
     }
-    if (config_.shared_memory && book.value().workers_on_your_host > 0) CreateSharedArena();
+    if (first && config_.shared_memory && book.value().workers_on_your_host > 0) CreateSharedArena();
     Message ready;
     ready.type = MessageType::kServerReady;
     transport_->Send(scheduler_, ready.Encode(), nullptr, 0, nullptr);
@@ -129,6 +135,7 @@ void Server::HandleIdentify(PeerId from, const Message& m) {
       rank_of_[from] = rank;
       peer_of_[rank] = from;
     }
+    ReleaseRetired(from);
   }
   if (!result.ok()) dropped_.Warn("turned away " + transport_->PeerName(from) + ": " + result.message());
   Message reply;
@@ -236,8 +243,9 @@ void Server::FailRoundWaitingOnFinished(uint64_t key, KeyEntry* entry) {
   entry->parked.clear();
 }
 
-// Every worker finished: no push is in flight. The summing threads are held still while the keys go.
-void Server::HandleReset() {
+// Every worker finished (no push is in flight), or the generation broke (`dropped`): the waiting pulls are
+// answered with an error and the keys are retired. The summing threads are held still while the keys go.
+void Server::HandleReset(bool dropped) {
   std::vector<std::shared_ptr<std::promise<void>>> held;
   std::vector<std::future<void>> holding;
   auto release = std::make_shared<std::promise<void>>();
@@ -253,6 +261,17 @@ void Server::HandleReset() {
   for (auto& f : holding) f.wait();
   {
     std::lock_guard<std::mutex> lock(keys_mu_);
+    if (dropped) {
+      const Status gone = Aborted("the round was dropped: the job's workers changed");
+      for (auto& key : keys_) {
+        for (const ParkedPull& pull : key.second.parked) ReplyError(pull.peer, pull, key.first, gone);
+        key.second.parked.clear();
+      }
+      Retired retired;
+      retired.keys.swap(keys_);
+      for (const auto& identified : rank_of_) retired.holders.insert(identified.first);
+      if (!retired.holders.empty() && !retired.keys.empty()) retired_.push_back(std::move(retired));
+    }
     keys_.clear();
     finished_workers_.clear();
     joined_workers_.clear();
@@ -261,6 +280,13 @@ void Server::HandleReset() {
   Message reply;
   reply.type = MessageType::kResetReply;
   transport_->Send(scheduler_, reply.Encode(), nullptr, 0, nullptr);
+}
+
+void Server::ReleaseRetired(PeerId peer) {
+  for (auto it = retired_.begin(); it != retired_.end();) {
+    it->holders.erase(peer);
+    it = it->holders.empty() ? retired_.erase(it) : it + 1;
+  }
 }
 
 Server::KeyEntry* Server::CheckedKey(PeerId from, const Message& m, Status* error, bool fetch) {
@@ -517,6 +543,7 @@ void Server::OnPeerLost(PeerId peer, const Status& why) {
     peer_of_.erase(identified->second);
     rank_of_.erase(identified);
   }
+  ReleaseRetired(peer);
   BPS_LOG(Info) << "connection closed: " << why.message();
 }
 

@@ -6,6 +6,12 @@
 // (IDENTIFY); every push is checked against the key's plan, which the scheduler sends before any worker
 // learns it (dtype, element count, contributors, the pusher's place among them). A failed allocation is
 // an error reply, never an abort.
+//
+// Generations: a RESET forgets every key. After a generation that broke (a worker was lost, elastic) pushes
+// may still be arriving into the keys' buffers and their sums may still be read from shared memory, so the
+// dropped keys are kept, unused, until every worker that was identified then has identified again (it has
+// left that generation behind) or is gone. An elastic job's generations each bring a new address book: the
+// workers, their tokens, and who they are, anew.
 #pragma once
 
 #include <map>
@@ -60,7 +66,14 @@ class Server : public MessageHandler {
   void HandleIdentify(PeerId from, const Message& m);
   void HandleKeyPlan(const Message& m);
   void HandleWorkerFinished(int rank, bool joined);
-  void HandleReset();
+  void HandleReset(bool dropped);
+  // Dropped keys whose buffers `holders` may still use; freed once none does (see above).
+  struct Retired {
+    std::map<uint64_t, KeyEntry> keys;
+    std::set<PeerId> holders;
+  };
+  // `peer` identified again or is gone: it holds no dropped keys any more. With keys_mu_ held.
+  void ReleaseRetired(PeerId peer);
   void CreateSharedArena();
   // The key a push (or, `fetch`, a fetch) from `from` goes to, checked against its plan and the connection's
   // rank. nullptr with `error` OK: the connection is no identified worker (no answer is due).
@@ -110,6 +123,8 @@ class Server : public MessageHandler {
   std::map<int, PeerId> peer_of_;   // and the other way
   std::set<int> finished_workers_;  // this generation's
   std::set<int> joined_workers_;    // those of them that joined
+  std::vector<Retired> retired_;
+  int generation_ = 0;              // of the last address book
   ThrottledLog dropped_{"messages dropped or peers turned away"};
 };
 

@@ -17,22 +17,65 @@ WorkerClient::WorkerClient(const Config& config, Transport* transport)
 Status WorkerClient::Start() {
   transport_->SetHandler(this);
   BPS_RETURN_IF_ERROR(JoinJob(config_, transport_, &scheduler_));
-  auto reply = address_book_.Wait(config_.timeout_s);
-  if (!reply) {
-    return DeadlineExceeded("the job did not start within BYTEPS_TIMEOUT=" + std::to_string(config_.timeout_s) +
-                            " s: not every server and worker reached the scheduler");
-  }
-  BPS_RETURN_IF_ERROR(reply->status());
-  auto book = AddressBook::Decode(reply->text);
+  auto book = AwaitBook(config_.timeout_s);
   if (!book.ok()) return book.status();
-  num_workers_ = book.value().num_workers;
-  slice_bytes_ = book.value().slice_bytes;
-  server_addresses_ = book.value().servers;
-  token_ = book.value().your_token;
+  return TakeBook(book.value());
+}
+
+Status WorkerClient::NextGeneration() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.ok()) return failure_;
+  }
+  Message m;
+  m.type = MessageType::kNextGeneration;
+  m.sender = rank_;
+  transport_->Send(scheduler_, m.Encode(), nullptr, 0, nullptr);
+  // Below BYTEPS_MIN_WORKERS the scheduler waits BYTEPS_ELASTIC_TIMEOUT for workers, then aborts the job.
+  auto book = AwaitBook(config_.elastic_timeout_s + config_.timeout_s);
+  if (!book.ok()) return book.status();
+  return TakeBook(book.value());
+}
+
+StatusOr<AddressBook> WorkerClient::AwaitBook(double seconds) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const double started = NowSeconds();
+  while (books_.empty()) {
+    if (!failure_.ok()) return failure_;
+    const double limit = join_pending_ ? config_.elastic_timeout_s + config_.timeout_s : seconds;
+    const double left = started + limit - NowSeconds();
+    if (left <= 0) {
+      std::ostringstream text;
+      if (join_pending_) {
+        text << "this worker was not admitted into the running job within BYTEPS_ELASTIC_TIMEOUT="
+             << config_.elastic_timeout_s << " s: its workers did not end a generation (bps_tf.elastic's "
+             << "state.commit() does, where workers are waiting)";
+      } else {
+        text << "the job did not start within " << limit << " s (BYTEPS_TIMEOUT=" << config_.timeout_s
+             << "): not every server and worker reached the scheduler";
+      }
+      return DeadlineExceeded(text.str());
+    }
+    generation_cv_.wait_for(lock, std::chrono::duration<double>(std::min(left, 1.0)));
+  }
+  Message reply = books_.front();
+  books_.pop_front();
+  join_pending_ = false;
+  if (!reply.status().ok()) return reply.status();
+  return AddressBook::Decode(reply.text);
+}
+
+Status WorkerClient::TakeBook(const AddressBook& book) {
+  rank_ = book.your_rank;
+  num_workers_ = book.num_workers;
+  generation_ = book.generation;
+  slice_bytes_ = book.slice_bytes;
+  token_ = book.your_token;
+  if (!servers_.empty()) return Identify();  // a later generation: the same servers, a new place among workers
+  server_addresses_ = book.servers;
   {
     std::lock_guard<std::mutex> lock(mu_);
     shared_.resize(server_addresses_.size());
-    for (size_t i = 0; i < server_addresses_.size(); ++i) identified_.push_back(std::make_unique<OneShot<Status>>());
   }
   for (const std::string& address : server_addresses_) {
     auto peer = transport_->Connect(address, config_.timeout_s, Link::kData);
@@ -50,6 +93,11 @@ Status WorkerClient::Start() {
 
 // Shows every server the token the scheduler gave this worker, so that its connection speaks for its rank.
 Status WorkerClient::Identify() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    identified_.clear();
+    for (size_t i = 0; i < servers_.size(); ++i) identified_.push_back(std::make_unique<OneShot<Status>>());
+  }
   for (size_t i = 0; i < servers_.size(); ++i) {
     Message m;
     m.type = MessageType::kIdentify;
@@ -79,6 +127,32 @@ Status WorkerClient::failure() {
   return failure_;
 }
 
+Status WorkerClient::RequestFailure() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !failure_.ok() ? failure_ : generation_failure_;
+}
+
+bool WorkerClient::TakeJoinedRunning() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const bool joined = joined_running_;
+  joined_running_ = false;
+  return joined;
+}
+
+Status WorkerClient::generation_failure() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return generation_failure_;
+}
+
+bool WorkerClient::rejoinable() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!config_.elastic() || failure_.ok()) return false;
+  // A frozen or cut-off worker loses every connection, the scheduler's among them; a lost server ends the
+  // job (the scheduler says so). Give the other news a moment to arrive.
+  generation_cv_.wait_for(lock, std::chrono::seconds(2), [this] { return aborted_ || lost_scheduler_; });
+  return lost_scheduler_ && !aborted_;
+}
+
 uint64_t WorkerClient::Track(Pending pending) {
   pending.started = NowSeconds();
   Status failed;
@@ -86,26 +160,45 @@ uint64_t WorkerClient::Track(Pending pending) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     id = next_request_++;
-    if (failure_.ok()) {
+    failed = !failure_.ok() ? failure_ : generation_failure_;
+    if (failed.ok()) {
       pending_[id] = std::move(pending);
       return id;
     }
-    failed = failure_;
   }
-  // The job failed between the caller's check and now: Fail() has answered every request it knew of, and
-  // this one would otherwise wait for a reply that cannot come.
-  if (pending.declare_done) {
-    pending.declare_done(failed);
+  // The job (or the generation) failed between the caller's check and now: every request known then has
+  // been answered, and this one would otherwise wait for a reply that cannot come. Nothing is sent.
+  Answer(pending, failed);
+  return 0;
+}
+
+void WorkerClient::Answer(Pending& p, const Status& status) {
+  if (p.declare_done) {
+    p.declare_done(status);
   } else {
-    pending.done(failed);
+    p.done(status);
   }
-  return id;
+}
+
+void WorkerClient::Sent(uint64_t id) {
+  Pending p;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pending_.find(id);
+    if (it == pending_.end()) return;
+    it->second.sending = false;
+    if (it->second.deferred.ok() || it->second.receiving) return;
+    p = std::move(it->second);
+    pending_.erase(it);
+  }
+  Answer(p, p.deferred);
 }
 
 void WorkerClient::SendOrFail(PeerId to, const Message& m, const void* payload, size_t bytes, uint64_t request_id,
                               std::function<void()> on_sent) {
   transport_->Send(to, m.Encode(), payload, bytes, [this, request_id, on_sent](const Status& sent) {
     if (on_sent) on_sent();
+    Sent(request_id);
     if (sent.ok()) return;
     Message failed;
     failed.set_status(sent);
@@ -114,7 +207,7 @@ void WorkerClient::SendOrFail(PeerId to, const Message& m, const void* payload, 
 }
 
 void WorkerClient::Declare(const TensorSpec& spec, DeclareDone done) {
-  Status failed = failure();
+  Status failed = RequestFailure();
   if (!failed.ok()) return done(failed);
   Pending p;
   p.declare_done = std::move(done);
@@ -124,6 +217,7 @@ void WorkerClient::Declare(const TensorSpec& spec, DeclareDone done) {
   m.type = MessageType::kDeclare;
   m.sender = rank_;
   m.request_id = Track(std::move(p));
+  if (m.request_id == 0) return;  // answered: the job or the generation failed
   m.text = spec.Encode();
   SendOrFail(scheduler_, m, nullptr, 0, m.request_id);
 }
@@ -142,7 +236,7 @@ void WorkerClient::PushPullEncoded(const Partition& part, uint32_t round, Partic
 
 void WorkerClient::SendPush(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input,
                             void* output, size_t wire_bytes, bool shareable, std::function<void()> on_sent, Done done) {
-  Status failed = failure();
+  Status failed = RequestFailure();
   if (!failed.ok()) {
     if (on_sent) on_sent();
     return done(failed);
@@ -172,14 +266,19 @@ void WorkerClient::SendPush(const Partition& part, uint32_t round, Participant m
   m.zeros = input == nullptr;
   m.share = shared.share;
   m.in_shared = shared.destination != nullptr;
-  m.request_id = Track(std::move(p));
   const bool payload = !m.zeros && !m.in_shared;
+  p.sending = payload && bytes > 0;
+  m.request_id = Track(std::move(p));
+  if (m.request_id == 0) {  // answered: the job or the generation failed
+    if (on_sent) on_sent();
+    return;
+  }
   SendOrFail(servers_[part.server], m, payload ? input : nullptr, payload ? bytes : 0, m.request_id,
              std::move(on_sent));
 }
 
 void WorkerClient::Fetch(const Partition& part, uint32_t round, DataType dtype, void* output, Done done) {
-  Status failed = failure();
+  Status failed = RequestFailure();
   if (!failed.ok()) return done(failed);
   Pending p;
   p.done = std::move(done);
@@ -198,6 +297,7 @@ void WorkerClient::Fetch(const Partition& part, uint32_t round, DataType dtype, 
   m.dtype = dtype;
   m.num_elements = part.count;
   m.request_id = Track(std::move(p));
+  if (m.request_id == 0) return;  // answered: the job or the generation failed
   SendOrFail(servers_[part.server], m, nullptr, 0, m.request_id);
 }
 
@@ -211,7 +311,7 @@ void WorkerClient::LoadResidual(const Partition& part, Participant me, const flo
 
 void WorkerClient::SendResidual(MessageType type, const Partition& part, Participant me, const float* source,
                                 float* destination, Done done) {
-  Status failed = failure();
+  Status failed = RequestFailure();
   if (!failed.ok()) return done(failed);
   const size_t bytes = part.count * sizeof(float);
   Pending p;
@@ -222,6 +322,7 @@ void WorkerClient::SendResidual(MessageType type, const Partition& part, Partici
   p.destination = destination;
   p.bytes = destination == nullptr ? 0 : bytes;
   p.what = std::string("the residual of key ") + std::to_string(part.key) + " from " + ServerName(part.server);
+  p.sending = source != nullptr && bytes > 0;
   Message m;
   m.type = type;
   m.sender = me.index;
@@ -230,6 +331,7 @@ void WorkerClient::SendResidual(MessageType type, const Partition& part, Partici
   m.dtype = DataType::kFloat32;
   m.num_elements = part.count;
   m.request_id = Track(std::move(p));
+  if (m.request_id == 0) return;  // answered: the job or the generation failed
   SendOrFail(servers_[part.server], m, source, source == nullptr ? 0 : bytes, m.request_id);
 }
 
@@ -280,6 +382,8 @@ void* WorkerClient::PayloadDestination(PeerId from, const std::string& header, s
   std::lock_guard<std::mutex> lock(mu_);
   auto it = pending_.find(m.value().request_id);
   if (it == pending_.end() || it->second.peer != from || it->second.bytes != length) return nullptr;
+  // The transport writes into the caller's memory until the message is whole: the request waits for it.
+  if (it->second.destination != nullptr) it->second.receiving = true;
   return it->second.destination;
 }
 
@@ -292,7 +396,24 @@ void WorkerClient::OnMessage(PeerId from, const std::string& header, void* paylo
   Message& m = decoded.value();
   if (from == scheduler_) {
     switch (m.type) {
-      case MessageType::kAddressBook: return address_book_.Set(m);
+      case MessageType::kAddressBook: {
+        std::lock_guard<std::mutex> lock(mu_);
+        // What follows the book on this connection is about its generation.
+        generation_failure_ = Status::OK();
+        workers_waiting_ = 0;
+        next_receive_.clear();
+        books_.push_back(m);
+        generation_cv_.notify_all();
+        return;
+      }
+      case MessageType::kJoinPending: {
+        std::lock_guard<std::mutex> lock(mu_);
+        join_pending_ = joined_running_ = true;
+        BPS_LOG(Info) << "waiting to join the running job at its next generation";
+        return;
+      }
+      case MessageType::kWorkersWaiting: workers_waiting_ = m.sender; return;
+      case MessageType::kGenerationBroken: return BreakGeneration(m.status());
       case MessageType::kGenerationDone: {
         std::lock_guard<std::mutex> lock(mu_);
         // The servers forgot every key: offsets into their shared memory no longer hold.
@@ -302,9 +423,14 @@ void WorkerClient::OnMessage(PeerId from, const std::string& header, void* paylo
         generation_cv_.notify_all();
         return;
       }
-      case MessageType::kAbort:
-        address_book_.Set(m);
+      case MessageType::kAbort: {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          aborted_ = true;
+          books_.push_back(m);
+        }
         return Fail(m.status());
+      }
       case MessageType::kDeclareReply: return Complete(from, m.request_id, m, payload);
       default: break;
     }
@@ -338,6 +464,7 @@ void WorkerClient::Complete(PeerId from, uint64_t request_id, const Message& rep
     p = std::move(it->second);
     pending_.erase(it);
   }
+  if (!p.deferred.ok()) return Answer(p, p.deferred);  // it failed while the transport was still using it
   Status status = reply.status();
   if (p.declare_done) {
     if (!status.ok()) return p.declare_done(status);
@@ -358,22 +485,44 @@ void WorkerClient::Complete(PeerId from, uint64_t request_id, const Message& rep
 }
 
 void WorkerClient::Fail(const Status& why) {
-  std::map<uint64_t, Pending> failed;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!failure_.ok()) return;
     failure_ = why;
-    failed.swap(pending_);
   }
   BPS_LOG(Error) << "the job failed: " << why.message();
   generation_cv_.notify_all();
-  for (auto& entry : failed) {
-    if (entry.second.declare_done) {
-      entry.second.declare_done(why);
-    } else {
-      entry.second.done(why);
+  FailPending(why);
+}
+
+void WorkerClient::BreakGeneration(const Status& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.ok() || !generation_failure_.ok()) return;
+    generation_failure_ = why;
+    next_receive_.clear();  // the servers drop the generation's keys
+  }
+  BPS_LOG(Warning) << why.message();
+  generation_cv_.notify_all();
+  FailPending(why);
+}
+
+void WorkerClient::FailPending(const Status& why, PeerId lost) {
+  std::vector<Pending> failed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      Pending& p = it->second;
+      if ((p.sending || p.receiving) && p.peer != lost) {
+        if (p.deferred.ok()) p.deferred = why;
+        ++it;
+        continue;
+      }
+      failed.push_back(std::move(p));
+      it = pending_.erase(it);
     }
   }
+  for (Pending& p : failed) Answer(p, why);
 }
 
 // The scheduler and the servers time out what they wait for after BYTEPS_TIMEOUT and say who is missing;
@@ -409,24 +558,34 @@ void WorkerClient::FailExpiredRequests() {
 void WorkerClient::OnPeerLost(PeerId peer, const Status& why) {
   std::string who = "a peer";
   if (peer == scheduler_) who = "the scheduler";
-  for (size_t i = 0; i < servers_.size(); ++i) {
-    if (servers_[i] == peer) who = ServerName(static_cast<int>(i));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < servers_.size(); ++i) {
+      if (servers_[i] == peer) who = ServerName(static_cast<int>(i));
+    }
+    if (peer == scheduler_) lost_scheduler_ = true;
   }
-  Fail(Unavailable("lost " + who + ": it exited or its connection broke (" + why.message() + ")"));
+  generation_cv_.notify_all();
+  Status lost = Unavailable("lost " + who + ": it exited or its connection broke (" + why.message() + ")");
+  Fail(lost);
+  FailPending(lost, peer);  // what the lost connection was still carrying, now that it carries nothing
 }
 
 StatusOr<int> WorkerClient::EndGeneration(bool joined) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!failure_.ok()) return failure_;
+  if (!generation_failure_.ok()) return -1;  // it broke: it is over for everyone already
   const int before = generations_done_;
   Message m;
   m.type = MessageType::kFinish;
   m.sender = rank_;
   if (joined) m.text = kJoinedMark;
   transport_->Send(scheduler_, m.Encode(), nullptr, 0, nullptr);
-  bool done = generation_cv_.wait_for(lock, std::chrono::duration<double>(config_.timeout_s),
-                                      [&] { return generations_done_ > before || !failure_.ok(); });
+  bool done = generation_cv_.wait_for(lock, std::chrono::duration<double>(config_.timeout_s), [&] {
+    return generations_done_ > before || !failure_.ok() || !generation_failure_.ok();
+  });
   if (!failure_.ok()) return failure_;
+  if (!generation_failure_.ok()) return -1;
   if (!done) return DeadlineExceeded("other workers did not finish within BYTEPS_TIMEOUT; leaving anyway");
   return last_to_finish_;
 }
@@ -437,6 +596,10 @@ void WorkerClient::RequestAbort(const std::string& why) {
   m.sender = rank_;
   m.text = why;
   transport_->Send(scheduler_, m.Encode(), nullptr, 0, nullptr);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborted_ = true;
+  }
   Fail(Aborted("this worker failed: " + why));
 }
 

@@ -5,9 +5,16 @@
 //
 // The client outlives generations: EndGeneration() (shutdown()) keeps the connections, so that the same
 // process may start the next generation (init() again) without joining anew.
+//
+// In an elastic job every generation has its own address book (this worker's rank, the job's size, a new
+// token), which NextGeneration() asks for. A generation that broke (a worker was lost) fails every request
+// at once (generation_failure()); the next one forms with the others. A request whose payload is still
+// being sent from, or received into, the caller's memory completes only once the transport is done with it.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -37,11 +44,25 @@ class WorkerClient : public MessageHandler {
 
   WorkerClient(const Config& config, Transport* transport);
 
-  // Joins the job, connects to every server and proves its rank there. Blocks up to BYTEPS_TIMEOUT.
+  // Joins the job, connects to every server and proves its rank there. Blocks up to BYTEPS_TIMEOUT (a
+  // worker that joins a running elastic job: until it is admitted, up to BYTEPS_ELASTIC_TIMEOUT).
   Status Start();
+  // Elastic jobs: starts this worker's next generation (after the last one ended or broke) and waits for
+  // it to form, up to BYTEPS_ELASTIC_TIMEOUT.
+  Status NextGeneration();
 
   int rank() const { return rank_; }
   int num_workers() const { return num_workers_; }
+  int generation() const { return generation_; }
+  // Elastic: how many workers wait to join the next generation, as the scheduler last said.
+  int workers_waiting() const { return workers_waiting_; }
+  // Why this generation broke (elastic), or OK.
+  Status generation_failure();
+  // Whether a failed job may be joined again by a new client: the job is elastic and this worker lost its
+  // connections (it was frozen or cut off, and removed), rather than the job being aborted.
+  bool rejoinable();
+  // Whether this worker joined a job that was running (it waited for a generation), asked once.
+  bool TakeJoinedRunning();
   int num_servers() const { return static_cast<int>(servers_.size()); }
   // Whether every server listens on this worker's own host (a local job).
   bool AllServersOnThisHost() const;
@@ -90,6 +111,11 @@ class WorkerClient : public MessageHandler {
   struct Pending {
     Done done;
     DeclareDone declare_done;
+    // The transport still sends from `source` or receives into `destination`: a failure meanwhile waits in
+    // `deferred` until it is done.
+    bool sending = false;
+    bool receiving = false;
+    Status deferred;
     PeerId peer = -1;   // where the reply must come from
     int server = -1;
     uint64_t key = 0;
@@ -119,9 +145,24 @@ class WorkerClient : public MessageHandler {
   // Takes what a reply says about shared memory; copies a sum that stayed in the server's arena.
   Status TakeSharedReply(const Pending& p, const Message& reply);
 
-  // Registers a request awaiting its reply and returns its id; once the job has failed, answers it at once.
+  // Registers a request awaiting its reply and returns its id; once the job (or the generation) has failed,
+  // answers it at once and returns 0: it must not be sent.
   uint64_t Track(Pending pending);
+  Status RequestFailure();  // the job's failure, or this generation's
   void Fail(const Status& why);
+  // Fails every pending request with `why` (those the transport still uses once it is done with them;
+  // those of `lost`, whose connection is gone, at once).
+  void FailPending(const Status& why, PeerId lost = -1);
+  static void Answer(Pending& p, const Status& status);
+  // The send of request `id` is done: a failure deferred meanwhile is answered now.
+  void Sent(uint64_t id);
+  void BreakGeneration(const Status& why);
+  // Waits for the next ADDRESS_BOOK (or ABORT) until `seconds` pass; a JOIN_PENDING meanwhile extends the
+  // wait to BYTEPS_ELASTIC_TIMEOUT.
+  StatusOr<AddressBook> AwaitBook(double seconds);
+  // Takes this generation's place from `book`: connects to the servers the first time, then proves the new
+  // rank to each of them.
+  Status TakeBook(const AddressBook& book);
   void Complete(PeerId from, uint64_t request_id, const Message& reply, void* payload);
   Status Identify();
   void SendOrFail(PeerId to, const Message& m, const void* payload, size_t bytes, uint64_t request_id,
@@ -134,10 +175,14 @@ class WorkerClient : public MessageHandler {
   std::vector<PeerId> servers_;
   std::vector<std::string> server_addresses_;
   std::vector<bool> server_on_this_host_;  // by server rank, set by Start()
-  int rank_ = 0;
-  int num_workers_ = 0;
+  std::atomic<int> rank_{0};
+  std::atomic<int> num_workers_{0};
+  std::atomic<int> generation_{0};
+  std::atomic<int> workers_waiting_{0};
   size_t slice_bytes_ = 0;
-  OneShot<Message> address_book_;
+  std::deque<Message> books_;  // ADDRESS_BOOK (or ABORT) not taken yet; guarded by mu_, signalled by generation_cv_
+  bool join_pending_ = false;  // guarded by mu_
+  bool joined_running_ = false;  // guarded by mu_
   std::vector<std::unique_ptr<OneShot<Status>>> identified_;  // by server rank: its answer to IDENTIFY
   std::string token_;  // proves this worker's rank to the servers
   std::condition_variable generation_cv_;  // guarded by mu_
@@ -152,6 +197,9 @@ class WorkerClient : public MessageHandler {
   std::map<uint64_t, uint64_t> next_receive_;
   uint64_t next_request_ = 1;
   Status failure_;
+  Status generation_failure_;  // elastic: this generation broke
+  bool aborted_ = false;       // the scheduler aborted the job, or this worker asked it to
+  bool lost_scheduler_ = false;
   ThrottledLog dropped_{"messages dropped or peers turned away"};
 };
 

@@ -196,6 +196,21 @@ PYBIND11_MODULE(_core, m) {
     py::gil_scoped_release release;
     AbortJob(why);
   });
+  m.def("elastic_state", [] {
+    ElasticState state;
+    {
+      py::gil_scoped_release release;  // may wait a moment for news of a lost connection
+      state = ProcessElasticState();
+    }
+    py::dict result;
+    result["elastic"] = state.elastic;
+    result["generation"] = state.generation;
+    result["workers_waiting"] = state.workers_waiting;
+    result["membership_changed"] = state.membership_changed;
+    result["local_collectives"] = state.local_collectives;
+    return result;
+  });
+  m.def("set_local_collectives", [](bool on) { SetLocalCollectives(on); });
   m.def("is_initialized", [] { return ProcessEngine() != nullptr; });
   m.def("rank", [] { return RequireEngine()->rank(); });
   m.def("size", [] { return RequireEngine()->size(); });

@@ -3,6 +3,7 @@
 // its own, so the push of one partition overlaps the pull of another.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -75,6 +76,13 @@ class Engine {
   // the order they were enqueued.
   void Enqueue(PushPullRequest request);
 
+  // Elastic jobs: while on, every request completes at once with this worker's own value (a push_pull's
+  // output is its input), as in a job of one. bps_tf.elastic turns it on from a worker's (re)initialisation
+  // until its state is synchronised, so that what a worker runs before the sync (Horovod's examples run a
+  // training step to create the optimizer's variables) never waits for workers that are elsewhere.
+  void set_local_collectives(bool on) { local_collectives_ = on; }
+  bool local_collectives() const { return local_collectives_; }
+
   // Waits for in-flight requests and for every worker to finish the generation; closes the connections if
   // the engine owns them.
   Status Shutdown();
@@ -82,7 +90,8 @@ class Engine {
   // (zeros in sums). Returns the rank of the worker that finished last.
   StatusOr<int> Join();
 
-  int rank() const { return config_.rank(); }
+  // This generation's rank (an elastic job renumbers its workers from generation to generation).
+  int rank() const { return client_->rank(); }
   int size() const { return client_->num_workers(); }
   int local_rank() const { return config_.local_rank; }
   int local_size() const { return config_.local_size; }
@@ -144,6 +153,7 @@ class Engine {
   CreditQueue ready_;
   size_t active_operations_ = 0;
   bool shut_down_ = false;
+  std::atomic<bool> local_collectives_{false};
 };
 
 }  // namespace bps

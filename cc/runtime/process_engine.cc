@@ -28,6 +28,7 @@ std::mutex g_mu;
 std::unique_ptr<Membership> g_membership;
 std::shared_ptr<Engine> g_engine;
 std::vector<std::function<void()>> g_shutdown_hooks;  // guarded by g_mu
+bool g_local_collectives = false;  // guarded by g_mu; see Engine::set_local_collectives
 
 StatusOr<std::unique_ptr<Transport>> MakeTransport(const Config& config) {
   auto secret = JobSecret::From(config.job_secret);
@@ -55,15 +56,20 @@ bool SamePlace(const Config& a, const Config& b) {
 Status EnsureMembership(const Config& config) {
   if (g_membership) {
     Status failed = g_membership->client->failure();
-    if (!failed.ok()) {
+    if (!failed.ok() && g_membership->client->rejoinable()) {
+      // Removed from an elastic job (frozen or cut off): it joins again, as a new worker would.
+      BPS_LOG(Warning) << "this worker left the job (" << failed.message() << "); joining it again";
+      g_membership.reset();
+    } else if (!failed.ok()) {
       return FailedPrecondition("this process's job failed (" + failed.message() +
                                 "); a new job needs new processes");
-    }
-    if (!SamePlace(g_membership->config, config)) {
+    } else if (!SamePlace(g_membership->config, config)) {
       return FailedPrecondition("init() after shutdown() joins the same job again: the DMLC_* variables and the "
                                 "job secret must not change in between");
+    } else {
+      // An elastic job forms each generation anew; a fixed one goes on with the same workers.
+      return config.elastic() ? g_membership->client->NextGeneration() : Status::OK();
     }
-    return Status::OK();
   }
   auto transport = MakeTransport(config);
   if (!transport.ok()) return transport.status();
@@ -93,9 +99,13 @@ Status InitProcessEngine() {
   const Config& c = config.value();
   if (c.trace_on && !Timeline::OfProcess().on()) {
     BPS_RETURN_IF_ERROR(
-        Timeline::OfProcess().Start(c.trace_dir + "/" + std::to_string(c.rank()) + "/comm.json", c.rank()));
+        Timeline::OfProcess().Start(c.trace_dir + "/" + std::to_string(g_membership->client->rank()) + "/comm.json",
+                                    g_membership->client->rank()));
   }
+  // A worker that joined a running elastic job works alone until bps_tf.elastic synchronised its state.
+  if (g_membership->client->TakeJoinedRunning()) g_local_collectives = true;
   g_engine = std::shared_ptr<Engine>(Engine::Start(c, g_membership->client));
+  g_engine->set_local_collectives(g_local_collectives);
   return Status::OK();
 }
 
@@ -158,6 +168,32 @@ Status LeaveJob() {
   }
   Timeline::OfProcess().Stop();
   return ended;  // the membership's connections close here
+}
+
+void SetLocalCollectives(bool on) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_local_collectives = on;
+  if (g_engine) g_engine->set_local_collectives(on);
+}
+
+ElasticState ProcessElasticState() {
+  std::shared_ptr<WorkerClient> client;
+  ElasticState state;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (!g_membership) return state;
+    client = g_membership->client;
+    state.elastic = g_membership->config.elastic();
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    state.local_collectives = g_local_collectives;
+  }
+  state.generation = client->generation();
+  state.workers_waiting = client->workers_waiting();
+  state.membership_changed =
+      state.elastic && (!client->generation_failure().ok() || (!client->failure().ok() && client->rejoinable()));
+  return state;
 }
 
 void AbortJob(const std::string& why) {

@@ -31,6 +31,21 @@ StatusOr<int> JoinProcessEngine();
 // Leaves the job for good (shutting down first if needed) and closes every connection. Nothing waits a
 // second time after a failure.
 Status LeaveJob();
+// Where this process stands in an elastic job (bps_tf.elastic asks after a failed collective and at commits).
+struct ElasticState {
+  bool elastic = false;
+  int generation = 0;
+  int workers_waiting = 0;  // waiting to join the next generation, as the scheduler last said
+  // The generation broke (a worker was lost), or this worker was removed from the job and may join it
+  // again: a failure the elastic API recovers from, by init() again.
+  bool membership_changed = false;
+  bool local_collectives = false;  // see SetLocalCollectives
+};
+ElasticState ProcessElasticState();
+// Every collective of this process completes with its own value, from now on and in later generations,
+// until turned off (Engine::set_local_collectives). On by itself in a worker that joined a running job.
+void SetLocalCollectives(bool on);
+
 // Asks the scheduler to abort the whole job with `why` (this worker failed), and fails this process's
 // requests at once. A no-op outside a job.
 void AbortJob(const std::string& why);

@@ -34,7 +34,8 @@ class BroadcastOp : public AsyncOpKernel {
     tensorflow::Tensor* output = nullptr;
     OP_REQUIRES_OK_ASYNC(context, context->allocate_output(0, input.shape(), &output), done);
     if (input.TotalBytes() > 0) {
-      if (engine->rank() == root_rank_) {
+      // Collectives that are local (elastic, before a sync) give every worker its own value.
+      if (engine->rank() == root_rank_ || engine->local_collectives()) {
         std::memcpy(output->data(), input.data(), input.TotalBytes());
       } else {
         std::memset(output->data(), 0, output->TotalBytes());
@@ -73,7 +74,7 @@ class PublishOp : public AsyncOpKernel {
     const tensorflow::Tensor& input = context->input(0);
     tensorflow::Tensor* output = nullptr;
     OP_REQUIRES_OK_ASYNC(context, context->allocate_output(0, input.shape(), &output), done);
-    if (engine->rank() == root_rank_ && input.TotalBytes() > 0) {
+    if ((engine->rank() == root_rank_ || engine->local_collectives()) && input.TotalBytes() > 0) {
       std::memcpy(output->data(), input.data(), input.TotalBytes());
     }
     PushPullRequest request;

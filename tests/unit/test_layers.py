@@ -19,11 +19,15 @@ ALLOWED = {
     "process_sets": {"_native", "process", "numpy"},
     "objects": {"_native", "process", "numpy", "process_sets"},
     "compression_state": {"_native", "process", "numpy", "process_sets", "objects"},
+    "elastic_common": {"_native", "process", "numpy", "process_sets", "objects"},
     "launcher": {"_native", "tf_environment"},
     "ops": {"compat", "process", "process_sets", "tf_environment"},
-    "tensorflow": {"compat", "process", "numpy", "process_sets", "objects", "compression_state", "ops"},
-    "strategy": {"compat", "process", "numpy", "process_sets", "objects", "compression_state", "ops"},
-    "keras": {"compat", "process", "numpy", "process_sets", "objects", "compression_state", "ops", "tensorflow"},
+    "tensorflow": {"compat", "process", "numpy", "process_sets", "objects", "compression_state", "elastic_common",
+                   "ops"},
+    "strategy": {"compat", "process", "numpy", "process_sets", "objects", "compression_state", "elastic_common",
+                 "ops"},
+    "keras": {"compat", "process", "numpy", "process_sets", "objects", "compression_state", "elastic_common", "ops",
+              "tensorflow"},
 }
 
 

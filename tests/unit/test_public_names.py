@@ -15,14 +15,14 @@ global_process_set add_process_set remove_process_set Average Sum Adasum Min Max
 grouped_allreduce allgather grouped_allgather broadcast broadcast_ alltoall reducescatter grouped_reducescatter
 join broadcast_variables broadcast_global_variables broadcast_object broadcast_object_fn allgather_object
 DistributedOptimizer DistributedGradientTape PartialDistributedGradientTape BroadcastGlobalVariablesHook
-SyncBatchNormalization
+SyncBatchNormalization elastic
 """.split()
 HOROVOD_KERAS = """
 init shutdown is_initialized start_timeline stop_timeline size local_size cross_size rank local_rank cross_rank
 mpi_threads_supported mpi_enabled mpi_built gloo_enabled gloo_built nccl_built ddl_built ccl_built cuda_built
 rocm_built ProcessSet global_process_set add_process_set remove_process_set Average Sum Compression
 DistributedOptimizer broadcast_global_variables allreduce allgather broadcast reducescatter load_model callbacks
-SyncBatchNormalization
+SyncBatchNormalization elastic
 """.split()
 HOROVOD_KERAS_CALLBACKS = """
 BroadcastGlobalVariablesCallback MetricAverageCallback LearningRateScheduleCallback LearningRateWarmupCallback
@@ -56,14 +56,22 @@ def test_every_horovod_name_is_offered(module_name, names):
         assert set(names) <= set(module.__all__) | {"push_pull"}
 
 
-@pytest.mark.parametrize("module_name", ["bps_tf", "bps_tf.tensorflow", "bps_tf.keras"])
-def test_elastic_is_refused_with_a_reason(module_name):
+HOROVOD_ELASTIC = "run State ObjectState TensorFlowKerasState TensorFlowState".split()
+HOROVOD_KERAS_ELASTIC = HOROVOD_ELASTIC + "KerasState CommitStateCallback UpdateBatchStateCallback " \
+    "UpdateEpochStateCallback".split()
+
+
+@pytest.mark.parametrize("module_name, names", [("bps_tf", HOROVOD_ELASTIC), ("bps_tf.tensorflow", HOROVOD_ELASTIC),
+                                                ("bps_tf.keras", HOROVOD_KERAS_ELASTIC)])
+def test_horovods_elastic_api_is_offered_as_hvd_elastic(module_name, names):
     import importlib
 
-    from bps_tf.tensorflow.not_offered import NotOfferedError
+    from bps_tf.elastic_common import HorovodInternalError, HostsUpdatedInterrupt
 
-    module = importlib.import_module(module_name)
-    with pytest.raises(NotOfferedError, match="fixed set of workers"):
-        module.elastic
+    elastic = importlib.import_module(module_name).elastic
+    missing = [name for name in names if not hasattr(elastic, name)]
+    assert not missing, f"{module_name}.elastic lacks {missing}"
+    assert elastic.HorovodInternalError is HorovodInternalError
+    assert issubclass(HostsUpdatedInterrupt, RuntimeError) and HostsUpdatedInterrupt(True).skip_sync
     with pytest.raises(AttributeError, match="no attribute"):
-        module.no_such_name
+        importlib.import_module(module_name).no_such_name

@@ -1,0 +1,188 @@
+"""Elastic training, framework-neutral (the state machine of Horovod's horovod.common.elastic, whose
+TensorFlow and Keras API is bps_tf.tensorflow.elastic and bps_tf.keras.elastic): the State a
+training function carries across changes of the job's workers, run_fn, and the two exceptions.
+
+In an elastic job (bpslaunch --min-workers/--max-workers, docs/elastic.md) a lost worker breaks the current
+generation: every survivor's collectives fail at once, which surfaces as HorovodInternalError; run_fn then
+restores the last commit, starts the next generation (shutdown(), init(): renumbered ranks, the new size),
+runs the reset callbacks, synchronises the state from rank 0 (the longest-serving worker) and calls the
+training function again. A worker that registers meanwhile waits; commit() finds it (a collective, so every
+worker decides alike at the same step) and raises HostsUpdatedInterrupt everywhere, and the next generation
+takes it in. The framework's State classes live in bps_tf.tensorflow.elastic and bps_tf.keras.elastic.
+"""
+
+import copy
+import functools
+
+import numpy as np
+
+import bps_tf.numpy as bps_numpy
+from bps_tf import process, process_sets
+from bps_tf._native import load_core
+from bps_tf.objects import broadcast_object
+
+_core = load_core()
+
+
+class HorovodInternalError(RuntimeError):
+    """A collective failed because the job's workers changed (a worker was lost, or this one was removed).
+    In an elastic run it restores the last commit and carries on with the workers that are left."""
+
+
+class HostsUpdatedInterrupt(RuntimeError):
+    """The job's workers are about to change (workers wait to join): raised by commit() on every worker at
+    the same step. The run carries on from the current state (no restore); `skip_sync` when no worker is new."""
+
+    def __init__(self, skip_sync):
+        super().__init__("the job's workers change: workers wait to join")
+        self.skip_sync = skip_sync
+
+
+def membership_changed():
+    """Whether this process's last failure was a change of the job's workers (recoverable), not an error."""
+    return bool(_core.elastic_state()["membership_changed"])
+
+
+def is_elastic():
+    """Whether this process belongs to an elastic job (known once init() joined it)."""
+    return bool(_core.elastic_state()["elastic"])
+
+
+def workers_waiting():
+    """How many workers wait to join at the next generation, as this worker last heard."""
+    return int(_core.elastic_state()["workers_waiting"])
+
+
+def collectives_are_local():
+    """Whether this worker's collectives complete with its own value now (see reset)."""
+    return bool(_core.elastic_state()["local_collectives"])
+
+
+def _internal_errors(fn):
+    """`fn` with its failures caused by a change of workers raised as HorovodInternalError."""
+    @functools.wraps(fn)
+    def calling(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (HorovodInternalError, HostsUpdatedInterrupt):
+            raise
+        except Exception as error:
+            if membership_changed():
+                raise HorovodInternalError(str(error)) from error
+            raise
+    return calling
+
+
+def reset():
+    """The next generation: ends this one, joins the next (init() waits until it forms) and forgets what
+    belonged to the old one (process sets name old ranks). Until the state is synchronised, collectives are
+    local: whatever a worker runs before its sync (a training step that creates the optimizer's variables,
+    as Horovod's examples do) never waits for workers that are elsewhere."""
+    process.shutdown()
+    process.init()
+    process_sets.forget_registered()
+    _core.set_local_collectives(True)
+
+
+class State:
+    """What a training function carries across changes of the job's workers. `bcast_object` broadcasts a
+    Python object from rank 0; `get_rank` returns this worker's rank."""
+
+    def __init__(self, bcast_object, get_rank):
+        self._bcast_object = bcast_object
+        self._rank = get_rank
+        self._reset_callbacks = []
+
+    def register_reset_callbacks(self, callbacks):
+        """Functions to call after every reset (workers added or removed), before the state is synchronised:
+        to rescale the learning rate by the new size(), for instance."""
+        self._reset_callbacks.extend(callbacks)
+
+    def on_reset(self):
+        self.reset()
+        for callback in self._reset_callbacks:
+            callback()
+
+    def commit(self):
+        """Saves the state (model and optimizer variables copied to host memory, attributes copied) and checks
+        whether workers wait to join, raising HostsUpdatedInterrupt on every worker at once if they do.
+        Commits cost a copy of the state and a tiny collective: commit every few batches rather than every one
+        if that shows (docs/elastic.md measures it)."""
+        self.save()
+        self.check_host_updates()
+
+    @_internal_errors
+    def check_host_updates(self):
+        """Raises HostsUpdatedInterrupt on every worker, at the same step, when workers wait to join. Every
+        worker calls it at the same point: the decision is the maximum over the workers of what they heard."""
+        heard = np.array([workers_waiting()], np.int32)
+        agreed = bps_numpy.push_pull(heard, "elastic.workers_waiting", average=False, op="max")
+        if agreed[0] > 0:
+            raise HostsUpdatedInterrupt(skip_sync=False)
+
+    def save(self):
+        """Saves the state to host memory."""
+        raise NotImplementedError()
+
+    def restore(self):
+        """Restores the last committed state, undoing any uncommitted modifications."""
+        raise NotImplementedError()
+
+    def sync(self):
+        """Gives every worker rank 0's state."""
+        raise NotImplementedError()
+
+    def reset(self):
+        """Resets objects and variables after a reset event, before the state is synchronised."""
+
+
+class ObjectState(State):
+    """State of plain Python objects, given as keyword arguments and kept as attributes. `bcast_object`
+    broadcasts the dictionary of them from rank 0."""
+
+    def __init__(self, bcast_object=broadcast_object, get_rank=process.rank, **kwargs):
+        self._bcast_object = bcast_object
+        self._saved_state = copy.deepcopy(kwargs)
+        self._set_attrs()
+        super().__init__(bcast_object=bcast_object, get_rank=get_rank)
+
+    def save(self):
+        self._saved_state = {attr: copy.deepcopy(getattr(self, attr)) for attr in self._saved_state}
+
+    def restore(self):
+        self._set_attrs()
+
+    def sync(self):
+        if self._saved_state:
+            self._saved_state = self._bcast_object(self._saved_state)
+            self._set_attrs()
+
+    def _set_attrs(self):
+        for attr, value in self._saved_state.items():
+            setattr(self, attr, copy.deepcopy(value))
+
+
+def run_fn(func, reset_fn=reset):
+    """`func(state, ...)` run elastically: on a change of the job's workers it restores the last commit (a
+    lost worker), starts the next generation (`reset_fn`), runs the reset callbacks, synchronises the state
+    from rank 0 and calls `func` again. No collective may run between init() and the call, except in code
+    that every worker, old and new, runs alike."""
+
+    @functools.wraps(func)
+    def wrapper(state, *args, **kwargs):
+        skip_sync = False
+        while True:
+            try:
+                _core.set_local_collectives(False)  # from here on the collectives are the job's again
+                if not skip_sync:
+                    _internal_errors(state.sync)()
+                return _internal_errors(func)(state, *args, **kwargs)
+            except HorovodInternalError:
+                state.restore()
+                skip_sync = False
+            except HostsUpdatedInterrupt as interrupt:
+                skip_sync = interrupt.skip_sync
+            reset_fn()
+            state.on_reset()
+
+    return wrapper
