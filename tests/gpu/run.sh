@@ -7,7 +7,9 @@
 #      and sparse gradients: one process driving every GPU, and 2 worker machines through the server;
 #      and one process per GPU (bpslaunch --local-size 2, NCCL across processes; needs 2 GPUs);
 #   3. BytePSStrategy's features on GPUs (strategy_features.py): mixed precision (mixed_float16 with loss
-#      scaling, mixed_bfloat16), global metrics, evaluate and predict, int32 reductions, uneven data, XLA refused;
+#      scaling, mixed_bfloat16), global metrics, evaluate and predict, int32 reductions, uneven data;
+#      and under XLA (strategy_xla.py): jit_compile fit and strategy.run loops equal single-process XLA
+#      training with the push_pulls inside XLA's GPU computations, jit_compile="auto" compiling with XLA;
 #   4. compressed push_pull of GPU tensors (compressed_sums.py);
 #   5. a worker killed mid-training fails the others with an error naming it.
 # Usage: tests/gpu/run.sh [OUT_DIR]   (one log per check in OUT_DIR, default ./gpu_tf_out); exit 0 if all pass.
@@ -65,6 +67,12 @@ else
 fi
 check strategy_features "strategy features ok" 2 0 --workers 2 --servers 1 -- \
   python3 tests/workers/run_checks.py strategy_features.py
+# 2 worker machines sharing the GPUs through the server, every push_pull inside XLA's computations.
+hlo=$(mktemp -d)
+XLA_DUMP_DIR=$hlo XLA_FLAGS="--xla_dump_to=$hlo --xla_dump_hlo_as_text" check strategy_xla \
+  "XLA under the strategy equals single-process XLA training" 2 0 --workers 2 --servers 1 -- \
+  python3 tests/workers/strategy_xla.py 1
+rm -rf "$hlo"
 # Compressed push_pull of GPU tensors (encoded on the CPU) against the NumPy model of workers and servers.
 BYTEPS_PARTITION_BYTES=65536 check compressed "compressed sums match the model" 2 0 --workers 2 --servers 1 -- \
   python3 tests/workers/compressed_sums.py

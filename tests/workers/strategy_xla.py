@@ -1,7 +1,7 @@
 """BytePSStrategy under XLA, on N workers x D logical CPU devices: Keras fit with jit_compile=True, a
-strategy.run loop whose replica function is compiled with XLA and one whose whole step is, mixed precision,
-and sparse gradients, each ending with the weights of single-process XLA training; the push_pulls ran
-inside the compiled computations (XLA_FLAGS dumps them to $XLA_DUMP_DIR, where their custom calls are
+strategy.run loop whose replica function is compiled with XLA and one whose whole step is, mixed precision
+and sparse gradients, each ending with the weights of single-process XLA training; jit_compile="auto"; the
+push_pulls ran inside the compiled computations (XLA_FLAGS dumps them to $XLA_DUMP_DIR, where their custom calls are
 looked for); and what XLA cannot do is refused with a clear message."""
 
 import glob
@@ -141,6 +141,18 @@ def check_gather_is_refused(strategy):
     raise AssertionError("all_gather inside XLA was not refused")
 
 
+def check_auto_compiles_where_one_device_would(strategy):
+    """Keras 3's default, jit_compile="auto": XLA on a GPU (one per process), not on CPUs, as without a
+    strategy (Keras itself turns XLA off under any tf.distribute strategy)."""
+    if not keras.__version__.startswith("3"):
+        return  # Keras 2 has no "auto"
+    with strategy.scope():
+        model = make_model()
+        model.compile(optimizer="sgd", loss="mse")
+    on_gpu = "GPU" in strategy.extended.worker_devices[0].upper()
+    assert model.jit_compile == on_gpu, (model.jit_compile, strategy.extended.worker_devices)
+
+
 def check_push_pulls_were_compiled():
     dumped = "".join(open(path).read() for path in glob.glob(os.path.join(os.environ["XLA_DUMP_DIR"], "*.txt")))
     assert "bps_tf_push_pull_start" in dumped and "bps_tf_push_pull_done" in dumped, "no push_pull in XLA's HLO"
@@ -153,6 +165,7 @@ def main():
     check_custom_loops(strategy)
     check_mixed_precision(strategy)
     check_gather_is_refused(strategy)
+    check_auto_compiles_where_one_device_would(strategy)
     check_push_pulls_were_compiled()
     print(f"rank {bps_tf.rank()}: XLA under the strategy equals single-process XLA training", flush=True)
     bps_tf.shutdown()

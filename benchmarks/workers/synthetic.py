@@ -1,0 +1,112 @@
+"""One process of the synthetic-data training benchmark (benchmarks/synthetic_benchmark.py): Keras fit of a
+model of examples/synthetic_benchmark.py (or the MLP) on one random batch, repeated, timed over rounds of steps
+after a warm-up round. Writes {"rates" (per round, of this process's replicas), "unit", "ms_per_step",
+"replicas" (in sync, every process's), "parameters", "jit_compile"} to DIR/rank<R>.json (R: the bps_tf rank, 0
+without a job)."""
+
+import argparse
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from examples.synthetic_benchmark import BERT_BASE, RoundTimer, encoder, resnet50, synthetic_batch
+
+PER_GPU_BATCH = {"resnet50": 64, "bert": 32, "mlp": 512}
+# --smoke: tiny versions, a check of this code on a CPU.
+SMOKE_BATCH, SMOKE_IMAGE, SMOKE_BERT, SMOKE_MLP_WIDTH = 2, 32, dict(vocabulary=100, length=8, width=16, heads=2,
+                                                                     inner=32, layers=1), 32
+
+
+def mlp(keras, width):
+    """1024 -> 6 x Dense(width) -> 10: 88.1M parameters at width 4096."""
+    inputs = keras.Input((1024,))
+    x = inputs
+    for _ in range(6):
+        x = keras.layers.Dense(width, activation="relu")(x)
+    return keras.Model(inputs, keras.layers.Dense(10, dtype="float32")(x))
+
+
+def build(keras, name, smoke):
+    if name == "resnet50":
+        return resnet50(keras, SMOKE_IMAGE if smoke else 224)
+    if name == "mlp":
+        return mlp(keras, SMOKE_MLP_WIDTH if smoke else 4096)
+    return encoder(keras, **(SMOKE_BERT if smoke else BERT_BASE))
+
+
+def batch_of(name, examples, smoke):
+    if name == "mlp":
+        rng = np.random.default_rng(0)
+        return rng.standard_normal((examples, 1024), dtype=np.float32), rng.integers(0, 10, examples)
+    bert = SMOKE_BERT if smoke else BERT_BASE
+    return synthetic_batch(name, examples, image_size=SMOKE_IMAGE if smoke else 224,
+                           vocabulary=bert["vocabulary"], length=bert["length"])
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--setup", required=True)
+    parser.add_argument("--model", required=True, choices=sorted(PER_GPU_BATCH))
+    parser.add_argument("--precision", default="float32")
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--jit", default="auto", choices=("auto", "true", "false"))
+    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--out", required=True, help="directory of the per-process results")
+    args = parser.parse_args()
+    keras = tf.keras
+    keras.mixed_precision.set_global_policy(args.precision)
+    per_replica = SMOKE_BATCH if args.smoke else PER_GPU_BATCH[args.model]
+    rank, callbacks, distributed_optimizer, strategy = 0, [], None, None
+    if args.setup.startswith("mirrored"):
+        strategy = tf.distribute.MirroredStrategy()
+    elif args.setup.startswith("bps"):
+        import bps_tf
+
+        strategy = bps_tf.BytePSStrategy()
+        rank = bps_tf.rank()
+    elif args.setup.startswith("horovod"):
+        import bps_tf.keras as hvd
+
+        hvd.init()
+        rank = hvd.rank()
+        distributed_optimizer = hvd.DistributedOptimizer
+        callbacks.append(hvd.callbacks.BroadcastGlobalVariablesCallback(0))
+    replicas = strategy.num_replicas_in_sync if strategy else 1
+    x, y = batch_of(args.model, per_replica * replicas, args.smoke)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    dataset = tf.data.Dataset.from_tensors((x, y)).repeat().with_options(options)
+    with strategy.scope() if strategy else _NoScope():
+        model = build(keras, args.model, args.smoke)
+        optimizer = keras.optimizers.SGD(0.01, momentum=0.9)
+        model.compile(optimizer=distributed_optimizer(optimizer) if distributed_optimizer else optimizer,
+                      jit_compile={"auto": "auto", "true": True, "false": False}[args.jit],
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=args.model != "resnet50"))
+    timer = RoundTimer(keras)
+    model.fit(dataset, steps_per_epoch=args.steps, epochs=1 + args.rounds, verbose=0,
+              callbacks=callbacks + [timer.callback])
+    unit, per_example = ("tokens/s", x.shape[1]) if args.model == "bert" else \
+        ("images/s" if args.model == "resnet50" else "examples/s", 1)
+    measured = timer.rounds[1:]  # the first round compiles and warms up
+    local_replicas = len(strategy.extended.worker_devices) if strategy else 1
+    rates = [steps * per_replica * local_replicas * per_example / seconds for seconds, steps in measured]
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, f"rank{rank}.json"), "w") as out:
+        json.dump({"rates": rates, "unit": unit, "ms_per_step": [1000 * s / n for s, n in measured],
+                   "replicas": replicas, "parameters": int(model.count_params()),
+                   "jit_compile": bool(model.jit_compile)}, out)
+
+
+class _NoScope:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+if __name__ == "__main__":
+    main()
