@@ -9,9 +9,11 @@ import tensorflow as tf
 
 from bps_tf import compat
 from bps_tf.ops import Average, Compression, Sum, all_gather, gather_is_smaller, naming, push_pull, push_pull_slices
+from bps_tf.ops.batched import push_pull_batch
 from bps_tf.ops.compression import wire_codec
 from bps_tf.ops.together import function_of_its_own
-from bps_tf.process import size
+from bps_tf.ops.info import worker_info
+from bps_tf.process import is_elastic, size
 from bps_tf.strategy import xla
 
 compat.check_part(compat.STRATEGY)
@@ -78,8 +80,21 @@ class BytePSCrossDeviceOps(_CrossDeviceOps):
     def __init__(self, num_replicas_in_sync, compression=Compression.none):
         super().__init__()
         self._num_replicas_in_sync = num_replicas_in_sync
+        self._local_replicas = max(1, num_replicas_in_sync // size())
         self._compression = compression  # for batches (gradients); single reductions (metrics) travel exactly
         self._eager_batches = {}
+
+    def follow_job(self, num_replicas_in_sync):
+        """Elastic jobs: the replica count of the next generation."""
+        self._num_replicas_in_sync = num_replicas_in_sync
+        self._eager_batches = {}
+
+    def _replica_count(self):
+        """The replicas a MEAN divides by: in an elastic job read when the graph runs (a function traced in
+        one generation runs in the next), except under XLA, which cannot read it."""
+        if is_elastic() and not xla.active():
+            return worker_info("size") * self._local_replicas
+        return self._num_replicas_in_sync
 
     @property
     def _num_between_graph_workers(self):
@@ -114,12 +129,15 @@ class BytePSCrossDeviceOps(_CrossDeviceOps):
     def _finish_mean(self, reduce_op, summed):
         if reduce_op != ReduceOp.MEAN:
             return summed
-        count = tf.cast(self._num_replicas_in_sync, summed.dtype)
+        count = tf.cast(self._replica_count(), summed.dtype)
         # Integers keep their dtype (floor division), as a mean of counters is used.
         return summed / count if summed.dtype.is_floating else summed // count
 
     def _reduce_groups(self, reduce_op, groups, names, compression):
         count = len(groups)
+        if xla.sums_together(groups, compression):
+            summed = push_pull_batch([g[0] for g in groups], names, range(count, 0, -1))
+            return [self._finish_mean(reduce_op, s) for s in summed]
         return [self._reduce_one(reduce_op, g, count - i, n, compression)
                 for i, (g, n) in enumerate(zip(groups, names))]
 

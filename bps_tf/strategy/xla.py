@@ -20,9 +20,9 @@ import tensorflow as tf
 
 from bps_tf import compat
 from bps_tf.ops import build_info
+from bps_tf.ops.batched import compiling
 from bps_tf.ops.compression import wire_codec
 
-_in_xla_context = compat.target("GraphOrParentsInXlaContext")
 _call_for_each_replica = compat.target("mirrored_run.call_for_each_replica")
 _Function = compat.target("Function")
 
@@ -35,7 +35,7 @@ ONE_DEVICE_PER_PROCESS = (
 
 def active():
     """True while tracing a computation that XLA compiles."""
-    return bool(_in_xla_context(tf.compat.v1.get_default_graph()))
+    return compiling()
 
 
 def available():
@@ -66,6 +66,13 @@ def runs_on_one_gpu(strategy):
     """True if this process's replica is one GPU: where jit_compile="auto" compiles with XLA."""
     devices = strategy.extended.worker_devices
     return len(devices) == 1 and "GPU" in devices[0].upper() and available()
+
+
+def sums_together(groups, compression):
+    """True if these local values (checked by check_reduction) are summed as one batch inside XLA: every
+    sum starts before any is waited for. Compressed tensors go one by one (the core encodes CPU tensors)."""
+    return active() and not any(wire_codec(compression) is not None and wire_codec(compression).applies_to(g[0])
+                                for g in groups)
 
 
 class ReplicaLoops:

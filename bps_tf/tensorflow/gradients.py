@@ -7,7 +7,9 @@ import dataclasses
 import tensorflow as tf
 
 from bps_tf import process_sets
-from bps_tf.ops import Average, Compression, check_op, gather_is_smaller, push_pull, push_pull_slices
+from bps_tf.ops import Average, Compression, Sum, check_op, gather_is_smaller, push_pull, push_pull_slices
+from bps_tf.ops.batched import compiling, push_pull_batch
+from bps_tf.ops.compression import wire_codec
 from bps_tf.ops.together import in_one_function
 
 
@@ -50,14 +52,30 @@ def _reduce_one(gradient, name, reduction, priority):
 
 def _reduce_all(gradients, names, reduction):
     count = len(gradients)
+    if _batched(gradients, reduction):
+        # Inside XLA: one batch, every sum started before any is waited for (bps_tf/ops/batched.py).
+        factor = reduction.gradient_predivide_factor
+        summed = push_pull_batch([g / factor if factor != 1.0 else g for g in gradients], names,
+                                 range(count, 0, -1))
+        if reduction.op == Average:
+            factor = factor / process_sets.set_size(reduction.process_set)
+        return [s * tf.cast(factor, s.dtype) if factor != 1.0 else s for s in summed]
     return [_reduce_one(g, n, reduction, count - i) for i, (g, n) in enumerate(zip(gradients, names))]
 
 
+def _batched(gradients, reduction):
+    codec = wire_codec(reduction.compression)
+    return (compiling() and reduction.op in (Average, Sum) and reduction.process_set is None
+            and all(g.dtype.is_floating and (codec is None or not codec.applies_to(g)) for g in gradients))
+
+
 def _prepared(gradient, sparse_as_dense):
-    """Sparse gradients stay sparse (their rows are gathered) unless densifying them sends fewer bytes."""
+    """Sparse gradients stay sparse (their rows are gathered) unless densifying them sends fewer bytes, or
+    inside XLA, which has no lowering for the gather."""
     if gradient is None:
         return None
-    if isinstance(gradient, tf.IndexedSlices) and not sparse_as_dense and gather_is_smaller([gradient]):
+    if isinstance(gradient, tf.IndexedSlices) and not sparse_as_dense and not compiling() and \
+            gather_is_smaller([gradient]):
         return gradient
     return tf.convert_to_tensor(gradient)
 

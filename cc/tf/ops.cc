@@ -27,6 +27,20 @@ REGISTER_OP("BytepsPushPull")
          "`reduce_op` min, max and product run on CPU tensors; `process_set` (ascending ranks) limits the "
          "reduction to those workers.");
 
+REGISTER_OP("BytepsPushPullGroup")
+    .Attr("T: list({half, bfloat16, float, double, int32, int64})")
+    .Attr("tensor_names: list(string)")
+    .Attr("priorities: list(int)")
+    .Input("tensors: T")
+    .Output("sums: T")
+    .SetIsStateful()
+    .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) {
+      for (int i = 0; i < c->num_inputs(); ++i) c->set_output(i, c->input(i));
+      return absl::OkStatus();
+    })
+    .Doc("Sums of `tensors` across all workers, each under its name and priority, inside a computation compiled "
+         "by XLA only (it has no kernel outside XLA): all of them start before any is waited for.");
+
 REGISTER_OP("BytepsGather")
     .Attr("T: {half, bfloat16, float, double, int32, int64}")
     .Attr("tensor_name: string")

@@ -55,5 +55,12 @@ ffi::Error FinishStarted(std::string_view name) {
   return ToFfiError(StartedRequests::Process().Finish(std::string(name), AbortJob));
 }
 
+namespace {
+ffi::Error NothingToDo(ffi::RemainingArgs, ffi::Result<ffi::AnyBuffer>) { return ffi::Error::Success(); }
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(bps_tf_xla_after_all, NothingToDo,
+                              ffi::Ffi::Bind().RemainingArgs().Ret<ffi::AnyBuffer>());
+
 }  // namespace xla_calls
 }  // namespace bps

@@ -29,5 +29,8 @@ StatusOr<std::shared_ptr<Engine>> JobEngine(std::string_view name);
 // Waits for the push_pull started under `name` (StartedRequests); its status as XLA's error.
 xla::ffi::Error FinishStarted(std::string_view name);
 
+// kXlaAfterAll: nothing to do (its result only orders the calls that take it).
+XLA_FFI_DECLARE_HANDLER_SYMBOL(bps_tf_xla_after_all);
+
 }  // namespace xla_calls
 }  // namespace bps

@@ -58,7 +58,8 @@ ffi::Error Start(cudaStream_t stream, ffi::AnyBuffer input, ffi::Result<ffi::Any
   return ffi::Error::Success();
 }
 
-ffi::Error Done(cudaStream_t stream, ffi::AnyBuffer started, ffi::Result<ffi::AnyBuffer> output, std::string_view name) {
+ffi::Error Done(cudaStream_t stream, ffi::AnyBuffer started, ffi::AnyBuffer /*after*/, ffi::Result<ffi::AnyBuffer> output,
+                std::string_view name) {
   ffi::Error result = xla_calls::FinishStarted(name);
   if (result.success() && output->untyped_data() != started.untyped_data() && started.size_bytes() > 0) {
     cudaError_t copied = cudaMemcpyAsync(output->untyped_data(), started.untyped_data(), started.size_bytes(),
@@ -82,6 +83,7 @@ XLA_FFI_DEFINE_HANDLER(kDone, Done,
                        ffi::Ffi::Bind()
                            .Ctx<ffi::PlatformStream<cudaStream_t>>()
                            .Arg<ffi::AnyBuffer>()
+                           .Arg<ffi::AnyBuffer>()
                            .Ret<ffi::AnyBuffer>()
                            .Attr<std::string_view>("name"));
 
@@ -90,3 +92,4 @@ XLA_FFI_DEFINE_HANDLER(kDone, Done,
 
 XLA_FFI_REGISTER_HANDLER(bps::xla_calls::FfiApi(), bps::kXlaPushPullStart, "CUDA", bps::kStart);
 XLA_FFI_REGISTER_HANDLER(bps::xla_calls::FfiApi(), bps::kXlaPushPullDone, "CUDA", bps::kDone);
+XLA_FFI_REGISTER_HANDLER(bps::xla_calls::FfiApi(), bps::kXlaAfterAll, "CUDA", bps::xla_calls::bps_tf_xla_after_all);

@@ -81,7 +81,8 @@ ffi::Error Start(ffi::AnyBuffer input, ffi::Result<ffi::AnyBuffer> output, std::
   return ffi::Error::Success();
 }
 
-ffi::Error Done(ffi::AnyBuffer started, ffi::Result<ffi::AnyBuffer> output, std::string_view name) {
+ffi::Error Done(ffi::AnyBuffer started, ffi::AnyBuffer /*after*/, ffi::Result<ffi::AnyBuffer> output,
+                std::string_view name) {
   ffi::Error result = xla_calls::FinishStarted(name);
   if (result.success() && output->untyped_data() != started.untyped_data() && started.size_bytes() > 0) {
     std::memcpy(output->untyped_data(), started.untyped_data(), started.size_bytes());
@@ -99,10 +100,15 @@ XLA_FFI_DEFINE_HANDLER(kStart, Start,
                            .Attr<std::string_view>("members")
                            .Attr<std::string_view>("compression"));
 XLA_FFI_DEFINE_HANDLER(kDone, Done,
-                       ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>().Attr<std::string_view>("name"));
+                       ffi::Ffi::Bind()
+                           .Arg<ffi::AnyBuffer>()
+                           .Arg<ffi::AnyBuffer>()
+                           .Ret<ffi::AnyBuffer>()
+                           .Attr<std::string_view>("name"));
 
 }  // namespace
 }  // namespace bps
 
 XLA_FFI_REGISTER_HANDLER(bps::xla_calls::FfiApi(), bps::kXlaPushPullStart, "Host", bps::kStart);
 XLA_FFI_REGISTER_HANDLER(bps::xla_calls::FfiApi(), bps::kXlaPushPullDone, "Host", bps::kDone);
+XLA_FFI_REGISTER_HANDLER(bps::xla_calls::FfiApi(), bps::kXlaAfterAll, "Host", bps::xla_calls::bps_tf_xla_after_all);

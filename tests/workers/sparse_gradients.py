@@ -95,6 +95,8 @@ def check_strategy_fit(strategy, vocab, expect_sparse):
     got = fit(model, x, y)
     for g, w in zip(got, reference):
         np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL)
+    # Under XLA (jit_compile="auto" compiles with it on one GPU per process) gradients are reduced dense.
+    expect_sparse = expect_sparse and not model.jit_compile
     assert (len(sparse_calls) > before) == expect_sparse, (vocab, sparse_calls)
 
 

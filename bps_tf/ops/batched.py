@@ -1,0 +1,27 @@
+"""push_pull of a batch of tensors inside a computation compiled by XLA (one BytepsPushPullGroup op): every
+sum starts before any is waited for, so the batch travels together while the rest of the step runs. Outside
+XLA the op has no kernel: there each tensor's own push_pull op already runs as soon as its input exists."""
+
+import tensorflow as tf
+
+from bps_tf import compat
+from bps_tf.ops import naming
+from bps_tf.ops.library import ops
+from bps_tf.ops.wire_dtypes import from_wire, to_wire
+
+_in_xla_context = compat.target("GraphOrParentsInXlaContext")
+
+
+def compiling():
+    """True while tracing a computation that XLA compiles."""
+    return bool(_in_xla_context(tf.compat.v1.get_default_graph()))
+
+
+def push_pull_batch(tensors, names, priorities):
+    """Sums across every worker of `tensors` (under `names`, or names derived as push_pull derives them when
+    None), higher `priorities` first."""
+    full_names = [naming.tensor_name(t, n, "push_pull") for t, n in zip(tensors, names)]
+    wired = [to_wire(t, f"push_pull of '{n}'") for t, n in zip(tensors, full_names)]
+    sums = ops.byteps_push_pull_group([w for w, _ in wired], tensor_names=full_names,
+                                      priorities=[int(p) for p in priorities])
+    return [from_wire(s, original) for s, (_, original) in zip(sums, wired)]
