@@ -111,3 +111,24 @@ def test_onebit_adam_encoding_matches_numpy():
         want = np.concatenate([np.where(b < 0, -1, 1) * np.abs(b).mean() for b in np.split(fed, starts)])
         np.testing.assert_allclose(sent.numpy().ravel(), want, rtol=1e-6)
         np.testing.assert_allclose((sent + left).numpy().ravel(), fed, atol=1e-6)
+
+
+@pytest.mark.timeout(400)
+def test_synthetic_training_benchmark_and_its_example(tmp_path):
+    """Tiny models on the CPU: plain Keras, BytePSStrategy (2 workers through a server) and the Horovod API,
+    each a real job; then the example users start with bpslaunch."""
+    out = tmp_path / "synthetic.json"
+    done = run_module("benchmarks.synthetic_benchmark", "--smoke", "--models", "resnet50", "--precisions", "float32",
+                      "--setups", "keras", "bps_shared", "horovod", "--steps", 3, "--rounds", 1, "--json", out,
+                      timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["setup"], r["processes"]) for r in rows] == [("keras", 1), ("bps_shared", 2), ("horovod", 1)]
+    assert all(r["total_rate"] > 0 and r["unit"] == "images/s" for r in rows)
+    example = subprocess.run([sys.executable, "-m", "bps_tf.launcher", "--local", "--workers", "2", "--servers", "1", "--", sys.executable,
+                              str(REPO_ROOT / "examples" / "synthetic_benchmark.py"), "--model", "bert", "--layers",
+                              "1", "--width", "64", "--batch-size", "2", "--num-batches-per-iter", "3",
+                              "--num-iters", "1"], cwd=REPO_ROOT, env=clean_env(), capture_output=True, text=True,
+                             timeout=240)
+    assert example.returncode == 0, example.stdout[-3000:] + example.stderr[-3000:]
+    assert "tokens/s on 2 workers" in example.stdout, example.stdout[-3000:]
