@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "cc/common/clock.h"
+#include "cc/common/communication_counters.h"
 #include "cc/common/timeline.h"
 #include "cc/cuda/cuda_status.h"
 
@@ -41,7 +42,7 @@ struct GpuPushPull::Operation {
   std::mutex mu;
   Status status;
   bool completed = false;
-  double started_at = 0;  // (for the timeline)
+  double started_at = 0;  // (for the timeline and the communication counters)
   double summed_at = 0;   // the last chunk's sum reached the host
 
   size_t element() const { return DataTypeSize(dtype); }
@@ -378,6 +379,8 @@ void GpuPushPull::Complete(const std::shared_ptr<Operation>& op, const Status& s
     if (event != nullptr) cudaEventDestroy(event);  // never waited on: failed before that
   }
   op->ready.clear();
+  // The whole GPU push_pull: its chunks' push_pulls in the engine are counted within it.
+  CommunicationCounters::OfProcess().PushPullEnded(op->started_at);
   Status result = status;
   if (!result.ok()) result = Status(result.code(), "GPU push_pull of '" + op->name + "': " + result.message());
   op->done(result);

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cc/common/clock.h"
+#include "cc/common/communication_counters.h"
 #include "cc/common/logging.h"
 #include "cc/ps/node_setup.h"
 #include "cc/transport/address.h"
@@ -253,6 +254,7 @@ void WorkerClient::SendPush(const Partition& part, uint32_t round, Participant m
   p.source = input;
   p.destination = output;
   p.bytes = wire_bytes;
+  p.sum = true;
   p.what = "the sum of round " + std::to_string(round) + " from " + ServerName(part.server) +
            " (it answers once every worker has pushed)";
   Message m;
@@ -273,6 +275,7 @@ void WorkerClient::SendPush(const Partition& part, uint32_t round, Participant m
     if (on_sent) on_sent();
     return;
   }
+  CommunicationCounters::OfProcess().Pushed(bytes, input == nullptr ? 0 : part.count * DataTypeSize(dtype));
   SendOrFail(servers_[part.server], m, payload ? input : nullptr, payload ? bytes : 0, m.request_id,
              std::move(on_sent));
 }
@@ -287,6 +290,7 @@ void WorkerClient::Fetch(const Partition& part, uint32_t round, DataType dtype, 
   p.key = part.key;
   p.destination = output;
   p.bytes = part.count * DataTypeSize(dtype);
+  p.sum = true;
   p.what = "round " + std::to_string(round) + " of a published tensor from " + ServerName(part.server) +
            " (it answers once the publisher has pushed it)";
   Message m;
@@ -473,6 +477,10 @@ void WorkerClient::Complete(PeerId from, uint64_t request_id, const Message& rep
   }
   if (status.ok()) status = TakeSharedReply(p, reply);
   if (!status.ok()) status = Status(status.code(), status.message() + " (while waiting for " + p.what + ")");
+  if (status.ok() && p.sum) {
+    // Through the network or, from a server on this host, its shared memory; zeros and echoes carry none.
+    CommunicationCounters::OfProcess().Pulled(reply.zeros || reply.echo ? 0 : p.bytes);
+  }
   if (status.ok() && (reply.zeros || reply.echo)) {
     // The sum came without bytes: it is zeros, or what this worker pushed.
     if (reply.zeros || p.source == nullptr) {

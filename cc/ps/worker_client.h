@@ -122,6 +122,7 @@ class WorkerClient : public MessageHandler {
     const void* source = nullptr;  // the pushed data (null: zeros), for a reply that echoes it
     void* destination = nullptr;
     size_t bytes = 0;
+    bool sum = false;  // the reply carries a round's sum (counted in CommunicationCounters)
     double started = 0;
     std::string what;  // for timeout messages
   };

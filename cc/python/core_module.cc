@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include "cc/common/clock.h"
+#include "cc/common/communication_counters.h"
 #include "cc/common/timeline.h"
 #include "cc/python/handles.h"
 #include "cc/runtime/process_engine.h"
@@ -184,6 +185,16 @@ PYBIND11_MODULE(_core, m) {
     Check(Timeline::OfProcess().Start(path, RequireEngine()->rank()));
   });
   m.def("stop_timeline", [] { Timeline::OfProcess().Stop(); });
+  m.def("communication_counters", [] {
+    const CommunicationTotals totals = CommunicationCounters::OfProcess().Totals();
+    py::dict counters;
+    counters["push_pull_seconds"] = totals.push_pull_seconds;
+    counters["wait_seconds"] = totals.wait_seconds;
+    counters["bytes_pushed"] = totals.bytes_pushed;
+    counters["bytes_pulled"] = totals.bytes_pulled;
+    counters["uncompressed_bytes_pushed"] = totals.uncompressed_bytes_pushed;
+    return counters;
+  });
   m.def("leave", [] {
     Status s;
     {

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "cc/common/clock.h"
+#include "cc/common/communication_counters.h"
 #include "cc/common/huge_pages.h"
 #include "cc/common/logging.h"
 #include "cc/common/timeline.h"
@@ -365,6 +366,9 @@ void Engine::FinishPartition(Operation* op, const Status& status) {
                                              status.message());
     }
     if (--op->remaining == 0) {
+      if (op->request.kind == PushPullRequest::Kind::kPushPull) {
+        CommunicationCounters::OfProcess().PushPullEnded(op->request.enqueued_at);
+      }
       Tensor* tensor = op->tensor;
       tensor->busy = false;
       auto done = op->request.done;

@@ -1,0 +1,43 @@
+#include "cc/common/communication_counters.h"
+
+#include "cc/common/clock.h"
+
+namespace bps {
+
+CommunicationCounters& CommunicationCounters::OfProcess() {
+  static CommunicationCounters* counters = new CommunicationCounters();  // never destroyed: used during exit
+  return *counters;
+}
+
+void CommunicationCounters::PushPullEnded(double began) {
+  std::lock_guard<std::mutex> lock(mu_);
+  push_pull_.Add(began, NowSeconds());
+}
+
+void CommunicationCounters::WaitEnded(double seconds) {
+  if (seconds <= 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  const double now = NowSeconds();
+  wait_.Add(now - seconds, now);
+}
+
+void CommunicationCounters::Pushed(uint64_t bytes, uint64_t uncompressed_bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  totals_.bytes_pushed += bytes;
+  totals_.uncompressed_bytes_pushed += uncompressed_bytes;
+}
+
+void CommunicationCounters::Pulled(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  totals_.bytes_pulled += bytes;
+}
+
+CommunicationTotals CommunicationCounters::Totals() {
+  std::lock_guard<std::mutex> lock(mu_);
+  CommunicationTotals totals = totals_;
+  totals.push_pull_seconds = push_pull_.total();
+  totals.wait_seconds = wait_.total();
+  return totals;
+}
+
+}  // namespace bps

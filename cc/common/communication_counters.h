@@ -1,0 +1,42 @@
+// What this process's push_pulls have cost since it started, for per-step metrics
+// (bps_tf.numpy.communication_counters(), bps_tf.keras.callbacks.CommunicationMetrics): wall time spent in
+// push_pull, the part of it a server held this worker's pushes waiting for the other workers, and the bytes
+// pushed and pulled. Shared by the engine, the worker's client and the GPU path, like the timeline.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+
+#include "cc/common/covered_time.h"
+
+namespace bps {
+
+struct CommunicationTotals {
+  double push_pull_seconds = 0;  // wall time with at least one push_pull in flight
+  double wait_seconds = 0;       // wall time with at least one push held by a server until the others pushed
+  uint64_t bytes_pushed = 0;     // as they travel (encoded when compressed), over the network or shared memory
+  uint64_t bytes_pulled = 0;     // the sums received, likewise
+  uint64_t uncompressed_bytes_pushed = 0;  // what the same pushes would have been without compression
+};
+
+class CommunicationCounters {
+ public:
+  static CommunicationCounters& OfProcess();
+
+  // A push_pull (or, on GPUs, the whole of one with its local reduction and copies) ran from `began` until now.
+  void PushPullEnded(double began);
+  // A sum arrived now whose push a server held `seconds` for other workers' pushes of the round.
+  void WaitEnded(double seconds);
+  void Pushed(uint64_t bytes, uint64_t uncompressed_bytes);
+  void Pulled(uint64_t bytes);
+
+  CommunicationTotals Totals();
+
+ private:
+  std::mutex mu_;
+  CoveredTime push_pull_;
+  CoveredTime wait_;
+  CommunicationTotals totals_;
+};
+
+}  // namespace bps
