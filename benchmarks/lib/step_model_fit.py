@@ -1,0 +1,71 @@
+"""Between the step model (bps_tf.plan) and the emulated cluster: the parameters a run measures (the emulated
+machine's capacity and its cost per message, from push_pulls on unlimited links), the two it fits (the links' efficiency
+with push and pull at once, the pipeline's drain, on the 2-worker push_pulls), and the model's prediction of each case."""
+
+import math
+
+from bps_tf.plan.cluster import Cluster
+from bps_tf.plan.parameters import MEASURED
+from bps_tf.plan.step_model import plan_for, push_pull_time
+
+CORES = 2  # every emulated host shares this machine's cores
+
+
+def bert_like_tensors(vocab=8192, seq=128, hidden=256, ffn=1024, layers=4, classes=2):
+    """Gradient bytes per tensor of benchmarks/lib/models.py's BERT-like model (float32)."""
+    h = hidden
+    elements = [vocab * h, seq * h]
+    for _ in range(layers):
+        elements += [h * h, h] * 4 + [h, h, h * ffn, ffn, ffn * h, h, h, h]
+    return [4 * e for e in elements + [h * classes, classes]]
+
+
+def cluster_for(workers, servers, link_bytes_s, emulation):
+    """The emulated cluster as the model sees it; emulation: {"machine_bytes_per_s", "call_s"}."""
+    return Cluster(machines=workers, servers=servers, link_bytes_per_s=link_bytes_s, transport="tcp",
+                   shared_cores=CORES, machine_bytes_per_s=emulation["machine_bytes_per_s"],
+                   call_s=emulation["call_s"])
+
+
+def messages(workers, servers, tensor_bytes):
+    """Message ends of one push_pull of these tensors over the emulated cluster: each slice's push and reply,
+    each handled at both its ends, from every worker."""
+    units = plan_for(Cluster(workers, 1.0, servers, transport="tcp"), tensor_bytes, MEASURED).units
+    return 2 * 2 * workers * units
+
+
+def emulation_parameters(workers, servers, unlimited):
+    """From one run on unlimited links (unlimited: case -> median seconds, with "tiny64" 64 tensors of 4 KB,
+    "single4096" and "single67108864"): the cost of a message end (the cores' time per message end, so
+    seconds of CPU with CORES cores) and what the cores move per second besides."""
+    call = unlimited["single4096"]
+    tiny = [4096] * 64
+    message_s = (unlimited["tiny64"] - call) * CORES / messages(workers, servers, tiny)
+    big = [64 << 20]
+    message_part = messages(workers, servers, big) * message_s / CORES
+    bytes_s = 2 * workers * big[0] / max(1e-6, unlimited["single67108864"] - call - message_part)
+    return {"message_s": message_s, "machine_bytes_per_s": bytes_s}
+
+
+def predict(workers, servers, link_bytes_s, goodput_fraction, emulation, tensor_bytes, fitted):
+    params = MEASURED.replace(goodput_fraction=goodput_fraction, message_s=emulation["message_s"], **fitted)
+    return push_pull_time(cluster_for(workers, servers, link_bytes_s, emulation), tensor_bytes, params)[0]
+
+
+def fit_duplex_and_drain(cases):
+    """Least squares of (duplex_fraction, drain_slices) over cases of [measured s, link bytes/s, goodput
+    fraction, workers, servers, emulation, tensor_bytes]: the time past the call and the cores' share is
+    (M + drain * n * unit) / (goodput * duplex * B), linear in 1/duplex and drain/duplex."""
+    rows, targets = [], []
+    for measured, link, goodput, workers, servers, emulation, tensors in cases:
+        plan = plan_for(cluster_for(workers, servers, link, emulation), tensors, MEASURED)
+        cores = (2 * workers * plan.total_bytes / emulation["machine_bytes_per_s"]
+                 + 2 * 2 * workers * plan.units * emulation["message_s"] / CORES)
+        net = math.sqrt(max(0.0, (measured - emulation["call_s"]) ** 2 - cores ** 2))
+        rows.append((max(plan.total_bytes, workers * max(plan.server_bytes)), workers * plan.largest_unit))
+        targets.append(net * goodput * link)
+    a11, a12, a22 = (sum(r[i] * r[j] for r in rows) for i, j in ((0, 0), (0, 1), (1, 1)))
+    b1, b2 = (sum(r[i] * t for r, t in zip(rows, targets)) for i in (0, 1))
+    det = a11 * a22 - a12 * a12
+    inverse_duplex, drain_over_duplex = (b1 * a22 - b2 * a12) / det, (a11 * b2 - a12 * b1) / det
+    return {"duplex_fraction": 1 / inverse_duplex, "drain_slices": max(0.0, drain_over_duplex / inverse_duplex)}

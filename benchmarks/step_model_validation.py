@@ -1,0 +1,114 @@
+"""The step model (bps_tf.plan) against push_pull on the emulated cluster, calibrated in the same run.
+
+For each configuration WORKERSxSERVERS: first the same hosts on unlimited links (the machine's capacity and
+its cost per message: benchmarks/lib/step_model_fit.py), then on each rate the link's TCP goodput
+(workers/link_check.py) and push_pulls of single tensors and of the BERT-like model's 68 gradients started
+together (workers/core_push_pull.py: NumPy API, no compute). The model's two fitted parameters (the
+links' efficiency with push and pull at once, the pipeline's drain) come from the 2-worker cases; every other case is predicted from them.
+
+python -m benchmarks.step_model_validation --configs 2x2,4x4,8x8,8x4 --rates 1gbit,100mbit \\
+    --output docs/performance/step_model_validation.json
+"""
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from benchmarks.lib import cluster_job
+from benchmarks.lib.measure import rate_bytes_per_s
+from benchmarks.lib.netns import EmulatedCluster
+from benchmarks.lib.results import describe_machine, save_result
+from benchmarks.lib.step_model_fit import bert_like_tensors, emulation_parameters, fit_duplex_and_drain, predict
+
+SIZES = {"1gbit": [1 << 20, 4 << 20, 16 << 20, 64 << 20], "100mbit": [1 << 20, 4 << 20, 16 << 20]}
+TINY = "+".join(["4096"] * 64)
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--configs", default="2x2,4x4,8x8,8x4", help="WORKERSxSERVERS, comma-separated")
+    parser.add_argument("--rates", default="1gbit,100mbit")
+    parser.add_argument("--rounds", type=int, default=1, help="repeat every configuration this many times")
+    parser.add_argument("--output")
+    return parser.parse_args()
+
+
+def run_cases(cluster, workers, servers, sizes, sets, budget_mb, logs):
+    out = Path(logs) / "cases.json"
+    argv = lambda i: [sys.executable, "-m", "benchmarks.workers.core_push_pull", "--sizes", ",".join(map(str, sizes)),
+                      "--tensor-sets", sets, "--budget-mb", str(budget_mb), "--output", str(out)]
+    cluster_job.run_job(cluster, workers, servers, argv, logs, {}, 900)
+    rows = json.loads(out.read_text())["results"]
+    return {("single" + str(r["bytes"]) if r["case"] == "single" else r["case"]): r["bps_core"] for r in rows}
+
+
+def measure_config(workers, servers, rates):
+    hosts = cluster_job.hosts_for(workers, servers)
+    with tempfile.TemporaryDirectory() as logs:
+        with EmulatedCluster(hosts, None) as cluster:
+            unlimited = run_cases(cluster, workers, servers, [4096, 64 << 20], f"tiny64={TINY}", 512, logs)
+        emulation = emulation_parameters(workers, servers, {k: v["median_s"] for k, v in unlimited.items()})
+        measured = {}
+        for rate in rates:
+            with EmulatedCluster(hosts, rate) as cluster:
+                goodput = cluster_job.measure_link(cluster, "w0", "s0", (64 if rate == "1gbit" else 16) << 20)
+                bert = "+".join(map(str, bert_like_tensors()))
+                cases = run_cases(cluster, workers, servers, [4096] + SIZES.get(rate, SIZES["100mbit"]),
+                                  f"bert_like={bert}", 64 if rate == "1gbit" else 40, logs)
+            measured[rate] = {"goodput_bytes_s": goodput, "cases": cases}
+            print(f"{workers}x{servers} {rate}: goodput {goodput / 1e6:.1f} MB/s; " + ", ".join(
+                f"{k} {v['median_s'] * 1e3:.1f} ms" for k, v in cases.items()), flush=True)
+    return {"workers": workers, "servers": servers, "unlimited": unlimited, "emulation": emulation,
+            "rates": measured}
+
+
+def tensors_of(case):
+    return bert_like_tensors() if case == "bert_like" else [int(case[len("single"):])]
+
+
+def predictions(configs):
+    """Fits the two parameters on the 2-worker cases, then predicts every case of every configuration."""
+    def cases(config, rate):
+        link = rate_bytes_per_s(rate)
+        m = config["rates"][rate]
+        emulation = dict(config["emulation"], call_s=m["cases"]["single4096"]["median_s"])
+        for case, timing in m["cases"].items():
+            if case != "single4096":
+                yield case, timing, link, m["goodput_bytes_s"] / link, emulation
+
+    fitting = [(t["median_s"], link, g, c["workers"], c["servers"], e, tensors_of(case))
+               for c in configs if c["workers"] == 2 for rate in c["rates"] for case, t, link, g, e in cases(c, rate)]
+    fitted = fit_duplex_and_drain(fitting)
+    points = []
+    for c in configs:
+        for rate in c["rates"]:
+            for case, timing, link, goodput, emulation in cases(c, rate):
+                predicted = predict(c["workers"], c["servers"], link, goodput, emulation, tensors_of(case), fitted)
+                points.append({"workers": c["workers"], "servers": c["servers"], "rate": rate, "case": case,
+                               "measured_s": timing["median_s"], "min_s": timing["min_s"], "max_s": timing["max_s"],
+                               "predicted_s": predicted, "error": predicted / timing["median_s"] - 1,
+                               "calibration": c["workers"] == 2})
+    return fitted, points
+
+
+def main():
+    args = parse_args()
+    rates = args.rates.split(",")
+    configs = []
+    for _ in range(args.rounds):
+        for spec in args.configs.split(","):
+            workers, servers = map(int, spec.split("x"))
+            configs.append(measure_config(workers, servers, rates))
+    fitted, points = predictions(configs)
+    print(f"fitted: duplex_fraction {fitted['duplex_fraction']:.3f}, drain_slices {fitted['drain_slices']:.2f}")
+    for p in points:
+        print(f"{p['workers']}x{p['servers']} {p['rate']} {p['case']}: measured {p['measured_s'] * 1e3:.1f} ms, "
+              f"predicted {p['predicted_s'] * 1e3:.1f} ms ({p['error']:+.1%}){' (calibration)' * p['calibration']}")
+    save_result(args.output, {"benchmark": "step_model_validation", "configs": configs, "fitted": fitted,
+                              "points": points, "machine": describe_machine()})
+
+
+if __name__ == "__main__":
+    main()
