@@ -18,7 +18,7 @@ import time
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--strategy", choices=["bps", "mwms", "local", "lockstep"], required=True)
-    parser.add_argument("--model", choices=["bert", "mlp"], required=True)
+    parser.add_argument("--model", choices=["bert", "mlp", "mlp-small"], required=True)
     parser.add_argument("--batch-per-worker", type=int, required=True)
     parser.add_argument("--steps", type=int, default=10, help="timed steps")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (tracing, first exchange)")
@@ -153,7 +153,9 @@ def main():
         gradient_bytes = sum(int(tf.size(v)) * v.dtype.size for v in model.trainable_variables)
         result = {"strategy": args.strategy, "model": args.model, "workers": args.workers,
                   "batch_per_worker": args.batch_per_worker, "global_batch": args.batch_per_worker * args.workers,
-                  "gradient_bytes": gradient_bytes, "step_s": step_s, "no_priority": args.no_priority,
+                  "gradient_bytes": gradient_bytes, "step_s": step_s,
+                  "gradient_tensor_bytes": [int(tf.size(v)) * v.dtype.size for v in model.trainable_variables],
+                  "no_priority": args.no_priority,
                   "sparse_as_dense": args.sparse_as_dense}
         result["received_bytes_per_step"], result["sent_bytes_per_step"] = timer.bytes_per_step(args.warmup - 1)
         with open(args.output, "w") as out:

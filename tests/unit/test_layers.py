@@ -19,15 +19,17 @@ ALLOWED = {
     "process_sets": {"_native", "process", "numpy"},
     "objects": {"_native", "process", "numpy", "process_sets"},
     "compression_state": {"_native", "process", "numpy", "process_sets", "objects"},
+    "communication_metrics": {"_native", "process", "numpy"},
     "elastic_common": {"_native", "process", "numpy", "process_sets", "objects"},
     "launcher": {"_native", "tf_environment"},
+    "plan": set(),
     "ops": {"compat", "process", "process_sets", "tf_environment"},
     "tensorflow": {"compat", "process", "numpy", "process_sets", "objects", "compression_state", "elastic_common",
-                   "ops"},
+                   "communication_metrics", "ops"},
     "strategy": {"compat", "process", "numpy", "process_sets", "objects", "compression_state", "elastic_common",
                  "ops"},
-    "keras": {"compat", "process", "numpy", "process_sets", "objects", "compression_state", "elastic_common", "ops",
-              "tensorflow"},
+    "keras": {"compat", "process", "numpy", "process_sets", "objects", "compression_state", "elastic_common",
+              "communication_metrics", "ops", "tensorflow"},
 }
 
 
