@@ -96,6 +96,50 @@ def plot_accuracy(result, axes_row):
         axes.legend(fontsize=7)
 
 
+def plot_model_validation(result, axes, training=None):
+    """Predicted against measured, log-log, with the +-15% band; push_pull cases by rate (hollow: the
+    2-worker cases the fit used), Keras steps from the step_model_training result beside it when there is one."""
+    points = [("push_pull", p) for p in result["points"]] + [("Keras step", p) for p in (training or {}).get("points", [])]
+    low = min(p["measured_s"] for _, p in points) / 1.5
+    high = max(p["measured_s"] for _, p in points) * 1.5
+    axes.plot([low, high], [low, high], color="grey", lw=1)
+    axes.fill_between([low, high], [low * 0.85, high * 0.85], [low * 1.15, high * 1.15], color="grey", alpha=0.15,
+                      label="within 15%")
+    styles = {("push_pull", "1gbit"): ("o", "C0"), ("push_pull", "100mbit"): ("s", "C1"),
+              ("Keras step", "1gbit"): ("^", "C2"), ("Keras step", "100mbit"): ("v", "C3")}
+    for (kind, rate), (marker, color) in styles.items():
+        for calibration in (False, True):
+            chosen = [p for k, p in points if k == kind and p["rate"] == rate and p.get("calibration", False) == calibration]
+            if chosen:
+                axes.scatter([p["measured_s"] * 1e3 for p in chosen], [p["predicted_s"] * 1e3 for p in chosen],
+                             marker=marker, edgecolors=color, facecolors="none" if calibration else color,
+                             label=f"{kind}, {rate}" + (" (2 workers: fitted)" if calibration else ""))
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlim(low * 1e3, high * 1e3)
+    axes.set_ylim(low * 1e3, high * 1e3)
+    axes.set_xlabel("measured, ms")
+    axes.set_ylabel("predicted by the step model, ms")
+    axes.set_title("emulated cluster, 2, 4 and 8 workers: step model against measurement", fontsize=10)
+    axes.legend(fontsize=7)
+
+
+def plot_scaling(result, axes_row):
+    for axes, model in zip(axes_row, ("bert-large", "resnet50")):
+        for i, link in enumerate(("25gbit", "100gbit")):
+            rows = [r for r in result["rows"] if r["model"] == model and r["link"] == link and r["xla"]]
+            gpus = [r["gpus"] for r in rows]
+            axes.plot(gpus, [r["bps_efficiency"] for r in rows], "o-", color=f"C{i}", label=f"bps_tf, {link}")
+            axes.plot(gpus, [r["ring_efficiency"] for r in rows], "s--", color=f"C{i}", label=f"ring all-reduce, {link}")
+        axes.set_xscale("log", base=2)
+        axes.set_xticks(gpus, [str(g) for g in gpus])
+        axes.set_ylim(0, 1.05)
+        axes.set_xlabel("GPUs (8 per machine)")
+        axes.set_ylabel("scaling efficiency")
+        axes.set_title(f"{model}, H200 compute with XLA: predicted", fontsize=10)
+        axes.legend(fontsize=7)
+
+
 def plot_file(path):
     result = json.loads(path.read_text())
     kind = result.get("benchmark")
@@ -108,6 +152,13 @@ def plot_file(path):
     elif kind == "time_to_accuracy":
         figure, axes = plt.subplots(1, 2, figsize=(12, 5))
         plot_accuracy(result, axes)
+    elif kind == "step_model_validation":
+        figure, axes = plt.subplots(figsize=(7, 6))
+        training = path.with_name("step_model_training.json")
+        plot_model_validation(result, axes, json.loads(training.read_text()) if training.exists() else None)
+    elif kind == "scaling_predictions":
+        figure, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        plot_scaling(result, axes)
     elif kind in ("train", "tuning"):
         models = sorted({r["model"] for r in result["runs"]})
         rows = max(sum(r["model"] == m for r in result["runs"]) for m in models)
