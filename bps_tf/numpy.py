@@ -103,6 +103,16 @@ def stop_timeline():
     _core.stop_timeline()
 
 
+def communication_counters():
+    """What this process's push_pulls have cost since it started (bps_tf.communication_metrics turns it into
+    figures per step): `push_pull_seconds`, wall time with at least one push_pull in flight (on GPUs with its
+    local reduction and copies); `wait_seconds`, wall time with at least one of this worker's pushes held by a
+    server for the other workers' pushes of the round; `bytes_pushed` and `bytes_pulled`, as they travel
+    (encoded by the core's compression, over the network or a server's shared memory on this host);
+    `uncompressed_bytes_pushed`, what the same pushes would have been without the core's compression."""
+    return _core.communication_counters()
+
+
 def save_compression_states():
     """This worker's gradient-compression state (momentum, error feedback; the servers' residuals on a
     tensor's first contributor) of every tensor pushed compressed so far, one bytes object per tensor. Taken

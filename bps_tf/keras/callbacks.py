@@ -4,6 +4,7 @@ import numpy as np
 import tensorflow as tf
 
 import bps_tf.numpy as bps_numpy
+from bps_tf.communication_metrics import CommunicationMeter
 from bps_tf.keras.learning_rate import get_learning_rate, get_momentum, set_learning_rate, set_momentum
 from bps_tf.ops import broadcast_variables
 
@@ -150,6 +151,53 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
         super().on_epoch_end(epoch, logs)
         if epoch == self.end_epoch - 1 and self.verbose and bps_numpy.rank() == 0:
             print(f"Epoch {epoch + 1}: finished learning rate warmup to {get_learning_rate(self.model.optimizer):g}")
+
+
+class CommunicationMetrics(_Callback):
+    """Puts this worker's communication per training step into Keras's logs, so that the progress bar,
+    `History` and `keras.callbacks.TensorBoard` show it: bps/push_pull_ms, bps/wait_ms, bps/bytes_pushed,
+    bps/bytes_pulled, bps/compression_ratio and bps/workers (bps_tf.communication_metrics.CommunicationMeter).
+
+    Every `every_n_steps` steps a batch's logs get the figures per step of the last `every_n_steps` steps
+    (the batches between keep the latest); an epoch's logs get that epoch's figures per step. List it before
+    the callbacks that should see them (TensorBoard: `update_freq` for the batch figures).
+    """
+
+    def __init__(self, every_n_steps=10):
+        super().__init__()
+        if int(every_n_steps) < 1:
+            raise ValueError(f"CommunicationMetrics: every_n_steps must be at least 1, got {every_n_steps}")
+        self.every_n_steps = int(every_n_steps)
+        # tf-keras hands callbacks without this a copy of the batch logs, which TensorBoard never sees.
+        self._supports_tf_logs = True
+        self._window = None
+        self._epoch = None
+        self._figures = {}
+        self._last_batch = -1
+        self._window_steps = 0
+
+    def on_train_begin(self, logs=None):
+        self._window = CommunicationMeter()
+        self._window_steps = 0
+        self._figures = {}
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = CommunicationMeter()
+        self._last_batch = -1
+
+    def on_train_batch_end(self, batch, logs=None):
+        # `batch` counts steps: with steps_per_execution > 1 one call ends several.
+        self._window_steps += batch - self._last_batch
+        self._last_batch = batch
+        if self._window_steps >= self.every_n_steps:
+            self._figures = self._window.read(self._window_steps)
+            self._window_steps = 0
+        if logs is not None:
+            logs.update(self._figures)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None and self._last_batch >= 0:
+            logs.update(self._epoch.read(self._last_batch + 1))
 
 
 class BestModelCheckpoint(tf.keras.callbacks.ModelCheckpoint):

@@ -6,6 +6,7 @@ BytePS's own name for allreduce, push_pull, is here too.
 """
 
 from bps_tf import compat
+from bps_tf.communication_metrics import CommunicationMeter
 from bps_tf.compression_state import load as load_compression_state
 from bps_tf.compression_state import save as save_compression_state
 from bps_tf.objects import allgather_object, broadcast_object
@@ -28,6 +29,7 @@ from bps_tf.tensorflow.functions import (
 from bps_tf.tensorflow.gradient_tape import DistributedGradientTape, PartialDistributedGradientTape
 from bps_tf.tensorflow.hooks import BroadcastGlobalVariablesHook
 from bps_tf.tensorflow.optimizer import DistributedOptimizer
+from bps_tf.tensorflow.summaries import write_communication_summaries
 from bps_tf.tensorflow.not_offered import not_offered
 
 compat.check_part(compat.HOROVOD_API)
@@ -44,7 +46,7 @@ __all__ = [
     "broadcast_object", "broadcast_object_fn", "allgather_object",
     "DistributedOptimizer", "DistributedGradientTape", "PartialDistributedGradientTape",
     "BroadcastGlobalVariablesHook", "SyncBatchNormalization", "save_compression_state", "load_compression_state",
-    "elastic",
+    "elastic", "CommunicationMeter", "write_communication_summaries",
 ]
 
 
