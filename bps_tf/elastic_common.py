@@ -13,6 +13,9 @@ takes it in. The framework's State classes live in bps_tf.tensorflow.elastic and
 
 import copy
 import functools
+import sys
+import time
+import weakref
 
 import numpy as np
 
@@ -36,6 +39,10 @@ class HostsUpdatedInterrupt(RuntimeError):
     def __init__(self, skip_sync):
         super().__init__("the job's workers change: workers wait to join")
         self.skip_sync = skip_sync
+
+
+def _report(message):
+    print(f"bps_tf.elastic: {message}", file=sys.stderr, flush=True)
 
 
 def membership_changed():
@@ -73,6 +80,15 @@ def _internal_errors(fn):
     return calling
 
 
+_reset_hooks = []  # weak references to methods that follow the job after a reset
+
+
+def on_reset(method):
+    """`method` (a bound method, held weakly) runs after every reset, once the next generation formed: a
+    strategy follows the job's new size and this worker's new rank."""
+    _reset_hooks.append(weakref.WeakMethod(method))
+
+
 def reset():
     """The next generation: ends this one, joins the next (init() waits until it forms) and forgets what
     belonged to the old one (process sets name old ranks). Until the state is synchronised, collectives are
@@ -82,6 +98,12 @@ def reset():
     process.init()
     process_sets.forget_registered()
     _core.set_local_collectives(True)
+    for hook in list(_reset_hooks):
+        method = hook()
+        if method is None:
+            _reset_hooks.remove(hook)
+        else:
+            method()
 
 
 class State:
@@ -171,16 +193,23 @@ def run_fn(func, reset_fn=reset):
     @functools.wraps(func)
     def wrapper(state, *args, **kwargs):
         skip_sync = False
+        changed_at = None
         while True:
             try:
                 _core.set_local_collectives(False)  # from here on the collectives are the job's again
                 if not skip_sync:
                     _internal_errors(state.sync)()
+                if changed_at is not None:
+                    _report(f"the job's workers changed: generation {_core.elastic_state()['generation']} has "
+                            f"{process.size()} workers; this worker is rank {process.rank()} (restored, reset "
+                            f"and synchronised in {time.monotonic() - changed_at:.2f} s)")
                 return _internal_errors(func)(state, *args, **kwargs)
             except HorovodInternalError:
+                changed_at = time.monotonic()
                 state.restore()
                 skip_sync = False
             except HostsUpdatedInterrupt as interrupt:
+                changed_at = time.monotonic()
                 skip_sync = interrupt.skip_sync
             reset_fn()
             state.on_reset()

@@ -57,12 +57,12 @@ def frame(header, payload=b""):
 
 
 def message(kind, sender=-1, request_id=0, key=0, round_=0, dtype=FLOAT32, num_elements=0, participants=0,
-            zeros=0, echo=0, share=0, in_shared=0, shared_result=NO_OFFSET, shared_receive=NO_OFFSET, code=0,
-            text=b""):
+            zeros=0, echo=0, share=0, in_shared=0, shared_result=NO_OFFSET, shared_receive=NO_OFFSET, held_us=0,
+            code=0, text=b""):
     kind = TYPES[kind] if isinstance(kind, str) else kind
-    return struct.pack("<IBiQQIBQiBBBBQQBI", MESSAGE_MAGIC, kind, sender, request_id, key, round_, dtype, num_elements,
-                       participants, zeros, echo, share, in_shared, shared_result, shared_receive, code,
-                       len(text)) + text
+    return struct.pack("<IBiQQIBQiBBBBQQQBI", MESSAGE_MAGIC, kind, sender, request_id, key, round_, dtype,
+                       num_elements, participants, zeros, echo, share, in_shared, shared_result, shared_receive,
+                       held_us, code, len(text)) + text
 
 
 def register_body(role, worker_id, local_rank, local_size, num_worker, num_server, address, min_workers=0,

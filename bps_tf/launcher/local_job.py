@@ -186,11 +186,20 @@ class Supervisor:
             failed = self._first_failed()
             if failed is not None and self._restarts is not None and failed in self._workers and self._roles:
                 self._replace_lost_worker(failed)
+                if not self._workers:
+                    self._output.report("no worker of this machine is left; stopping all processes")
+                    return exit_code_of(failed.popen.returncode)
                 continue
             if failed is not None:
                 self._output.report(f"{failed.label} {describe_exit(failed.popen.returncode)}; "
                                     "stopping all processes")
                 return exit_code_of(failed.popen.returncode)
+            if self._restarts is not None and self._roles and all(r.popen.poll() == 0 for r in self._roles):
+                # The elastic job ended: a worker started again too late to join has nothing left to join.
+                late = [worker.label for worker in self._workers if worker.popen.poll() is None]
+                if late:
+                    self._output.report(f"the job ended before {', '.join(late)} joined it; stopping it")
+                return 0
             if all(worker.popen.poll() is not None for worker in self._workers):
                 lingering = [role for role in self._roles if role.popen.poll() is None]
                 if not lingering:

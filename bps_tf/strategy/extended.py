@@ -43,6 +43,18 @@ class BytePSExtended(compat.target("MirroredExtended")):
         self._task_type = "worker"
         self._task_id = self._id_in_cluster
 
+    # Elastic jobs: after a reset the job has another size and this worker another rank (bps_tf.elastic_common
+    # calls this then). Keras traces its train function anew (bps_tf.keras.elastic.KerasState); the next
+    # dataset distributed is sharded and rebatched for the new replica count.
+    def follow_job(self):
+        self._num_workers = size()
+        self._id_in_cluster = rank()
+        self._bps_ops.follow_job(len(self._devices) * self._num_workers)
+        self._cluster_resolver = job_cluster_resolver(self._num_workers, self._id_in_cluster)
+        self._task_id = self._id_in_cluster
+        # Every worker, old and new, counts the variables it creates from here on alike.
+        _variables_by_name.clear()
+
     # (b) The replica count is global, or gradients would be `size` times too big.
     @property
     def _num_replicas_in_sync(self):

@@ -25,6 +25,7 @@ import tensorflow as tf
 
 import bps_tf.numpy as bps_numpy
 from bps_tf import compat, compression_state
+from bps_tf.elastic_common import collectives_are_local
 from bps_tf.objects import broadcast_object
 from bps_tf.ops import broadcast_variables
 from bps_tf.strategy import xla
@@ -69,6 +70,8 @@ def _install_global_predict_concat():
 
 def _agreed_number_of_batches(local):
     """The smallest worker's number of batches, or None if any worker's is unknown."""
+    if collectives_are_local():  # an elastic worker before its sync trains alone
+        return local
     counts = np.zeros(bps_numpy.size(), np.int64)
     counts[bps_numpy.rank()] = -1 if local is None else local
     everyone = bps_numpy.push_pull(counts, "strategy.epoch_batches", average=False)

@@ -28,8 +28,14 @@ def _optimizer_variables(optimizer):
 
 def _build_optimizer(optimizer, model):
     """An optimizer that has not made its slots yet makes them now, so every worker broadcasts the same list
-    (a worker that joins has not trained)."""
-    if optimizer is not None and getattr(optimizer, "built", True) is False and hasattr(optimizer, "build"):
+    (a worker that joins has not trained). Keras 3 says so in `built`; tf-keras's optimizers set `_built`
+    only once built; its legacy optimizers have no build()."""
+    if optimizer is None or not hasattr(optimizer, "build"):
+        return
+    built = getattr(optimizer, "built", None)
+    if built is None:
+        built = getattr(optimizer, "_built", False)
+    if not built:
         optimizer.build(model.trainable_variables)
 
 

@@ -58,6 +58,9 @@ constexpr char kJoinedMark[] = "joined";
 // A RESET whose generation broke (a worker was lost): pushes may still be in flight, and parked pulls are
 // answered with an error.
 constexpr char kDroppedMark[] = "dropped";
+// The error (kAborted) a server answers a pull of a round it dropped with, or a push that reaches it after
+// its generation broke: the worker learns from it that its generation broke, whichever news comes first.
+constexpr char kRoundDropped[] = "the round was dropped: the job's workers changed";
 
 // A worker's use of the shared memory of a server on its host (cc/common/shared_arena.h).
 enum class ShareMode : uint8_t {
@@ -82,6 +85,9 @@ struct Message {
   static constexpr uint64_t kNoOffset = ~uint64_t(0);
   uint64_t shared_result = kNoOffset;   // PULL_REPLY: the sum is at this arena offset: no payload
   uint64_t shared_receive = kNoOffset;  // PULL_REPLY: where the receiver's next push of this key goes
+  // PULL_REPLY: microseconds the server held the receiver's push (or fetch) until the round's last
+  // contribution arrived: the receiver's wait for the slowest worker.
+  uint64_t held_us = 0;
   Code code = Code::kOk;     // replies: the outcome
   std::string text;          // error message, or a type-specific body (PULL_REPLY to kOffer: the arena's locator)
 

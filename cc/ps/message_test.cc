@@ -21,6 +21,7 @@ TEST(MessageTest, RoundTrips) {
   m.in_shared = true;
   m.shared_result = 8192;
   m.shared_receive = 0;
+  m.held_us = 1234567;
   m.set_status(DeadlineExceeded("slow"));
   auto back = Message::Decode(m.Encode());
   ASSERT_TRUE(back.ok());
@@ -38,6 +39,7 @@ TEST(MessageTest, RoundTrips) {
   EXPECT_TRUE(back.value().in_shared);
   EXPECT_EQ(back.value().shared_result, 8192u);
   EXPECT_EQ(back.value().shared_receive, 0u);
+  EXPECT_EQ(back.value().held_us, 1234567u);
   EXPECT_EQ(Message::Decode(Message().Encode()).value().shared_result, Message::kNoOffset);
   EXPECT_EQ(back.value().status().code(), Code::kDeadlineExceeded);
   EXPECT_EQ(back.value().text, "slow");

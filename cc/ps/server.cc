@@ -109,6 +109,7 @@ void Server::OnAddressBook(const Message& m) {
       // A new generation's workers prove their new ranks anew (its keys come after this book).
       rank_of_.clear();
       peer_of_.clear();
+      dropped_generation_ = false;
     }
     if (first && config_.shared_memory && book.value().workers_on_your_host > 0) CreateSharedArena();
     Message ready;
@@ -261,8 +262,9 @@ void Server::HandleReset(bool dropped) {
   for (auto& f : holding) f.wait();
   {
     std::lock_guard<std::mutex> lock(keys_mu_);
+    dropped_generation_ = dropped;
     if (dropped) {
-      const Status gone = Aborted("the round was dropped: the job's workers changed");
+      const Status gone = Aborted(kRoundDropped);
       for (auto& key : keys_) {
         for (const ParkedPull& pull : key.second.parked) ReplyError(pull.peer, pull, key.first, gone);
         key.second.parked.clear();
@@ -295,6 +297,10 @@ Server::KeyEntry* Server::CheckedKey(PeerId from, const Message& m, Status* erro
   if (identified == rank_of_.end()) return nullptr;  // not a worker: no reply either
   const int rank = identified->second;
   auto it = keys_.find(m.key);
+  if (it == keys_.end() && dropped_generation_) {
+    *error = Aborted(kRoundDropped);  // a push of the generation that broke, late
+    return nullptr;
+  }
   if (it == keys_.end()) {
     *error = FailedPrecondition("worker " + std::to_string(rank) + " pushed key " + std::to_string(m.key) +
                                 ", which no tensor of this generation has");
@@ -371,7 +377,7 @@ void Server::HandlePush(PeerId from, const Message& m, void* payload) {
   } else if (entry != nullptr && payload == nullptr && m.num_elements > 0 && !m.zeros && !m.in_shared) {
     error = InvalidArgument("push payload of worker " + std::to_string(m.sender) + " could not be received");
   }
-  ParkedPull pull{from, m.sender, m.share, m.request_id, m.round};
+  ParkedPull pull{from, m.sender, m.share, m.request_id, m.round, NowSeconds()};
   if (!error.ok()) return ReplyError(from, pull, m.key, error);
   const uint64_t key = m.key;
   const bool zeros = m.zeros;
@@ -385,7 +391,7 @@ void Server::HandleFetch(PeerId from, const Message& m) {
     dropped_.Warn("server dropped a fetch from " + transport_->PeerName(from) + ": not an identified worker");
     return;
   }
-  ParkedPull pull{from, kReader, ShareMode::kNone, m.request_id, m.round};
+  ParkedPull pull{from, kReader, ShareMode::kNone, m.request_id, m.round, NowSeconds()};
   if (entry == nullptr) return ReplyError(from, pull, m.key, error);
   const uint64_t key = m.key;
   SumThreadFor(key).Post([this, key, entry, pull] {
@@ -463,11 +469,14 @@ void Server::SettleRound(uint64_t key, KeyEntry* entry) {
     (parked.round <= round.completed_round() ? ready : still_waiting).push_back(parked);
   }
   entry->parked.swap(still_waiting);
-  for (const ParkedPull& parked : ready) AnswerPull(key, entry, parked);
+  // The round was complete once its last contribution arrived: everyone before waited for it.
+  double last_arrival = 0;
+  for (const ParkedPull& parked : ready) last_arrival = std::max(last_arrival, parked.arrived);
+  for (const ParkedPull& parked : ready) AnswerPull(key, entry, parked, last_arrival - parked.arrived);
   FailRoundWaitingOnFinished(key, entry);
 }
 
-void Server::AnswerPull(uint64_t key, KeyEntry* entry, const ParkedPull& pull) {
+void Server::AnswerPull(uint64_t key, KeyEntry* entry, const ParkedPull& pull, double held_seconds) {
   const KeyRound& round = *entry->round;
   if (pull.round != round.completed_round()) {
     return ReplyError(pull.peer, pull, key,
@@ -481,6 +490,7 @@ void Server::AnswerPull(uint64_t key, KeyEntry* entry, const ParkedPull& pull) {
   reply.round = pull.round;
   reply.dtype = round.dtype();
   reply.num_elements = round.num_elements();
+  reply.held_us = static_cast<uint64_t>(held_seconds * 1e6);
   // A gather's partitions are mostly zeros or one worker's rows: those need no bytes back.
   reply.zeros = round.result_is_zero();
   reply.echo = round.result_sole_contributor() == pull.rank;

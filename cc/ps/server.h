@@ -54,6 +54,7 @@ class Server : public MessageHandler {
     ShareMode share;
     uint64_t request_id;
     uint32_t round;
+    double arrived = 0;  // when the push (or fetch) reached this server
   };
   struct KeyEntry {
     KeySpec spec;
@@ -88,7 +89,8 @@ class Server : public MessageHandler {
   // After a push or a worker's finish: counts the joined workers as absent from the round, answers the pulls
   // of a completed round, and fails those of a round that waits on a worker that finished without joining.
   void SettleRound(uint64_t key, KeyEntry* entry);
-  void AnswerPull(uint64_t key, KeyEntry* entry, const ParkedPull& pull);
+  // `held_seconds`: how long the round's other contributions kept `pull` waiting.
+  void AnswerPull(uint64_t key, KeyEntry* entry, const ParkedPull& pull, double held_seconds = 0);
   // Fails the parked pulls of a round that waits on contributors who finished: it can never complete.
   void FailRoundWaitingOnFinished(uint64_t key, KeyEntry* entry);
   void CheckStaleRounds(size_t thread_index);
@@ -124,6 +126,7 @@ class Server : public MessageHandler {
   std::set<int> finished_workers_;  // this generation's
   std::set<int> joined_workers_;    // those of them that joined
   std::vector<Retired> retired_;
+  bool dropped_generation_ = false;  // the last RESET dropped a generation that broke; no book since
   int generation_ = 0;              // of the last address book
   ThrottledLog dropped_{"messages dropped or peers turned away"};
 };

@@ -470,6 +470,12 @@ void WorkerClient::Complete(PeerId from, uint64_t request_id, const Message& rep
   }
   if (!p.deferred.ok()) return Answer(p, p.deferred);  // it failed while the transport was still using it
   Status status = reply.status();
+  if (status.code() == Code::kAborted && status.message() == kRoundDropped) {
+    // The server dropped this generation's rounds: it broke (the scheduler's word may come later).
+    BreakGeneration(Aborted("the job's workers changed: a worker of this generation was lost (" +
+                            std::string(kRoundDropped) + ")"));
+    status = RequestFailure();
+  }
   if (p.declare_done) {
     if (!status.ok()) return p.declare_done(status);
     auto plan = PartitionPlan::Decode(reply.text);
@@ -480,6 +486,7 @@ void WorkerClient::Complete(PeerId from, uint64_t request_id, const Message& rep
   if (status.ok() && p.sum) {
     // Through the network or, from a server on this host, its shared memory; zeros and echoes carry none.
     CommunicationCounters::OfProcess().Pulled(reply.zeros || reply.echo ? 0 : p.bytes);
+    CommunicationCounters::OfProcess().WaitEnded(reply.held_us * 1e-6);
   }
   if (status.ok() && (reply.zeros || reply.echo)) {
     // The sum came without bytes: it is zeros, or what this worker pushed.

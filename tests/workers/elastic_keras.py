@@ -1,0 +1,125 @@
+"""Keras `fit` in an elastic job, as bps_tf.keras.elastic's users write it: a KerasState with batch and epoch,
+the three callbacks (a commit every batch), the learning rate rescaled by a reset callback, and `fit` inside
+`elastic.run`. With the Horovod API (DistributedOptimizer, each worker its own shuffle of the data) or under
+BytePSStrategy (one global batch that the strategy shards). The test kills workers meanwhile.
+
+Every worker logs each completed step to LOG_DIR/steps.<worker id> ("<time> <epoch> <batch> <size>"); at the
+end each prints its weights' fingerprint and test accuracy, and rank 0 also the accuracy of the same
+training uninterrupted in one process (the same number of steps of the same global batch).
+
+Usage: elastic_keras.py hvd|strategy LOG_DIR [EPOCHS (20)]. Keras 3, or tf-keras with TF_USE_LEGACY_KERAS=1."""
+
+import faulthandler
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+import bps_tf.keras as hvd
+from bps_tf import BytePSStrategy
+from examples.digits_data import fingerprint, load
+
+keras = tf.keras
+PER_WORKER_BATCH = 32
+FIRST_WORKERS = 3
+LEARNING_RATE = 0.2
+# Each step also waits this long, so that a restarted worker (TensorFlow takes seconds to start) rejoins
+# well before the end.
+STEP_PAUSE_S = 0.05
+
+
+def build_model():
+    keras.utils.set_random_seed(7)
+    return keras.Sequential([keras.Input((64,)), keras.layers.Dense(64, activation="relu"),
+                             keras.layers.Dense(10, activation="softmax")])
+
+
+def set_learning_rate(optimizer, value):
+    variable = getattr(optimizer, "learning_rate", None)
+    if hasattr(variable, "assign"):
+        variable.assign(value)
+    else:
+        keras.backend.set_value(optimizer.learning_rate, value)
+
+
+class StepLog(keras.callbacks.Callback):
+    def __init__(self, path, state):
+        super().__init__()
+        self.path, self.state = path, state
+
+    def on_train_batch_end(self, batch, logs=None):
+        with open(self.path, "a") as log:
+            log.write(f"{time.time():.3f} {self.state.epoch} {self.state.batch} {hvd.size()}\n")
+        time.sleep(STEP_PAUSE_S)
+
+
+def accuracy(model, x, y):
+    return float(np.mean(np.argmax(np.asarray(model(x, training=False)), axis=1) == y))
+
+
+def uninterrupted(x, y, x_test, y_test, global_batch, steps, epochs, learning_rate):
+    """The same training in one process without any interruption."""
+    model = build_model()
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate), loss="sparse_categorical_crossentropy")
+    data = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=3).repeat().batch(global_batch)
+    model.fit(data, steps_per_epoch=steps, epochs=epochs, verbose=0)
+    return accuracy(model, x_test, y_test)
+
+
+def main():
+    faulthandler.register(signal.SIGUSR1)  # a stuck worker shows where it is
+    api, log_dir = sys.argv[1], Path(sys.argv[2])
+    epochs = int(sys.argv[3]) if len(sys.argv) > 3 else 20
+    worker_id = os.environ["DMLC_WORKER_ID"]
+    hvd.init()
+    x, y, x_test, y_test = load(0, 1)
+    global_batch = PER_WORKER_BATCH * FIRST_WORKERS
+    steps = len(x) // global_batch
+    if api == "strategy":
+        strategy = BytePSStrategy()
+        with strategy.scope():
+            model = build_model()
+            # The global batch is the user's: the strategy divides it among the workers there are.
+            model.compile(optimizer=keras.optimizers.SGD(LEARNING_RATE), loss="sparse_categorical_crossentropy")
+        dataset = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=3).repeat().batch(global_batch)
+        steps_of = lambda: steps  # noqa: E731
+    else:
+        model = build_model()
+        optimizer = hvd.DistributedOptimizer(keras.optimizers.SGD(LEARNING_RATE * hvd.size() / FIRST_WORKERS))
+        model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy")
+        dataset = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=int(worker_id)).repeat() \
+            .batch(PER_WORKER_BATCH)
+        # As in Horovod's examples: each worker its own batch; an epoch covers the data once.
+        steps_of = lambda: len(x) // (PER_WORKER_BATCH * hvd.size())  # noqa: E731
+
+    state = hvd.elastic.KerasState(model, batch=0, epoch=0)
+
+    def on_state_reset():
+        if api == "hvd":
+            set_learning_rate(model.optimizer, LEARNING_RATE * hvd.size() / FIRST_WORKERS)
+
+    state.register_reset_callbacks([on_state_reset])
+    callbacks = [hvd.elastic.UpdateEpochStateCallback(state), hvd.elastic.UpdateBatchStateCallback(state),
+                 hvd.elastic.CommitStateCallback(state, batches_per_commit=1),
+                 StepLog(log_dir / f"steps.{worker_id}", state)]
+
+    @hvd.elastic.run
+    def train(state):
+        model.fit(dataset, steps_per_epoch=steps_of(), epochs=epochs - state.epoch, callbacks=callbacks, verbose=0)
+
+    train(state)
+    rank = hvd.rank()
+    print(f"rank {rank}: weights {fingerprint(model.get_weights())} accuracy {accuracy(model, x_test, y_test):.4f} "
+          f"epochs {state.epoch} size {hvd.size()}", flush=True)
+    if rank == 0:
+        reference = uninterrupted(x, y, x_test, y_test, global_batch, steps, epochs, LEARNING_RATE)
+        print(f"rank 0: uninterrupted accuracy {reference:.4f}", flush=True)
+    hvd.shutdown()
+
+
+if __name__ == "__main__":
+    main()
