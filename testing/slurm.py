@@ -251,6 +251,22 @@ PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP
                 return fields[1].split()[0]
         return None
 
+    def steps(self, job_id):
+        """{step name: step id ("JOB.STEP")} of the job's running steps (squeue --steps)."""
+        out = self.command("squeue", "--steps", "-h", "-j", str(job_id), "-o", "%i %j", check=False)
+        return {fields[1]: fields[0] for fields in (line.split() for line in out.splitlines()) if len(fields) == 2}
+
+    def wait_for_step(self, job_id, name, timeout=60):
+        """The id of the job's running step called `name`, once there is one."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            step = self.steps(job_id).get(name)
+            if step is not None:
+                return step
+            time.sleep(0.2)
+        raise TimeoutError(f"job {job_id} has no step {name!r} after {timeout} s: {self.steps(job_id)}; its output:\n"
+                           f"{self.output(job_id)[-3000:]}")
+
     def wait(self, job_id, timeout):
         """Waits until the job has ended; returns its final state. Cancels it if it runs past `timeout`."""
         deadline = time.monotonic() + timeout

@@ -3,6 +3,7 @@
 import argparse
 import os
 
+from bps_tf.launcher.cluster_managers import ROLES
 from bps_tf.launcher.local_job import DEFAULT_SHUTDOWN_GRACE_S
 from bps_tf.launcher.output import parse_output_ranks
 
@@ -27,6 +28,11 @@ examples:
   srun --ntasks-per-node=1 bpslaunch python train.py
       under SLURM (no DMLC_ROLE): node 0 runs the scheduler, every node BYTEPS_SERVERS_PER_NODE servers
       (default 1) and one worker process per GPU (SLURM_GPUS_ON_NODE, or BYTEPS_LOCAL_SIZE)
+  srun bpslaunch --roles scheduler,server &   then per node:
+  srun --nodes=1 --nodelist=NODE bpslaunch --roles worker python train.py
+      an elastic SLURM job (BYTEPS_MIN_WORKERS/BYTEPS_MAX_WORKERS): the scheduler and servers in one step, each
+      node's worker in a step of its own that the batch script starts again when it fails
+      (examples/slurm/bps_tf_elastic.sbatch)
   bpslaunch python train.py   (in a Kubeflow TFJob pod, with TF_CONFIG)
       the chief is worker 0 with the scheduler beside it, workers follow, ps tasks are servers (none: a
       server beside each worker); a ps pod runs `bpslaunch` without a command
@@ -84,6 +90,10 @@ def _build_parser():
     parser.add_argument("--max-restarts", type=int, metavar="K",
                         help="elastic jobs: start a worker process that failed again, at most K times per worker "
                              "place (default 0); it rejoins the job")
+    parser.add_argument("--roles", type=_roles_argument, metavar="ROLES",
+                        help="SLURM and TF_CONFIG jobs: of this machine's processes, start only these roles "
+                             "(comma-separated: scheduler, server, worker; default: all of them), e.g. the "
+                             "scheduler and servers as one SLURM step and each node's worker as a step of its own")
     parser.add_argument("--output-ranks", type=_output_ranks_argument, metavar="RANKS",
                         help="show the output of these worker ranks only, e.g. 0 or 0,2 (rank = machine x "
                              "local size + local rank; default: every worker, or $" + OUTPUT_RANKS_VARIABLE
@@ -112,6 +122,8 @@ def _check_local_arguments(parser, args):
         parser.error(f"--shutdown-grace must not be negative, got {args.shutdown_grace:g}")
     if not args.command:
         parser.error("--local needs the command to run after --, e.g. bpslaunch --local -- python train.py")
+    if args.roles is not None:
+        parser.error("--roles applies to SLURM and TF_CONFIG jobs: --local starts every role")
     _check_elastic_arguments(parser, args)
 
 
@@ -135,6 +147,8 @@ def _check_elastic_arguments(parser, args):
 
 
 def _check_cluster_arguments(parser, args):
+    if args.roles is None:
+        args.roles = ROLES
     local_only = {"--workers": args.workers, "--local-size": args.local_size, "--servers": args.servers,
                   "--timeout": args.timeout, "--shutdown-grace": args.shutdown_grace,
                   "--min-workers": args.min_workers, "--max-workers": args.max_workers}
@@ -150,6 +164,14 @@ def _max_restarts(parser, args):
         args.max_restarts = 0
     if args.max_restarts < 0:
         parser.error(f"--max-restarts must not be negative, got {args.max_restarts}")
+
+
+def _roles_argument(text):
+    roles = tuple(role.strip() for role in text.split(",") if role.strip())
+    unknown = [role for role in roles if role not in ROLES]
+    if not roles or unknown:
+        raise argparse.ArgumentTypeError(f"{text!r}: give one or more of {', '.join(ROLES)}, comma-separated")
+    return roles
 
 
 def _output_ranks_argument(text):

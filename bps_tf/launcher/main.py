@@ -27,9 +27,14 @@ def main(argv=None):
         )
     try:
         plan = cluster_managers.detect(os.environ)  # SLURM or TF_CONFIG, unless DMLC_ROLE chose the role by hand
+        if plan is not None:
+            plan = cluster_managers.select_roles(plan, args.roles)  # bpslaunch --roles
     except cluster_managers.ClusterManagerError as error:
         report(str(error))
         return 1
     if plan is not None:
         return run_node_plan(plan, args.command, output_ranks=args.output_ranks, max_restarts=args.max_restarts)
+    if set(args.roles) != set(cluster_managers.ROLES):
+        report("--roles applies to SLURM and TF_CONFIG jobs; with DMLC_ROLE this process plays the role it names")
+        return 1
     return run_cluster_role(args.command, output_ranks=args.output_ranks)
