@@ -81,6 +81,23 @@ def _internal_errors(fn):
 
 
 _reset_hooks = []  # weak references to methods that follow the job after a reset
+_runs = 0  # elastic runs this process is inside of
+_meeting_points = 0  # see meeting_points
+
+
+def in_run():
+    """Whether this process is inside an elastic run (run_fn) of an elastic job: there the State's sync gives
+    every worker rank 0's values, so variables created meanwhile keep their own initial values. A worker
+    that joined creates lazily (at its first step) what the others created generations before; fetching
+    the value from rank 0, as outside a run, would wait for a publication that never comes."""
+    return _runs > 0 and is_elastic()
+
+
+def meeting_points():
+    """Changes wherever every worker of the job stands at the same point of the training code: entering and
+    leaving an elastic run, and each reset. What the workers count alike (variables created by name, say)
+    counts from there, so that a worker that joined counts as the others do."""
+    return _meeting_points
 
 
 def on_reset(method):
@@ -192,6 +209,17 @@ def run_fn(func, reset_fn=reset):
 
     @functools.wraps(func)
     def wrapper(state, *args, **kwargs):
+        global _runs, _meeting_points
+        _runs += 1
+        _meeting_points += 1
+        try:
+            return run(state, *args, **kwargs)
+        finally:
+            _runs -= 1
+            _meeting_points += 1
+
+    def run(state, *args, **kwargs):
+        global _meeting_points
         skip_sync = False
         changed_at = None
         while True:
@@ -212,6 +240,7 @@ def run_fn(func, reset_fn=reset):
                 changed_at = time.monotonic()
                 skip_sync = interrupt.skip_sync
             reset_fn()
+            _meeting_points += 1
             state.on_reset()
 
     return wrapper

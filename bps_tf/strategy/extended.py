@@ -3,10 +3,11 @@ pitfall of using MirroredStrategy across processes (docs/strategy.md lists them,
 overridden are checked against the installed TensorFlow by bps_tf.compat."""
 
 import collections
+import contextlib
 
 import tensorflow as tf
 
-from bps_tf import compat
+from bps_tf import compat, elastic_common
 from bps_tf.ops import publish
 from bps_tf.process import rank, size
 from bps_tf.strategy.cross_device_ops import BytePSCrossDeviceOps
@@ -18,8 +19,21 @@ input_lib_v1 = compat.target("input_lib_v1")
 input_util = compat.target("input_util")
 
 
-# Variables created so far by name, in this process (across strategies: a published name is used once).
+# Variables created so far by name, in this process (across strategies: a published name is used once),
+# since the elastic meeting point `_counted_since` (every worker counts from the same point of the code).
 _variables_by_name = collections.Counter()
+_counted_since = None
+
+
+def _occurrence(name):
+    """How many variables named `name` this process created before, since the last elastic meeting point."""
+    global _counted_since
+    if _counted_since != elastic_common.meeting_points():
+        _variables_by_name.clear()
+        _counted_since = elastic_common.meeting_points()
+    occurrence = _variables_by_name[name]
+    _variables_by_name[name] += 1
+    return occurrence
 
 
 def job_cluster_resolver(num_workers, worker):
@@ -31,11 +45,19 @@ def job_cluster_resolver(num_workers, worker):
                                                                 rpc_layer="")
 
 
+def _local_reduction(reduce_op, value):
+    """This process's replicas of `value` reduced."""
+    parts = [tf.identity(v) for v in value.values]
+    total = parts[0] if len(parts) == 1 else tf.add_n(parts)
+    return total / len(parts) if reduce_op == tf.distribute.ReduceOp.MEAN and len(parts) > 1 else total
+
+
 class BytePSExtended(compat.target("MirroredExtended")):
     def __init__(self, container_strategy, devices, compression=None):
         self._num_workers = size()
         self._id_in_cluster = rank()
         self._bps_ops = BytePSCrossDeviceOps(num_replicas_in_sync=len(devices) * size(), compression=compression)
+        self._local_reads = 0
         self._xla_loops = ReplicaLoops(container_strategy)
         super().__init__(container_strategy, devices=devices, cross_device_ops=self._bps_ops)
         # Code written for MultiWorkerMirroredStrategy reads the job from these: a worker job, chief = worker 0.
@@ -52,8 +74,19 @@ class BytePSExtended(compat.target("MirroredExtended")):
         self._bps_ops.follow_job(len(self._devices) * self._num_workers)
         self._cluster_resolver = job_cluster_resolver(self._num_workers, self._id_in_cluster)
         self._task_id = self._id_in_cluster
-        # Every worker, old and new, counts the variables it creates from here on alike.
-        _variables_by_name.clear()
+
+    @contextlib.contextmanager
+    def local_reads(self):
+        """Reads of on-read variables (tf-keras's metrics) in the cross-replica context stay within this
+        process meanwhile. TensorFlow reads such a variable back after assigning it there, which is a
+        reduction over every worker: resetting metrics would be a collective, and a worker that joined an
+        elastic job holds fewer metrics (tf-keras builds its compiled metrics at the first step), so the
+        workers' collectives would no longer pair up."""
+        self._local_reads += 1
+        try:
+            yield
+        finally:
+            self._local_reads -= 1
 
     # (b) The replica count is global, or gradients would be `size` times too big.
     @property
@@ -103,6 +136,8 @@ class BytePSExtended(compat.target("MirroredExtended")):
             return value
         if isinstance(value, (list, tuple)) or isinstance(value, dict):
             return tf.nest.map_structure(lambda v: self._reduce_to(reduce_op, v, destinations, options), value)
+        if self._local_reads and distribute_utils.is_sync_on_read(value):
+            return self._bps_ops.broadcast_implementation(_local_reduction(reduce_op, value), destinations)
         # (a) A single local replica is still reduced across processes (our ops report more than one
         # between-graph worker); a value that is not distributed is this process's contribution.
         return self._bps_ops.reduce(reduce_op, value, destinations=destinations, options=options)
@@ -119,11 +154,11 @@ class BytePSExtended(compat.target("MirroredExtended")):
     # on some workers only (Keras's saving code makes one on worker 0) keeps nobody waiting. Variables are
     # matched by name and by how many of that name this worker created before.
     def _get_variable_creator_initial_value(self, replica_id, device, primary_var, **kwargs):
-        if replica_id != 0:
+        # In an elastic run the State's sync gives every worker worker 0's values (bps_tf.elastic_common.in_run).
+        if replica_id != 0 or elastic_common.in_run():
             return super()._get_variable_creator_initial_value(replica_id, device, primary_var, **kwargs)
         name = kwargs.get("name") or "variable"
-        occurrence = _variables_by_name[name]
-        _variables_by_name[name] += 1
+        occurrence = _occurrence(name)
 
         def initial_value_fn():
             initial_value = kwargs["initial_value"]

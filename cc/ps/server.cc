@@ -3,6 +3,7 @@
 #include <chrono>
 #include <future>
 #include <new>
+#include <sstream>
 #include <thread>
 
 #include "cc/common/clock.h"
@@ -533,8 +534,12 @@ void Server::CheckStaleRounds(size_t thread_index) {
     for (int index : round.MissingWorkers()) {
       missing.insert(ContributorRank(entry->spec.scope, entry->spec.members, entry->spec.root, index));
     }
+    std::ostringstream limit;
+    limit << config_.timeout_s << " s";
     Status error = DeadlineExceeded(who + RankList(missing) + " did not push round " +
-                                    std::to_string(round.accumulating_round()) + " within BYTEPS_TIMEOUT");
+                                    std::to_string(round.accumulating_round()) + " within BYTEPS_TIMEOUT=" +
+                                    limit.str() + "; every worker must push_pull the same tensors, each as "
+                                    "many times as the others");
     for (const ParkedPull& pull : entry->parked) ReplyError(pull.peer, pull, item.first, error);
     entry->parked.clear();
   }

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <thread>
@@ -35,7 +36,7 @@ class ServerTest : public ::testing::Test {
     config.node_host = "server";
     config.num_worker = 2;
     config.num_server = 1;
-    config.timeout_s = 20;
+    config.timeout_s = timeout_s_;
     config.shared_memory = false;
     server_transport_ = CreateInMemoryTransport(network_);
     server_ = std::make_unique<Server>(config, server_transport_.get());
@@ -107,6 +108,7 @@ class ServerTest : public ::testing::Test {
     return m;
   }
 
+  double timeout_s_ = 20;  // BYTEPS_TIMEOUT
   std::shared_ptr<InMemoryNetwork> network_;
   std::unique_ptr<Transport> scheduler_, server_transport_;
   std::deque<Inbox> inboxes_;  // outlive the worker transports that deliver to them (shut down in TearDown)
@@ -228,6 +230,32 @@ TEST_F(ServerTest, AWorkerThatFinishedFailsTheRoundsWaitingOnItAtOnce) {
       << reply->second.status().message();
 }
 
+
+class ShortTimeoutServerTest : public ServerTest {
+ protected:
+  ShortTimeoutServerTest() { timeout_s_ = 1; }
+};
+
+// A worker that pushes a tensor fewer times than the others (its code took another path) keeps them waiting
+// for the round no longer than BYTEPS_TIMEOUT, and they learn who is missing and what to do.
+TEST_F(ShortTimeoutServerTest, ARoundAWorkerNeverPushesFailsWithinTheTimeoutNamingIt) {
+  Inbox* inbox = NewInbox();
+  Status identified;
+  PeerId peer = Worker(inbox, 0, kToken0, &identified);
+  ASSERT_TRUE(identified.ok());
+  const auto started = std::chrono::steady_clock::now();
+  float mine[4] = {1, 2, 3, 4};
+  workers_.back()->Send(peer, Push(0, 4).Encode(), mine, sizeof(mine), nullptr);
+  auto reply = inbox->Next(MessageType::kPullReply, 10);
+  ASSERT_TRUE(reply);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_GE(waited, 0.9);
+  EXPECT_LT(waited, 3.0);
+  EXPECT_EQ(reply->second.status().code(), Code::kDeadlineExceeded);
+  const std::string message = reply->second.status().message();
+  EXPECT_NE(message.find("worker(s) 1 did not push round 1 within BYTEPS_TIMEOUT=1 s"), std::string::npos) << message;
+  EXPECT_NE(message.find("every worker must push_pull the same tensors"), std::string::npos) << message;
+}
 
 // A compressed key: pushes are encodings (cc/compress/codec.h), checked before anything is summed.
 class CompressedKeyTest : public ServerTest {

@@ -1,5 +1,5 @@
-"""Keras `fit` in an elastic job, as bps_tf.keras.elastic's users write it: a KerasState with batch and epoch,
-the three callbacks (a commit every batch), the learning rate rescaled by a reset callback, and `fit` inside
+"""Keras `fit` in an elastic job, as bps_tf.keras.elastic's users write it: Adam and an accuracy metric, a
+KerasState with batch and epoch, the three callbacks (a commit every batch), the learning rate rescaled by a reset callback, and `fit` inside
 `elastic.run`. With the Horovod API (DistributedOptimizer, each worker its own shuffle of the data) or under
 BytePSStrategy (one global batch that the strategy shards). The test kills workers meanwhile.
 
@@ -26,10 +26,15 @@ from examples.digits_data import fingerprint, load
 keras = tf.keras
 PER_WORKER_BATCH = 32
 FIRST_WORKERS = 3
-LEARNING_RATE = 0.2
+LEARNING_RATE = 0.01
 # Each step also waits this long, so that a restarted worker (TensorFlow takes seconds to start) rejoins
 # well before the end.
 STEP_PAUSE_S = 0.05
+# As in Horovod's examples: an optimizer with slots (built before the first sync, broadcast with the model)
+# and a compiled metric (tf-keras and Keras 3 build those at the first step: a worker that joined builds
+# them long after the others).
+OPTIMIZER = keras.optimizers.Adam
+METRICS = ["accuracy"]
 
 
 def build_model():
@@ -64,7 +69,8 @@ def accuracy(model, x, y):
 def uninterrupted(x, y, x_test, y_test, global_batch, steps, epochs, learning_rate):
     """The same training in one process without any interruption."""
     model = build_model()
-    model.compile(optimizer=keras.optimizers.SGD(learning_rate), loss="sparse_categorical_crossentropy")
+    model.compile(optimizer=OPTIMIZER(learning_rate), loss="sparse_categorical_crossentropy",
+                  metrics=METRICS)
     data = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=3).repeat().batch(global_batch)
     model.fit(data, steps_per_epoch=steps, epochs=epochs, verbose=0)
     return accuracy(model, x_test, y_test)
@@ -84,13 +90,14 @@ def main():
         with strategy.scope():
             model = build_model()
             # The global batch is the user's: the strategy divides it among the workers there are.
-            model.compile(optimizer=keras.optimizers.SGD(LEARNING_RATE), loss="sparse_categorical_crossentropy")
+            model.compile(optimizer=OPTIMIZER(LEARNING_RATE), loss="sparse_categorical_crossentropy",
+                          metrics=METRICS)
         dataset = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=3).repeat().batch(global_batch)
         steps_of = lambda: steps  # noqa: E731
     else:
         model = build_model()
-        optimizer = hvd.DistributedOptimizer(keras.optimizers.SGD(LEARNING_RATE * hvd.size() / FIRST_WORKERS))
-        model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy")
+        optimizer = hvd.DistributedOptimizer(OPTIMIZER(LEARNING_RATE * hvd.size() / FIRST_WORKERS))
+        model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy", metrics=METRICS)
         dataset = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=int(worker_id)).repeat() \
             .batch(PER_WORKER_BATCH)
         # As in Horovod's examples: each worker its own batch; an epoch covers the data once.
