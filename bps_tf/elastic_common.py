@@ -111,8 +111,22 @@ def reset():
     belonged to the old one (process sets name old ranks). Until the state is synchronised, collectives are
     local: whatever a worker runs before its sync (a training step that creates the optimizer's variables,
     as Horovod's examples do) never waits for workers that are elsewhere."""
-    process.shutdown()
-    process.init()
+    removed = None
+    try:
+        process.shutdown()
+    except Exception as error:
+        if not membership_changed():
+            raise
+        # This worker was removed from the job (it was frozen or cut off longer than BYTEPS_TIMEOUT): its
+        # generation cannot end cleanly, and init() joins the job again as a new worker would.
+        removed = error
+    try:
+        process.init()
+    except Exception as error:
+        if removed is None:
+            raise
+        raise RuntimeError(f"this worker was removed from the elastic job ({removed}) and cannot join it again: "
+                           f"{error}") from error
     process_sets.forget_registered()
     _core.set_local_collectives(True)
     for hook in list(_reset_hooks):

@@ -5,6 +5,7 @@
 #include "cc/common/clock.h"
 #include "cc/common/rank_list.h"
 #include "cc/compress/codec.h"
+#include "cc/ps/timeouts.h"
 
 namespace bps {
 namespace {
@@ -236,7 +237,9 @@ void Declarations::ExpireWaiting(double now) {
   const std::string limit = "BYTEPS_TIMEOUT=" + Seconds(config_.timeout_s);
   for (auto& entry : declarations_) {
     Declaration& d = entry.second;
-    if (d.planned || !d.error.ok() || d.plan_request != 0 || now - d.first_seen < config_.timeout_s) continue;
+    if (d.planned || !d.error.ok() || d.plan_request != 0 || now - d.first_seen < MissingWorkerTimeout(config_)) {
+      continue;
+    }
     if (d.spec.scope == TensorScope::kPublished) {
       d.error = DeadlineExceeded("tensor '" + d.spec.name + "' is published by worker " + std::to_string(d.spec.root) +
                                  ", which did not publish it within " + limit + ".");

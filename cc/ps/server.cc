@@ -12,6 +12,7 @@
 #include "cc/common/tokens.h"
 #include "cc/compress/codec.h"
 #include "cc/ps/node_setup.h"
+#include "cc/ps/timeouts.h"
 
 namespace bps {
 
@@ -526,7 +527,8 @@ void Server::CheckStaleRounds(size_t thread_index) {
   for (auto& item : mine) {
     KeyEntry* entry = item.second;
     const KeyRound& round = *entry->round;
-    if (entry->parked.empty() || !round.round_started() || now - round.round_started_at() < config_.timeout_s) {
+    if (entry->parked.empty() || !round.round_started() ||
+        now - round.round_started_at() < MissingWorkerTimeout(config_)) {
       continue;
     }
     const char* who = entry->spec.scope == TensorScope::kMachine ? "worker machine(s) " : "worker(s) ";

@@ -37,6 +37,10 @@ class ServerTest : public ::testing::Test {
     config.num_worker = 2;
     config.num_server = 1;
     config.timeout_s = timeout_s_;
+    if (elastic_) {
+      config.min_workers = 1;
+      config.max_workers = 2;
+    }
     config.shared_memory = false;
     server_transport_ = CreateInMemoryTransport(network_);
     server_ = std::make_unique<Server>(config, server_transport_.get());
@@ -109,6 +113,7 @@ class ServerTest : public ::testing::Test {
   }
 
   double timeout_s_ = 20;  // BYTEPS_TIMEOUT
+  bool elastic_ = false;
   std::shared_ptr<InMemoryNetwork> network_;
   std::unique_ptr<Transport> scheduler_, server_transport_;
   std::deque<Inbox> inboxes_;  // outlive the worker transports that deliver to them (shut down in TearDown)
@@ -255,6 +260,35 @@ TEST_F(ShortTimeoutServerTest, ARoundAWorkerNeverPushesFailsWithinTheTimeoutNami
   const std::string message = reply->second.status().message();
   EXPECT_NE(message.find("worker(s) 1 did not push round 1 within BYTEPS_TIMEOUT=1 s"), std::string::npos) << message;
   EXPECT_NE(message.find("every worker must push_pull the same tensors"), std::string::npos) << message;
+}
+
+class ElasticShortTimeoutServerTest : public ServerTest {
+ protected:
+  ElasticShortTimeoutServerTest() {
+    timeout_s_ = 1;
+    elastic_ = true;
+  }
+};
+
+// In an elastic job a worker that stops pushing has usually frozen: its connections are found dead after
+// BYTEPS_TIMEOUT of silence and the job goes on without it. The round waits a margin longer, so that the loss,
+// not a missing push (an error), is what the others learn.
+TEST_F(ElasticShortTimeoutServerTest, ARoundAWorkerNeverPushesWaitsAMarginLongerThanTheTimeout) {
+  Inbox* inbox = NewInbox();
+  Status identified;
+  PeerId peer = Worker(inbox, 0, kToken0, &identified);
+  ASSERT_TRUE(identified.ok());
+  const auto started = std::chrono::steady_clock::now();
+  float mine[4] = {1, 2, 3, 4};
+  workers_.back()->Send(peer, Push(0, 4).Encode(), mine, sizeof(mine), nullptr);
+  auto reply = inbox->Next(MessageType::kPullReply, 10);
+  ASSERT_TRUE(reply);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_GE(waited, 2.9) << "BYTEPS_TIMEOUT=1 s and a margin of 2 s";
+  EXPECT_LT(waited, 5.0);
+  EXPECT_EQ(reply->second.status().code(), Code::kDeadlineExceeded);
+  EXPECT_NE(reply->second.status().message().find("worker(s) 1 did not push round 1"), std::string::npos)
+      << reply->second.status().message();
 }
 
 // A compressed key: pushes are encodings (cc/compress/codec.h), checked before anything is summed.

@@ -8,6 +8,7 @@
 #include "cc/common/communication_counters.h"
 #include "cc/common/logging.h"
 #include "cc/ps/node_setup.h"
+#include "cc/ps/timeouts.h"
 #include "cc/transport/address.h"
 
 namespace bps {
@@ -500,12 +501,20 @@ void WorkerClient::Complete(PeerId from, uint64_t request_id, const Message& rep
 }
 
 void WorkerClient::Fail(const Status& why) {
+  bool may_rejoin;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!failure_.ok()) return;
     failure_ = why;
+    may_rejoin = config_.elastic() && lost_scheduler_ && !aborted_;
   }
-  BPS_LOG(Error) << "the job failed: " << why.message();
+  if (may_rejoin) {
+    // Frozen or cut off longer than BYTEPS_TIMEOUT: the job went on without this worker (see rejoinable).
+    BPS_LOG(Warning) << why.message() << "; an elastic job removes a worker it does not hear from, and the "
+                     << "worker joins it again at its next init()";
+  } else {
+    BPS_LOG(Error) << "the job failed: " << why.message();
+  }
   generation_cv_.notify_all();
   FailPending(why);
 }
@@ -544,7 +553,7 @@ void WorkerClient::FailPending(const Status& why, PeerId lost) {
 // this is the fallback for when that answer cannot come, a moment later so that it does not pre-empt it.
 void WorkerClient::FailExpiredRequests() {
   const double now = NowSeconds();
-  const double limit = config_.timeout_s + std::max(1.0, config_.timeout_s / 10);
+  const double limit = MissingWorkerTimeout(config_) + std::max(1.0, config_.timeout_s / 10);
   std::vector<Pending> expired;
   {
     std::lock_guard<std::mutex> lock(mu_);
