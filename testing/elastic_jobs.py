@@ -92,15 +92,16 @@ class ElasticJob:
         raise AssertionError(f"workers {ids} not running within {timeout} s\n{self.output()[-4000:]}")
 
     def steps(self, worker_id):
-        """[(time, epoch, batch, size)] of the steps worker `worker_id` logged (every process of that place)."""
+        """The steps worker `worker_id` logged (every process of that place), each as (time, *numbers):
+        elastic_keras.py's (time, epoch, batch, size), elastic_sums.py's (time, step, size)."""
         path = self.log_dir / f"steps.{worker_id}"
         if not path.exists():
             return []
         rows = []
-        for line in path.read_text().splitlines():
+        for line in path.read_text().split("\n")[:-1]:  # whole lines only: the last may be being written
             parts = line.split()
-            if len(parts) == 4:
-                rows.append((float(parts[0]), int(parts[1]), int(parts[2]), int(parts[3])))
+            if len(parts) >= 2:
+                rows.append((float(parts[0]), *(int(p) for p in parts[1:])))
         return rows
 
     def wait_for_step(self, worker_id, condition, timeout=120):

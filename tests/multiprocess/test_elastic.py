@@ -1,9 +1,11 @@
 """Elastic jobs (docs/elastic.md) across real processes: workers killed, frozen, restarted and added while the
 job trains, through bpslaunch --local --min-workers/--max-workers/--max-restarts."""
 
+import os
 import re
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -50,3 +52,185 @@ def test_a_worker_killed_mid_epoch_rejoins_and_every_worker_ends_alike(api, lega
     assert abs(float(ends[0][2]) - reference) <= 0.01, (ends, reference)
     print(f"{api}, keras {'2' if legacy_keras else '3'}: survivors' next step {delay:.2f} s after the kill; "
           f"accuracy {ends[0][2]} against {reference:.4f} uninterrupted")
+
+
+# tests/workers/elastic_sums.py: NumPy push_pulls of every dtype, each sum checked exactly against the
+# generation's workers, a commit every step; every worker prints its model's digest at the end.
+SUMS_END = r"\[worker (\d)\] rank (\d): model (\w+) after (\d+) steps with (\d) workers"
+EXTRA_END = r"rank (\d): model (\w+) after (\d+) steps with (\d) workers"
+
+
+def sums_ends(out):
+    return [(int(w), int(r), model, int(steps), int(size)) for w, r, model, steps, size in final_lines(out, SUMS_END)]
+
+
+def wait_for_exit(pid, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+                return
+        except OSError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} still runs after {timeout} s")
+
+
+FROZEN_TIMEOUT_S = 6
+
+
+@pytest.mark.timeout(240)
+def test_a_frozen_worker_is_removed_after_the_timeout_rejoins_when_woken_and_is_turned_away_if_replaced():
+    """SIGSTOP of one of 3 workers (BYTEPS_TIMEOUT=6): the other two go on as a job of 2 once the timeout
+    passed; SIGCONT: the frozen one learns that it left, joins again at the next commit and the job is 3
+    again. Frozen a second time and replaced meanwhile by a new worker of its id, woken it is turned away
+    saying why, and the job goes on. No sum is ever wrong and every worker ends with the same model."""
+    steps = 450
+    with ElasticJob("elastic_sums.py", [steps, "{log_dir}", 0.05], workers=3, servers=1, min_workers=2, max_workers=3,
+                    BYTEPS_TIMEOUT=FROZEN_TIMEOUT_S) as job:
+        for worker in range(3):
+            job.wait_for_step(worker, lambda s: s[1] >= 20, timeout=60)
+        frozen_at = job.signal(1, signal.SIGSTOP)
+        alone = job.wait_for_step(0, lambda s: s[0] > frozen_at and s[2] == 2, timeout=30)
+        removed_after = alone[0] - frozen_at
+        assert removed_after < FROZEN_TIMEOUT_S + 3, removed_after
+        for worker in (0, 2):  # they go on as a job of 2
+            job.wait_for_step(worker, lambda s, a=alone: s[1] >= a[1] + 10 and s[2] == 2, timeout=30)
+
+        woken_at = job.signal(1, signal.SIGCONT)
+        back = [job.wait_for_step(w, lambda s: s[0] > woken_at and s[2] == 3, timeout=30) for w in range(3)]
+        rejoined_after = max(b[0] for b in back) - woken_at
+
+        frozen_pid = job.workers()[1]
+        refrozen_at = job.signal(1, signal.SIGSTOP)
+        job.wait_for_step(0, lambda s: s[0] > refrozen_at and s[2] == 2, timeout=30)
+        replaced_at = time.time()
+        job.start_worker(1)
+        job.wait_for_step(0, lambda s: s[0] > replaced_at and s[2] == 3, timeout=60)
+        os.kill(frozen_pid, signal.SIGCONT)
+        wait_for_exit(frozen_pid, timeout=30)
+        code, out = job.wait(timeout=120)
+        replacement = job.extra_output(1)
+    assert "WRONG SUM" not in out + replacement, out[-4000:]
+    assert re.search(r"\[scheduler\] .*generation \d+ broke: worker 1 \(.*\) exited or lost its connection \(no sign "
+                     rf"of life from .* for {FROZEN_TIMEOUT_S} s \(BYTEPS_TIMEOUT\): the process is frozen or the "
+                     r"network is cut\)", out), out[-4000:]
+    assert re.search(r"\[worker 1\] .*this worker left the job \(.*\); joining it again", out), out[-4000:]
+    assert re.search(r"\[worker 1\] RuntimeError: this worker was removed from the elastic job \(.*\) and cannot join "
+                     r"it again: two workers registered with DMLC_WORKER_ID=1 .* a worker's id is free again once "
+                     r"it left the job\.", out), out[-4000:]
+    ends = sums_ends(out)
+    extra = [(1, int(r), model, int(n), int(size)) for r, model, n, size in final_lines(replacement, EXTRA_END)]
+    assert sorted(e[0] for e in ends + extra) == [0, 1, 2], (out[-4000:], replacement[-2000:])
+    assert len({e[2] for e in ends + extra}) == 1, f"the models differ: {ends + extra}"
+    assert all(e[3] == steps and e[4] == 3 for e in ends + extra), ends + extra
+    assert code == 0, out[-4000:]
+    print(f"frozen: the others went on alone {removed_after:.2f} s after SIGSTOP (BYTEPS_TIMEOUT="
+          f"{FROZEN_TIMEOUT_S}); woken, it was back {rejoined_after:.2f} s after SIGCONT")
+
+
+CHURN_KILLS = 10
+
+
+@pytest.mark.timeout(300)
+def test_ten_kills_and_restarts_never_hang_leak_or_give_a_wrong_sum():
+    """Workers 1 and 2 of 3 are killed in turn, 10 times in all, each started again by bpslaunch and back in
+    the job before the next kill: every rejoin comes within seconds, the scheduler's and servers' memory and
+    open files do not grow, no sum of any dtype is ever wrong and every worker ends with the same model."""
+    steps = 1200
+    with ElasticJob("elastic_sums.py", [steps, "{log_dir}", 0.02], workers=3, servers=2, min_workers=2, max_workers=3,
+                    max_restarts=CHURN_KILLS // 2) as job:
+        for worker in range(3):
+            job.wait_for_step(worker, lambda s: s[1] >= 10, timeout=60)
+        services = job.role_pids("scheduler") + job.role_pids("server")
+        assert len(services) == 3, services
+        samples, rejoins = [], []
+        for kill in range(CHURN_KILLS):
+            victim = 1 + kill % 2
+            killed_at = job.signal(victim, signal.SIGKILL)
+            job.wait_for_step(0, lambda s: s[0] > killed_at and s[2] == 2, timeout=30)
+            back = job.wait_for_step(victim, lambda s: s[0] > killed_at and s[2] == 3, timeout=60)
+            rejoins.append(back[0] - killed_at)
+            for worker in range(3):  # a few steps together before the next kill
+                job.wait_for_step(worker, lambda s: s[0] > back[0] + 0.3 and s[2] == 3, timeout=30)
+            samples.append([(resident_kib(pid), open_files(pid)) for pid in services])
+        code, out = job.wait(timeout=180)
+    assert "WRONG SUM" not in out, out[-4000:]
+    assert code == 0, out[-4000:]
+    for victim in (1, 2):
+        assert f"worker {victim} was killed by SIGKILL; starting it again (restart {CHURN_KILLS // 2} of " \
+               f"{CHURN_KILLS // 2})" in out, out[-4000:]
+    ends = sums_ends(out)
+    assert sorted(e[0] for e in ends) == [0, 1, 2], out[-4000:]
+    assert len({e[2] for e in ends}) == 1, f"the models differ: {ends}"
+    assert all(e[3] == steps and e[4] == 3 for e in ends), ends
+    first, last = samples[0], samples[-1]
+    for (kib_first, files_first), (kib_last, files_last) in zip(first, last):
+        assert kib_last - kib_first < 8 * 1024, samples  # memory: less than 8 MiB more after 9 more rejoins
+        assert files_last - files_first <= 2, samples
+    print(f"{CHURN_KILLS} kills: each worker back in {min(rejoins):.2f} to {max(rejoins):.2f} s; scheduler and "
+          f"servers (KiB, open files) after the first rejoin {first}, after the last {last}")
+
+
+@pytest.mark.timeout(180)
+def test_workers_started_beyond_the_first_join_at_the_next_commit_up_to_the_maximum():
+    """A job of 2 workers (--max-workers 3): a third worker started later joins at the next commit and the
+    job goes on as 3; a fourth is turned away at once, saying the job's maximum, and the job goes on."""
+    steps = 400
+    with ElasticJob("elastic_sums.py", [steps, "{log_dir}", 0.05], workers=2, servers=1, min_workers=2,
+                    max_workers=3) as job:
+        for worker in range(2):
+            job.wait_for_step(worker, lambda s: s[1] >= 20, timeout=60)
+        started_at = time.time()
+        job.start_worker(2)
+        joined = [job.wait_for_step(w, lambda s: s[0] > started_at and s[2] == 3, timeout=60) for w in range(3)]
+        joined_after = max(j[0] for j in joined) - started_at
+        refused_at = time.monotonic()
+        beyond = job.start_worker(3)
+        refused = beyond.wait(timeout=60)
+        refused_after = time.monotonic() - refused_at
+        after = time.time()
+        for worker in range(3):  # the job goes on as 3
+            job.wait_for_step(worker, lambda s: s[0] > after and s[2] == 3, timeout=30)
+        code, out = job.wait(timeout=120)
+        grown, turned_away = job.extra_output(2), job.extra_output(3)
+    assert refused != 0 and refused_after < 10, (refused, refused_after)
+    assert "DMLC_WORKER_ID='3' is invalid: it must be an integer in [0, BYTEPS_MAX_WORKERS=3)" in turned_away, \
+        turned_away[-2000:]
+    assert "WRONG SUM" not in out + grown, out[-4000:]
+    assert code == 0, out[-4000:]
+    ends = sums_ends(out) + [(2, int(r), model, int(n), int(size))
+                             for r, model, n, size in final_lines(grown, EXTRA_END)]
+    assert sorted(e[0] for e in ends) == [0, 1, 2], (out[-4000:], grown[-2000:])
+    assert len({e[2] for e in ends}) == 1, f"the models differ: {ends}"
+    assert all(e[3] == steps and e[4] == 3 for e in ends), ends
+    print(f"a third worker was in the job {joined_after:.2f} s after it started; a fourth was turned away in "
+          f"{refused_after:.2f} s")
+
+
+ELASTIC_TIMEOUT_S = 5
+
+
+@pytest.mark.timeout(180)
+def test_below_the_minimum_every_remaining_worker_fails_within_the_elastic_timeout_saying_why():
+    """Two of 4 workers are killed in a job of at least 3 (BYTEPS_ELASTIC_TIMEOUT=5, no restarts): the
+    scheduler waits 5 s for workers to join, then the job fails, each of the 2 remaining workers with an
+    error naming the minimum and how many are left."""
+    with ElasticJob("elastic_sums.py", [100000, "{log_dir}", 0.05], workers=4, servers=1, min_workers=3,
+                    max_workers=4, BYTEPS_ELASTIC_TIMEOUT=ELASTIC_TIMEOUT_S) as job:
+        for worker in range(4):
+            job.wait_for_step(worker, lambda s: s[1] >= 10, timeout=60)
+        killed_at = time.monotonic()
+        job.signal(2, signal.SIGKILL)
+        job.signal(3, signal.SIGKILL)
+        code, out = job.wait(timeout=60)
+        failed_after = time.monotonic() - killed_at
+    assert code != 0, out[-4000:]
+    assert ELASTIC_TIMEOUT_S <= failed_after < ELASTIC_TIMEOUT_S + 5, (failed_after, out[-4000:])
+    why = (f"the job needs at least BYTEPS_MIN_WORKERS=3 workers (bpslaunch --min-workers), but 2 are left and no "
+           f"worker joined within BYTEPS_ELASTIC_TIMEOUT={ELASTIC_TIMEOUT_S} s")
+    for worker in (0, 1):
+        assert f"[worker {worker}] RuntimeError: {why}" in out, out[-4000:]
+    assert "WRONG SUM" not in out, out[-4000:]
+    print(f"below the minimum: the job failed {failed_after:.2f} s after the kills (BYTEPS_ELASTIC_TIMEOUT="
+          f"{ELASTIC_TIMEOUT_S})")

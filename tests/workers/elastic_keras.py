@@ -1,7 +1,8 @@
-"""Keras `fit` in an elastic job, as bps_tf.keras.elastic's users write it: Adam and an accuracy metric, a
-KerasState with batch and epoch, the three callbacks (a commit every batch), the learning rate rescaled by a reset callback, and `fit` inside
-`elastic.run`. With the Horovod API (DistributedOptimizer, each worker its own shuffle of the data) or under
-BytePSStrategy (one global batch that the strategy shards). The test kills workers meanwhile.
+"""Keras `fit` in an elastic job, as bps_tf.keras.elastic's users write it: SGD with momentum and an accuracy
+metric, a KerasState with batch and epoch, the three callbacks (a commit every batch), the learning rate
+rescaled by a reset callback, and `fit` inside `elastic.run`. With the Horovod API (DistributedOptimizer, each
+worker its own shuffle of the data) or under BytePSStrategy (one global batch that the strategy shards). The
+test kills workers meanwhile.
 
 Every worker logs each completed step to LOG_DIR/steps.<worker id> ("<time> <epoch> <batch> <size>"); at the
 end each prints its weights' fingerprint and test accuracy, and rank 0 also the accuracy of the same
@@ -26,14 +27,12 @@ from examples.digits_data import fingerprint, load
 keras = tf.keras
 PER_WORKER_BATCH = 32
 FIRST_WORKERS = 3
-LEARNING_RATE = 0.01
+LEARNING_RATE = 0.2
 # Each step also waits this long, so that a restarted worker (TensorFlow takes seconds to start) rejoins
 # well before the end.
 STEP_PAUSE_S = 0.05
-# As in Horovod's examples: an optimizer with slots (built before the first sync, broadcast with the model)
-# and a compiled metric (tf-keras and Keras 3 build those at the first step: a worker that joined builds
-# them long after the others).
-OPTIMIZER = keras.optimizers.Adam
+# As in Horovod's examples, a compiled metric: tf-keras and Keras 3 build those at the first step, so a
+# worker that joined builds them long after the others.
 METRICS = ["accuracy"]
 
 
@@ -41,6 +40,12 @@ def build_model():
     keras.utils.set_random_seed(7)
     return keras.Sequential([keras.Input((64,)), keras.layers.Dense(64, activation="relu"),
                              keras.layers.Dense(10, activation="softmax")])
+
+
+def make_optimizer(learning_rate):
+    """An optimizer with slots (momentum), as in Horovod's examples: built before the first sync and broadcast
+    with the model."""
+    return keras.optimizers.SGD(learning_rate, momentum=0.5)
 
 
 def set_learning_rate(optimizer, value):
@@ -69,7 +74,7 @@ def accuracy(model, x, y):
 def uninterrupted(x, y, x_test, y_test, global_batch, steps, epochs, learning_rate):
     """The same training in one process without any interruption."""
     model = build_model()
-    model.compile(optimizer=OPTIMIZER(learning_rate), loss="sparse_categorical_crossentropy",
+    model.compile(optimizer=make_optimizer(learning_rate), loss="sparse_categorical_crossentropy",
                   metrics=METRICS)
     data = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=3).repeat().batch(global_batch)
     model.fit(data, steps_per_epoch=steps, epochs=epochs, verbose=0)
@@ -90,13 +95,13 @@ def main():
         with strategy.scope():
             model = build_model()
             # The global batch is the user's: the strategy divides it among the workers there are.
-            model.compile(optimizer=OPTIMIZER(LEARNING_RATE), loss="sparse_categorical_crossentropy",
+            model.compile(optimizer=make_optimizer(LEARNING_RATE), loss="sparse_categorical_crossentropy",
                           metrics=METRICS)
         dataset = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=3).repeat().batch(global_batch)
         steps_of = lambda: steps  # noqa: E731
     else:
         model = build_model()
-        optimizer = hvd.DistributedOptimizer(OPTIMIZER(LEARNING_RATE * hvd.size() / FIRST_WORKERS))
+        optimizer = hvd.DistributedOptimizer(make_optimizer(LEARNING_RATE * hvd.size() / FIRST_WORKERS))
         model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy", metrics=METRICS)
         dataset = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=int(worker_id)).repeat() \
             .batch(PER_WORKER_BATCH)

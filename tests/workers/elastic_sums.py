@@ -3,11 +3,15 @@ every dtype and checks its sum exactly against the generation's workers, adds th
 kept in the elastic state, and commits. Workers are killed and started again meanwhile; every worker must
 end with the same model, and no sum may be wrong.
 
-Usage: elastic_sums.py STEPS PID_DIR [STEP_SECONDS]. Each process writes its pid to PID_DIR/<worker id>.<pid>
-and its step to PID_DIR/step.<worker id>; at the end it prints "rank R: model <digest> after N steps"."""
+Usage: elastic_sums.py STEPS PID_DIR [STEP_SECONDS]. Each process writes its pid to PID_DIR/<worker id>.<pid>,
+its step to PID_DIR/step.<worker id> ("<step> <size>") and appends each completed step to
+PID_DIR/steps.<worker id> ("<time> <step> <size>"); at the end it prints "rank R: model <digest> after N steps
+with S workers". SIGUSR1 prints its Python stack."""
 
+import faulthandler
 import hashlib
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -32,6 +36,7 @@ def value(rank, step, dtype):
 def main():
     steps, pid_dir = int(sys.argv[1]), Path(sys.argv[2])
     step_seconds = float(sys.argv[3]) if len(sys.argv) > 3 else 0.02
+    faulthandler.register(signal.SIGUSR1)  # a stuck worker shows where it is
     worker_id = os.environ.get("DMLC_WORKER_ID", "0")
     (pid_dir / f"{worker_id}.{os.getpid()}").touch()
     bps.init()
@@ -52,6 +57,8 @@ def main():
                     state.model += total / size
             state.step += 1
             (pid_dir / f"step.{worker_id}").write_text(f"{state.step} {size}")
+            with open(pid_dir / f"steps.{worker_id}", "a") as log:
+                log.write(f"{time.time():.3f} {state.step} {size}\n")
             time.sleep(step_seconds)
             state.commit()
 
