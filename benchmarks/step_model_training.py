@@ -1,6 +1,7 @@
 """The step model (bps_tf.plan) against Keras training (tf-keras, BytePSStrategy) on the emulated cluster.
 
-For each worker count (as many servers) and rate, in one run: the link's TCP goodput, the step with a barrier
+For each worker count (as many servers) and rate, in one run: the link's TCP goodput (the model takes the best
+of this check and the calibration's, as the validation does), the step with a barrier
 after it and no gradients (`lockstep`: each worker's compute on the shared cores plus the wait for the
 slowest), and the BytePSStrategy step. The model predicts the BytePSStrategy step as the lockstep step plus
 the push_pulls of the model's gradients (Keras applies gradients once all have arrived: no overlap), with
@@ -18,7 +19,8 @@ from benchmarks.lib import cluster_job
 from benchmarks.lib.measure import rate_bytes_per_s
 from benchmarks.lib.netns import EmulatedCluster
 from benchmarks.lib.results import describe_machine, save_result
-from benchmarks.lib.step_model_fit import predict
+from benchmarks.lib.step_model_fit import link_goodput_fraction, predict
+from benchmarks.step_model_validation import check_bytes
 from benchmarks.lib.train_runs import run_training
 from bps_tf.plan.parameters import MEASURED
 from bps_tf.plan.step_model import step_time
@@ -55,12 +57,14 @@ def main():
     for rate in args.rates.split(","):
         for workers in map(int, args.workers.split(",")):
             with EmulatedCluster(cluster_job.hosts_for(workers, workers), rate) as cluster:
-                goodput = cluster_job.measure_link(cluster, "w0", "s0", (64 if rate == "1gbit" else 16) << 20)
+                goodput = cluster_job.measure_link(cluster, "w0", "s0", check_bytes(rate))
                 runs = {s: run_training(cluster, s, args.model, workers, workers, args.batch, args.steps, args.warmup)
                         for s in ("lockstep", "bps")}
             link = rate_bytes_per_s(rate)
             tensors = runs["bps"]["gradient_tensor_bytes"]
-            communication = predict(workers, workers, link, goodput / link, emulation_for(calibration, workers, rate),
+            checks = [c["rates"][rate]["goodput_bytes_s"] for c in calibration["configs"] if rate in c["rates"]]
+            fraction = link_goodput_fraction(link, check_bytes(rate), checks + [goodput])
+            communication = predict(workers, workers, link, fraction, emulation_for(calibration, workers, rate),
                                     tensors, calibration["fitted"])
             lockstep = runs["lockstep"]["median_step_s"]
             predicted = step_time(lockstep, communication, MEASURED, overlap=0.0)

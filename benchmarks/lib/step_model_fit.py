@@ -6,9 +6,10 @@ import math
 
 from bps_tf.plan.cluster import Cluster
 from bps_tf.plan.parameters import MEASURED
-from bps_tf.plan.step_model import plan_for, push_pull_time
+from bps_tf.plan.step_model import cores_time, network_stages, pipeline_fill, plan_for, push_pull_time
 
 CORES = 2  # every emulated host shares this machine's cores
+BURST_BYTES = 256 << 10  # tc's tbf burst on every emulated link direction (benchmarks/lib/netns.py: "256kb")
 
 
 def bert_like_tensors(vocab=8192, seq=128, hidden=256, ffn=1024, layers=4, classes=2):
@@ -24,7 +25,7 @@ def cluster_for(workers, servers, link_bytes_s, emulation):
     """The emulated cluster as the model sees it; emulation: {"machine_bytes_per_s", "call_s"}."""
     return Cluster(machines=workers, servers=servers, link_bytes_per_s=link_bytes_s, transport="tcp",
                    shared_cores=CORES, machine_bytes_per_s=emulation["machine_bytes_per_s"],
-                   call_s=emulation["call_s"])
+                   call_s=emulation["call_s"], burst_bytes=BURST_BYTES)
 
 
 def messages(workers, servers, tensor_bytes):
@@ -32,6 +33,14 @@ def messages(workers, servers, tensor_bytes):
     each handled at both its ends, from every worker."""
     units = plan_for(Cluster(workers, 1.0, servers, transport="tcp"), tensor_bytes, MEASURED).units
     return 2 * 2 * workers * units
+
+
+def link_goodput_fraction(link_bytes_s, check_bytes, checks):
+    """The links' TCP goodput over their tc rate from the run's link checks (raw TCP, check_bytes each): every
+    emulated link has the same limits and a check on the loaded machine can only read low, so the best,
+    less the bucket's burst that the check's first bytes got through at once."""
+    best = max(checks)
+    return best / (link_bytes_s + BURST_BYTES * best / check_bytes)
 
 
 def emulation_parameters(workers, servers, unlimited):
@@ -53,17 +62,23 @@ def predict(workers, servers, link_bytes_s, goodput_fraction, emulation, tensor_
 
 
 def fit_duplex_and_drain(cases):
-    """Least squares of (duplex_fraction, drain_slices) over cases of [measured s, link bytes/s, goodput
-    fraction, workers, servers, emulation, tensor_bytes]: the time past the call and the cores' share is
-    (M + drain * n * unit) / (goodput * duplex * B), linear in 1/duplex and drain/duplex."""
+    """Least squares, relative to each measured time, of (duplex_fraction, drain_slices) over cases of
+    [measured s, link bytes/s, goodput fraction, workers, servers, emulation, tensor_bytes]. Past the call
+    and the cores' share (undone from the model's sqrt(a^2 + b^2)), the time is the busiest link's L plus the
+    pipeline's fill F, both at duplex 1 and F for one round: L / duplex + drain * F / duplex, linear in
+    1/duplex and drain/duplex."""
     rows, targets = [], []
     for measured, link, goodput, workers, servers, emulation, tensors in cases:
-        plan = plan_for(cluster_for(workers, servers, link, emulation), tensors, MEASURED)
-        cores = (2 * workers * plan.total_bytes / emulation["machine_bytes_per_s"]
-                 + 2 * 2 * workers * plan.units * emulation["message_s"] / CORES)
+        cluster = cluster_for(workers, servers, link, emulation)
+        params = MEASURED.replace(goodput_fraction=goodput, message_s=emulation["message_s"], duplex_fraction=1.0,
+                                  drain_slices=1.0)
+        plan = plan_for(cluster, tensors, params)
+        stages = network_stages(cluster, plan, params)
+        busiest = max(v for k, v in stages.items() if "link" in k)
+        cores = cores_time(cluster, plan, params)
         net = math.sqrt(max(0.0, (measured - emulation["call_s"]) ** 2 - cores ** 2))
-        rows.append((max(plan.total_bytes, workers * max(plan.server_bytes)), workers * plan.largest_unit))
-        targets.append(net * goodput * link)
+        rows.append((busiest / measured, pipeline_fill(cluster, plan, params) / measured))
+        targets.append(net / measured)
     a11, a12, a22 = (sum(r[i] * r[j] for r in rows) for i, j in ((0, 0), (0, 1), (1, 1)))
     b1, b2 = (sum(r[i] * t for r, t in zip(rows, targets)) for i in (0, 1))
     det = a11 * a22 - a12 * a12

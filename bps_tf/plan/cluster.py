@@ -22,9 +22,10 @@ class Cluster:
     server_link_bytes_per_s (default: the workers' link), or one on each worker machine (colocated).
     transport: "tcp" (partitions cross in slices) or "rdma" (whole partitions).
 
-    shared_cores and machine_bytes_per_s describe an emulated cluster, where every host shares one
-    machine's cores: what the cores can move in all (bytes through sockets per second) and the measured
-    time of one small push_pull (call_s). None for real clusters."""
+    shared_cores, machine_bytes_per_s, call_s and burst_bytes describe an emulated cluster, where every host
+    shares one machine's cores: what the cores can move in all (bytes through sockets per second), the
+    measured time of one small push_pull (call_s), and the bytes a link direction lets through at once
+    after it idled (the token bucket of tc's rate limiter). None (0 for the burst) on real clusters."""
 
     machines: int
     link_bytes_per_s: float
@@ -36,6 +37,7 @@ class Cluster:
     shared_cores: int = None
     machine_bytes_per_s: float = None
     call_s: float = None
+    burst_bytes: float = 0
 
     def __post_init__(self):
         if self.machines < 1 or self.servers < 1 or self.gpus_per_machine < 1:

@@ -29,12 +29,14 @@ class Parameters:
 MEASURED = Parameters()
 
 SOURCES = {
-    "goodput_fraction": "TCP goodput of one emulated link over its tc rate: 120.2 of 125 MB/s at 1 Gbit/s, 12.16 of "
-                        "12.5 MB/s at 100 Mbit/s (benchmarks/workers/link_check.py, performance/step_model_*.json)",
+    "goodput_fraction": "TCP goodput of one emulated link over its tc rate, the burst of its token bucket taken off: "
+                        "the best link check of the validation run (benchmarks/workers/link_check.py, "
+                        "performance/step_model_validation.json); Ethernet, IP and TCP headers take 4.4% of a "
+                        "1514-byte frame",
     "duplex_fraction": "a link carrying push_pull's traffic both ways at once, against one stream: fitted on the "
                        "2-worker push_pulls of the validation run (performance/step_model_validation.json)",
-    "drain_slices": "the pipeline's tail after the last push, in slices crossing a server link per worker: "
-                    "fitted on the same 2-worker push_pulls",
+    "drain_slices": "how far the pulls trail the pushes, in rounds of slices (the largest slice from each machine) "
+                    "through a server link: fitted on the same 2-worker push_pulls",
     "message_s": "CPU per message (a slice's push or its reply) at a host: 64 tensors of 4 KB pushed at once, "
                  "emulated cluster, unlimited links (performance/step_model_validation.json), times the 2 cores",
     "latency_s": "one-way network latency between machines; not measurable here (no netem): an RDMA fabric's, assumed",

@@ -3,12 +3,17 @@
 bps_tf, between machines: every worker machine sends its gradients once and receives the sums once (M bytes
 each way on its link); server s receives and returns its share L_s from each of the n machines (n L_s each
 way on its link) and sums (n - 1) L_s. These stages run at once, pipelined slice by slice (partition by
-partition over RDMA), so the slowest sets the pace; the pipeline's tail adds the last slices' trip through a
-server link, and each call a round trip. Within a machine of g GPUs (docs/gpu.md): NCCL reduce-scatter, each
-GPU's share copied to the host, pushed and pulled, copied back, NCCL all-gather, each tensor's stages
-overlapping the others'. On an emulated cluster (one machine's cores under every host) the cores are a
-resource all hosts share, combined with the links' time as sqrt(a^2 + b^2): both stay busy throughout and
-each slows the other as it nears its limit.
+partition over RDMA), so the slowest sets the pace. A server returns a slice's sum only once all n copies
+of it have arrived, so the pulls trail the pushes by about one round of slices through a server link (n
+times the largest slice; drain_slices rounds); each call adds a round trip. Within a machine of g GPUs
+(docs/gpu.md): NCCL reduce-scatter, each GPU's share copied to the host, pushed and pulled, copied back,
+NCCL all-gather, each tensor's stages overlapping the others'.
+
+An emulated cluster (every host a network namespace on one machine, links limited by tc) differs in two
+ways the model takes in: each link direction lets its token bucket's burst through at once after it idled
+(burst_bytes, taken off each link's bytes and off the round of the pipeline's fill), and the machine's cores
+are a resource all hosts share, combined with the links' time as sqrt(a^2 + b^2): both stay busy throughout
+and each slows the other as it nears its limit.
 
 Ring all-reduce (Horovod with NCCL): 2(n-1)/n M over every machine's link, 2(g-1)/g M over NVLink, and
 2(ng - 1) ring steps per fused buffer.
@@ -29,6 +34,12 @@ def plan_for(cluster, tensor_bytes, params, element_bytes=4):
                           element_bytes)
 
 
+def _link_seconds(nbytes, rate, cluster, params):
+    """Seconds for one direction of a link to carry nbytes at rate, less what its token bucket lets through
+    at once (emulated links only: the bucket refills while the direction idles between calls)."""
+    return max(0.0, nbytes - cluster.burst_bytes * params.goodput_fraction) / rate
+
+
 def network_stages(cluster, plan, params):
     """Seconds of each stage of the push_pulls between machines, as a dict (the slowest bounds the step)."""
     n = cluster.machines
@@ -36,9 +47,11 @@ def network_stages(cluster, plan, params):
     server_rate = cluster.server_link * params.goodput_fraction * params.duplex_fraction
     busiest = max(plan.server_bytes)
     if cluster.colocated:  # a machine's link also carries its server's traffic for the other machines
-        links = {"worker and server link": (plan.total_bytes - busiest + (n - 1) * busiest) / rate}
+        links = {"worker and server link": _link_seconds(plan.total_bytes - busiest + (n - 1) * busiest, rate,
+                                                         cluster, params)}
     else:
-        links = {"worker link": plan.total_bytes / rate, "server link": n * busiest / server_rate}
+        links = {"worker link": _link_seconds(plan.total_bytes, rate, cluster, params),
+                 "server link": _link_seconds(n * busiest, server_rate, cluster, params)}
     stages = dict(links)
     stages["server sum"] = (n - 1) * busiest / (params.sum_bytes_per_s * params.sum_threads)
     stages["server messages"] = 2 * n * max(plan.server_units) * params.message_s
@@ -46,16 +59,31 @@ def network_stages(cluster, plan, params):
     return stages
 
 
+def pipeline_fill(cluster, plan, params):
+    """Seconds before the pulls run at full pace: a server returns a slice's sum only once every machine's
+    copy of it has arrived, so the pulls trail the pushes by about one round of slices (one from each of
+    the n machines) through a server link; drain_slices is that lag in such rounds (fitted)."""
+    server_rate = cluster.server_link * params.goodput_fraction * params.duplex_fraction
+    rounds = cluster.machines * plan.largest_unit
+    return params.drain_slices * _link_seconds(rounds, server_rate, cluster, params)
+
+
+def cores_time(cluster, plan, params):
+    """An emulated cluster: the seconds of the shared cores' work (every host's bytes through its sockets
+    both ways, and every message end), None on a real cluster."""
+    if not cluster.shared_cores:
+        return None
+    return (2 * cluster.machines * plan.total_bytes / cluster.machine_bytes_per_s
+            + 2 * 2 * cluster.machines * plan.units * params.message_s / cluster.shared_cores)
+
+
 def network_time(cluster, plan, params):
     """(seconds, the bounding stage) of one step's push_pulls between machines."""
     stages = network_stages(cluster, plan, params)
     bound = max(stages, key=stages.get)
-    server_rate = cluster.server_link * params.goodput_fraction * params.duplex_fraction
-    drain = params.drain_slices * cluster.machines * plan.largest_unit / server_rate
-    seconds = stages[bound] + drain
-    if cluster.shared_cores:  # an emulated cluster: every host's traffic and messages on the same cores
-        cores = (2 * cluster.machines * plan.total_bytes / cluster.machine_bytes_per_s
-                 + 2 * 2 * cluster.machines * plan.units * params.message_s / cluster.shared_cores)
+    seconds = stages[bound] + pipeline_fill(cluster, plan, params)
+    cores = cores_time(cluster, plan, params)
+    if cores is not None:  # an emulated cluster: every host's traffic and messages on the same cores
         if cores > seconds:
             bound = "the machine's cores"
         seconds = math.hypot(seconds, cores)

@@ -44,6 +44,7 @@ def test_plan_help_and_recommendation_without_tensorflow():
 def test_prediction_matches_a_bandwidth_bound_push_pull(tmp_path):
     from benchmarks.lib import cluster_job
     from benchmarks.lib.netns import EmulatedCluster
+    from benchmarks.lib.step_model_fit import BURST_BYTES
     from bps_tf.plan import MEASURED, Cluster, push_pull_time, rate_bytes_per_s
 
     out = tmp_path / "cases.json"
@@ -52,7 +53,8 @@ def test_prediction_matches_a_bandwidth_bound_push_pull(tmp_path):
     with EmulatedCluster(cluster_job.hosts_for(2, 2), "100mbit") as cluster:
         cluster_job.run_job(cluster, 2, 2, argv, tmp_path, {}, timeout=90)
     measured = json.loads(out.read_text())["results"][0]["bps_core"]["median_s"]
-    predicted, bound = push_pull_time(Cluster(machines=2, servers=2, link_bytes_per_s=rate_bytes_per_s("100mbit"),
-                                              transport="tcp"), [TENSOR_BYTES], MEASURED)
+    link = Cluster(machines=2, servers=2, link_bytes_per_s=rate_bytes_per_s("100mbit"), transport="tcp",
+                   burst_bytes=BURST_BYTES)  # the emulated link's token bucket; its cores and call time left out
+    predicted, bound = push_pull_time(link, [TENSOR_BYTES], MEASURED)
     assert bound == "worker link"
     assert abs(measured / predicted - 1) <= TOLERANCE, f"measured {measured:.3f} s, planner {predicted:.3f} s"
