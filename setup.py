@@ -6,6 +6,7 @@ put into the package. The wheel's version carries the TensorFlow line its op lib
 Editable installs (`pip install -e .`, what scripts/setup.sh does) build nothing: `make build` does.
 """
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -21,14 +22,13 @@ TARGETS = ["//cc:libbps_core.so", "//cc/python:_core.so", "//cc/tf:_bps_ops.so"]
 
 
 def _tensorflow_line():
-    """major.minor of the build environment's TensorFlow, or None without one."""
-    sys.path.insert(0, HERE)
-    try:
-        from bps_tf import compat
-
-        version = compat.installed_version("tensorflow")
-    finally:
-        sys.path.pop(0)
+    """major.minor of the build environment's TensorFlow, or None without one, as bps_tf reads versions
+    (its module loaded from the source tree by path: a build runs from any working directory)."""
+    spec = importlib.util.spec_from_file_location(
+        "_bps_tf_keras_flavour", os.path.join(HERE, "bps_tf", "compat", "keras_flavour.py"))
+    keras_flavour = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(keras_flavour)
+    version = keras_flavour.installed_version("tensorflow")
     return ".".join(version.split(".")[:2]) if version else None
 
 
