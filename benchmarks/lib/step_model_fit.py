@@ -6,7 +6,7 @@ import math
 
 from bps_tf.plan.cluster import Cluster
 from bps_tf.plan.parameters import MEASURED
-from bps_tf.plan.step_model import cores_time, network_stages, pipeline_fill, plan_for, push_pull_time
+from bps_tf.plan.step_model import cores_time, network_stages, pipeline_lag, plan_for, push_pull_time
 
 CORES = 2  # every emulated host shares this machine's cores
 BURST_BYTES = 256 << 10  # tc's tbf burst on every emulated link direction (benchmarks/lib/netns.py: "256kb")
@@ -65,8 +65,8 @@ def fit_duplex_and_drain(cases):
     """Least squares, relative to each measured time, of (duplex_fraction, drain_slices) over cases of
     [measured s, link bytes/s, goodput fraction, workers, servers, emulation, tensor_bytes]. Past the call
     and the cores' share (undone from the model's sqrt(a^2 + b^2)), the time is the busiest link's L plus the
-    pipeline's fill F, both at duplex 1 and F for one round: L / duplex + drain * F / duplex, linear in
-    1/duplex and drain/duplex."""
+    pulls' lag F behind the pushes, both at duplex 1 and F for one round: L / duplex + drain * F / duplex,
+    linear in 1/duplex and drain/duplex."""
     rows, targets = [], []
     for measured, link, goodput, workers, servers, emulation, tensors in cases:
         cluster = cluster_for(workers, servers, link, emulation)
@@ -77,7 +77,7 @@ def fit_duplex_and_drain(cases):
         busiest = max(v for k, v in stages.items() if "link" in k)
         cores = cores_time(cluster, plan, params)
         net = math.sqrt(max(0.0, (measured - emulation["call_s"]) ** 2 - cores ** 2))
-        rows.append((busiest / measured, pipeline_fill(cluster, plan, params) / measured))
+        rows.append((busiest / measured, pipeline_lag(cluster, plan, params) / measured))
         targets.append(net / measured)
     a11, a12, a22 = (sum(r[i] * r[j] for r in rows) for i, j in ((0, 0), (0, 1), (1, 1)))
     b1, b2 = (sum(r[i] * t for r, t in zip(rows, targets)) for i in (0, 1))

@@ -96,32 +96,46 @@ def plot_accuracy(result, axes_row):
         axes.legend(fontsize=7)
 
 
-def plot_model_validation(result, axes, training=None):
-    """Predicted against measured, log-log, with the +-15% band; push_pull cases by rate (hollow: the
-    2-worker cases the fit used), Keras steps from the step_model_training result beside it when there is one."""
-    points = [("push_pull", p) for p in result["points"]] + [("Keras step", p) for p in (training or {}).get("points", [])]
-    low = min(p["measured_s"] for _, p in points) / 1.5
-    high = max(p["measured_s"] for _, p in points) * 1.5
+def _predicted_against_measured(axes, groups, title):
+    """groups: [(label, points, marker, colour, hollow)]; log-log, the diagonal and the +-15% band."""
+    every = [p for _, points, *_ in groups for p in points]
+    low = min(min(p["measured_s"], p["predicted_s"]) for p in every) * 1e3 / 1.5
+    high = max(max(p["measured_s"], p["predicted_s"]) for p in every) * 1e3 * 1.5
     axes.plot([low, high], [low, high], color="grey", lw=1)
     axes.fill_between([low, high], [low * 0.85, high * 0.85], [low * 1.15, high * 1.15], color="grey", alpha=0.15,
                       label="within 15%")
-    styles = {("push_pull", "1gbit"): ("o", "C0"), ("push_pull", "100mbit"): ("s", "C1"),
-              ("Keras step", "1gbit"): ("^", "C2"), ("Keras step", "100mbit"): ("v", "C3")}
-    for (kind, rate), (marker, color) in styles.items():
-        for calibration in (False, True):
-            chosen = [p for k, p in points if k == kind and p["rate"] == rate and p.get("calibration", False) == calibration]
-            if chosen:
-                axes.scatter([p["measured_s"] * 1e3 for p in chosen], [p["predicted_s"] * 1e3 for p in chosen],
-                             marker=marker, edgecolors=color, facecolors="none" if calibration else color,
-                             label=f"{kind}, {rate}" + (" (2 workers: fitted)" if calibration else ""))
+    for label, points, marker, colour, hollow in groups:
+        if points:
+            axes.scatter([p["measured_s"] * 1e3 for p in points], [p["predicted_s"] * 1e3 for p in points],
+                         marker=marker, edgecolors=colour, facecolors="none" if hollow else colour, label=label)
     axes.set_xscale("log")
     axes.set_yscale("log")
-    axes.set_xlim(low * 1e3, high * 1e3)
-    axes.set_ylim(low * 1e3, high * 1e3)
+    axes.set_xlim(low, high)
+    axes.set_ylim(low, high)
     axes.set_xlabel("measured, ms")
     axes.set_ylabel("predicted by the step model, ms")
-    axes.set_title("emulated cluster, 2, 4 and 8 workers: step model against measurement", fontsize=10)
+    axes.set_title(title, fontsize=10)
     axes.legend(fontsize=7)
+
+
+def plot_model_validation(result, axes_row, training=None):
+    """Predicted against measured: push_pull cases by worker count (hollow: the 2-worker cases the fit
+    used), and beside them the Keras steps of a step_model_training result when there is one."""
+    groups = []
+    for rate, marker in (("1gbit", "o"), ("100mbit", "s")):
+        for (workers, servers), colour in (((2, 2), "C0"), ((4, 4), "C1"), ((8, 8), "C2"), ((8, 4), "C3")):
+            points = [p for p in result["points"]
+                      if p["rate"] == rate and (p["workers"], p["servers"]) == (workers, servers)]
+            label = f"{rate}, {workers} workers, {servers} servers" + (" (fitted)" if workers == 2 else "")
+            groups.append((label, points, marker, colour, workers == 2))
+    _predicted_against_measured(axes_row[0], groups, "push_pull on the emulated cluster (single tensors, BERT-like set)")
+    if training and len(axes_row) > 1:
+        groups = []
+        for rate, marker in (("1gbit", "^"), ("100mbit", "v")):
+            for workers, colour in ((2, "C0"), (4, "C1"), (8, "C2")):
+                points = [p for p in training["points"] if p["rate"] == rate and p["workers"] == workers]
+                groups.append((f"{rate}, {workers} workers", points, marker, colour, False))
+        _predicted_against_measured(axes_row[1], groups, f"Keras step (BytePSStrategy, {training['model']})")
 
 
 def plot_scaling(result, axes_row):
@@ -153,9 +167,10 @@ def plot_file(path):
         figure, axes = plt.subplots(1, 2, figsize=(12, 5))
         plot_accuracy(result, axes)
     elif kind == "step_model_validation":
-        figure, axes = plt.subplots(figsize=(7, 6))
         training = path.with_name("step_model_training.json")
-        plot_model_validation(result, axes, json.loads(training.read_text()) if training.exists() else None)
+        training = json.loads(training.read_text()) if training.exists() else None
+        figure, axes = plt.subplots(1, 2 if training else 1, figsize=(13 if training else 7, 6), squeeze=False)
+        plot_model_validation(result, axes[0], training)
     elif kind == "scaling_predictions":
         figure, axes = plt.subplots(1, 2, figsize=(12, 4.5))
         plot_scaling(result, axes)

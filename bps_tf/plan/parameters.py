@@ -6,10 +6,10 @@ import dataclasses
 
 @dataclasses.dataclass(frozen=True)
 class Parameters:
-    goodput_fraction: float = 0.961
-    duplex_fraction: float = 0.94
-    drain_slices: float = 0.5
-    message_s: float = 20e-6
+    goodput_fraction: float = 0.958
+    duplex_fraction: float = 0.978
+    drain_slices: float = 0.82
+    message_s: float = 8.3e-6
     latency_s: float = 5e-6
     slice_bytes: int = 256000
     partition_bytes: int = 4096000
@@ -37,8 +37,10 @@ SOURCES = {
                        "2-worker push_pulls of the validation run (performance/step_model_validation.json)",
     "drain_slices": "how far the pulls trail the pushes, in rounds of slices (the largest slice from each machine) "
                     "through a server link: fitted on the same 2-worker push_pulls",
-    "message_s": "CPU per message (a slice's push or its reply) at a host: 64 tensors of 4 KB pushed at once, "
-                 "emulated cluster, unlimited links (performance/step_model_validation.json), times the 2 cores",
+    "message_s": "CPU per message end (a slice's push or its reply, at either host) over bps_tf's TCP transport: "
+                 "64 tensors of 4 KB pushed at once on the emulated cluster's unlimited links, times the 2 cores; "
+                 "the median over the validation run's configurations, 6.5-13.6 us "
+                 "(performance/step_model_validation.json)",
     "latency_s": "one-way network latency between machines; not measurable here (no netem): an RDMA fabric's, assumed",
     "slice_bytes": "BYTEPS_SLICE_BYTES' default (cc/common/config.h)",
     "partition_bytes": "BYTEPS_PARTITION_BYTES' default",

@@ -4,14 +4,14 @@ bps_tf, between machines: every worker machine sends its gradients once and rece
 each way on its link); server s receives and returns its share L_s from each of the n machines (n L_s each
 way on its link) and sums (n - 1) L_s. These stages run at once, pipelined slice by slice (partition by
 partition over RDMA), so the slowest sets the pace. A server returns a slice's sum only once all n copies
-of it have arrived, so the pulls trail the pushes by about one round of slices through a server link (n
-times the largest slice; drain_slices rounds); each call adds a round trip. Within a machine of g GPUs
+of it have arrived, so the last sums arrive about one round of slices after the last push (n times the
+largest slice through a server link; drain_slices rounds); each call adds a round trip. Within a machine of g GPUs
 (docs/gpu.md): NCCL reduce-scatter, each GPU's share copied to the host, pushed and pulled, copied back,
 NCCL all-gather, each tensor's stages overlapping the others'.
 
 An emulated cluster (every host a network namespace on one machine, links limited by tc) differs in two
 ways the model takes in: each link direction lets its token bucket's burst through at once after it idled
-(burst_bytes, taken off each link's bytes and off the round of the pipeline's fill), and the machine's cores
+(burst_bytes, taken off each link's bytes), and the machine's cores
 are a resource all hosts share, combined with the links' time as sqrt(a^2 + b^2): both stay busy throughout
 and each slows the other as it nears its limit.
 
@@ -59,13 +59,13 @@ def network_stages(cluster, plan, params):
     return stages
 
 
-def pipeline_fill(cluster, plan, params):
-    """Seconds before the pulls run at full pace: a server returns a slice's sum only once every machine's
-    copy of it has arrived, so the pulls trail the pushes by about one round of slices (one from each of
-    the n machines) through a server link; drain_slices is that lag in such rounds (fitted)."""
+def pipeline_lag(cluster, plan, params):
+    """Seconds the last sums arrive after the last push: a server returns a slice's sum only once every
+    machine's copy of it has arrived, so the pulls trail the pushes by about one round of slices (the
+    largest slice from each of the n machines) through a server link; drain_slices is that lag in rounds
+    (fitted). An emulated link's burst does not shorten it: the replies before it have emptied the bucket."""
     server_rate = cluster.server_link * params.goodput_fraction * params.duplex_fraction
-    rounds = cluster.machines * plan.largest_unit
-    return params.drain_slices * _link_seconds(rounds, server_rate, cluster, params)
+    return params.drain_slices * cluster.machines * plan.largest_unit / server_rate
 
 
 def cores_time(cluster, plan, params):
@@ -81,7 +81,7 @@ def network_time(cluster, plan, params):
     """(seconds, the bounding stage) of one step's push_pulls between machines."""
     stages = network_stages(cluster, plan, params)
     bound = max(stages, key=stages.get)
-    seconds = stages[bound] + pipeline_fill(cluster, plan, params)
+    seconds = stages[bound] + pipeline_lag(cluster, plan, params)
     cores = cores_time(cluster, plan, params)
     if cores is not None:  # an emulated cluster: every host's traffic and messages on the same cores
         if cores > seconds:
