@@ -134,7 +134,7 @@ def plot_model_validation(result, axes_row, training=None):
         for rate, marker in (("1gbit", "^"), ("100mbit", "v")):
             for workers, colour in ((2, "C0"), (4, "C1"), (8, "C2")):
                 points = [p for p in training["points"] if p["rate"] == rate and p["workers"] == workers]
-                groups.append((f"{rate}, {workers} workers", points, marker, colour, False))
+                groups.append((f"{rate}, {workers} workers, {workers} servers", points, marker, colour, False))
         _predicted_against_measured(axes_row[1], groups, f"Keras step (BytePSStrategy, {training['model']})")
 
 
