@@ -5,15 +5,15 @@ each way on its link); server s receives and returns its share L_s from each of 
 way on its link) and sums (n - 1) L_s. These stages run at once, pipelined slice by slice (partition by
 partition over RDMA), so the slowest sets the pace. A server returns a slice's sum only once all n copies
 of it have arrived, so the last sums arrive about one round of slices after the last push (n times the
-largest slice through a server link; drain_slices rounds); each call adds a round trip. Within a machine of g GPUs
-(docs/gpu.md): NCCL reduce-scatter, each GPU's share copied to the host, pushed and pulled, copied back,
-NCCL all-gather, each tensor's stages overlapping the others'.
+largest slice through a server link; drain_slices rounds); each call adds a round trip. Within a machine of
+g GPUs (docs/gpu.md): NCCL reduce-scatter, each GPU's share copied to the host, pushed and pulled, copied
+back, NCCL all-gather, each tensor's stages overlapping the others'.
 
 An emulated cluster (every host a network namespace on one machine, links limited by tc) differs in two
 ways the model takes in: each link direction lets its token bucket's burst through at once after it idled
-(burst_bytes, taken off each link's bytes), and the machine's cores
-are a resource all hosts share, combined with the links' time as sqrt(a^2 + b^2): both stay busy throughout
-and each slows the other as it nears its limit.
+(burst_bytes, taken off each link's bytes), and the machine's cores are a resource all hosts share,
+combined with the links' time as sqrt(a^2 + b^2): both stay busy throughout and each slows the other as it
+nears its limit.
 
 Ring all-reduce (Horovod with NCCL): 2(n-1)/n M over every machine's link, 2(g-1)/g M over NVLink, and
 2(ng - 1) ring steps per fused buffer.
