@@ -103,3 +103,28 @@ def test_an_elastic_job_goes_on_when_a_worker_step_is_cancelled_and_the_step_sta
     assert all(end[3] == str(steps) and end[4] == "2" for end in ends), ends
     print(f"worker 1's step cancelled at worker 0's step {cancelled_at} of {steps}; it rejoined and both ended "
           f"with model {ends[0][2]}")
+
+
+@pytest.mark.timeout(300)
+def test_an_elastic_job_whose_scheduler_and_servers_step_is_lost_fails(slurm_cluster):
+    """The scheduler is the job's single point of failure: cancelling the step of the scheduler and servers
+    ends the job within seconds, FAILED, although its workers could go on."""
+    with tempfile.TemporaryDirectory(prefix="bps_tf_slurm_elastic_") as folder:
+        log_dir = Path(folder)
+        job = slurm_cluster.submit(ELASTIC_EXAMPLE, WORKERS_DIR / "elastic_sums.py", 300, log_dir, 0.05,
+                                   options=SMALL_CLUSTER, env=job_env(MAX_RESTARTS=2), cwd=REPO_ROOT)
+        try:
+            _wait_for(lambda: (_latest_step(log_dir, 1) or (0, 0))[0] >= 10, "worker 1 at step 10", slurm_cluster, job)
+            slurm_cluster.command("scancel", slurm_cluster.wait_for_step(job, "servers"))
+            lost_at = time.monotonic()
+            state = slurm_cluster.wait(job, timeout=120)
+            took = time.monotonic() - lost_at
+        except BaseException:
+            slurm_cluster.command("scancel", str(job), check=False)
+            raise
+        output = slurm_cluster.output(job)
+        last_steps = [_latest_step(log_dir, worker) for worker in (0, 1)]
+    assert state == "FAILED", output[-4000:]
+    assert took < 60, (took, output[-4000:])
+    assert all(step[0] < 300 for step in last_steps), last_steps
+    print(f"the job ended {state} {took:.1f} s after its scheduler's step was cancelled, at steps {last_steps}")
