@@ -117,7 +117,7 @@ def reset():
     except Exception as error:
         if not membership_changed():
             raise
-        # This worker was removed from the job (it was frozen or cut off longer than BYTEPS_TIMEOUT): its
+        # This worker was removed from the job (the process was stopped longer than BYTEPS_TIMEOUT): its
         # generation cannot end cleanly, and init() joins the job again as a new worker would.
         removed = error
     try:

@@ -149,10 +149,24 @@ Status WorkerClient::generation_failure() {
 bool WorkerClient::rejoinable() {
   std::unique_lock<std::mutex> lock(mu_);
   if (!config_.elastic() || failure_.ok()) return false;
-  // A frozen or cut-off worker loses every connection, the scheduler's among them; a lost server ends the
+  // A worker that was stopped loses every connection, the scheduler's among them; a lost server ends the
   // job (the scheduler says so). Give the other news a moment to arrive.
   generation_cv_.wait_for(lock, std::chrono::seconds(2), [this] { return aborted_ || lost_scheduler_; });
-  return lost_scheduler_ && !aborted_;
+  return lost_scheduler_ && lost_scheduler_while_stopped_ && !aborted_;
+}
+
+void WorkerClient::NoteAlive() {
+  const double now = NowSeconds();
+  const double last = last_alive_.exchange(now);
+  if (now - last > std::max(1.0, config_.timeout_s / 2)) woke_at_ = now;
+}
+
+bool WorkerClient::JustStopped(double now) const {
+  // A stop long enough to be removed lasted most of BYTEPS_TIMEOUT; whichever runs first after it, the stop
+  // watch or the transport reporting the loss, the gap shows.
+  const double gap = std::max(1.0, config_.timeout_s / 2);
+  const double last = last_alive_, woke = woke_at_;
+  return now - last > gap || (woke >= 0 && now - woke < config_.timeout_s);
 }
 
 uint64_t WorkerClient::Track(Pending pending) {
@@ -506,12 +520,12 @@ void WorkerClient::Fail(const Status& why) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!failure_.ok()) return;
     failure_ = why;
-    may_rejoin = config_.elastic() && lost_scheduler_ && !aborted_;
+    may_rejoin = config_.elastic() && lost_scheduler_ && lost_scheduler_while_stopped_ && !aborted_;
   }
   if (may_rejoin) {
-    // Frozen or cut off longer than BYTEPS_TIMEOUT: the job went on without this worker (see rejoinable).
-    BPS_LOG(Warning) << why.message() << "; an elastic job removes a worker it does not hear from, and the "
-                     << "worker joins it again at its next init()";
+    // Stopped longer than BYTEPS_TIMEOUT: the job went on without this worker (see rejoinable).
+    BPS_LOG(Warning) << why.message() << "; this process was stopped, and an elastic job removes a worker "
+                     << "it does not hear from: the worker joins it again at its next init()";
   } else {
     BPS_LOG(Error) << "the job failed: " << why.message();
   }
@@ -587,7 +601,10 @@ void WorkerClient::OnPeerLost(PeerId peer, const Status& why) {
     for (size_t i = 0; i < servers_.size(); ++i) {
       if (servers_[i] == peer) who = ServerName(static_cast<int>(i));
     }
-    if (peer == scheduler_) lost_scheduler_ = true;
+    if (peer == scheduler_) {
+      lost_scheduler_ = true;
+      lost_scheduler_while_stopped_ = JustStopped(NowSeconds());
+    }
   }
   generation_cv_.notify_all();
   Status lost = Unavailable("lost " + who + ": it exited or its connection broke (" + why.message() + ")");

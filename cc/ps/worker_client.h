@@ -21,10 +21,12 @@
 #include <string>
 #include <vector>
 
+#include "cc/common/clock.h"
 #include "cc/common/config.h"
 #include "cc/common/logging.h"
 #include "cc/common/one_shot.h"
 #include "cc/common/shared_arena.h"
+#include "cc/common/work_thread.h"
 #include "cc/ps/message.h"
 #include "cc/transport/transport.h"
 
@@ -58,8 +60,9 @@ class WorkerClient : public MessageHandler {
   int workers_waiting() const { return workers_waiting_; }
   // Why this generation broke (elastic), or OK.
   Status generation_failure();
-  // Whether a failed job may be joined again by a new client: the job is elastic and this worker lost its
-  // connections (it was frozen or cut off, and removed), rather than the job being aborted.
+  // Whether a failed job may be joined again by a new client: the job is elastic and this worker lost the
+  // scheduler while it was stopped (frozen, and so removed), rather than the job being aborted or the
+  // scheduler exiting.
   bool rejoinable();
   // Whether this worker joined a job that was running (it waited for a generation), asked once.
   bool TakeJoinedRunning();
@@ -158,6 +161,9 @@ class WorkerClient : public MessageHandler {
   // The send of request `id` is done: a failure deferred meanwhile is answered now.
   void Sent(uint64_t id);
   void BreakGeneration(const Status& why);
+  void NoteAlive();
+  // Whether this process was stopped just now (its stop watch shows a gap).
+  bool JustStopped(double now) const;
   // Waits for the next ADDRESS_BOOK (or ABORT) until `seconds` pass; a JOIN_PENDING meanwhile extends the
   // wait to BYTEPS_ELASTIC_TIMEOUT.
   StatusOr<AddressBook> AwaitBook(double seconds);
@@ -201,7 +207,15 @@ class WorkerClient : public MessageHandler {
   Status generation_failure_;  // elastic: this generation broke
   bool aborted_ = false;       // the scheduler aborted the job, or this worker asked it to
   bool lost_scheduler_ = false;
+  // This process was stopped (SIGSTOP, a paused machine) when it lost the scheduler: the job removed it, and
+  // it may join again. A scheduler that exited is not waited for.
+  bool lost_scheduler_while_stopped_ = false;
+  std::atomic<double> last_alive_{NowSeconds()};  // when the stop watch last ran (or the client was made)
+  std::atomic<double> woke_at_{-1};  // when it last ran after a gap: this process had been stopped
   ThrottledLog dropped_{"messages dropped or peers turned away"};
+  // Notes the time every quarter second, so that a gap shows this process was stopped. Declared last: it
+  // stops before the members it uses go.
+  WorkThread stop_watch_{[this] { NoteAlive(); }, 0.25};
 };
 
 }  // namespace bps

@@ -238,14 +238,18 @@ TEST(ElasticEngineTest, WorkersLeaveAndJoinAndEverySumIsTheGenerationsInEveryDty
     EXPECT_EQ(c1.get(), "");
   }
 
-  // Worker 2 comes back and worker 3 is new: they wait until the others end their generation.
+  // Worker 2 comes back, then worker 3 is new: they wait until the others end their generation.
+  auto waiting = [&job](int count) {
+    Deadline told(10);
+    while (job.worker(0).client->workers_waiting() < count && !told.expired()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return job.worker(0).client->workers_waiting();
+  };
   auto back = job.Start(2);
+  EXPECT_EQ(waiting(1), 1) << "registered first, it ranks first of the newcomers";
   auto grown = job.Start(3);
-  Deadline told(10);
-  while (job.worker(0).client->workers_waiting() < 2 && !told.expired()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  EXPECT_EQ(job.worker(0).client->workers_waiting(), 2);
+  EXPECT_EQ(waiting(2), 2);
   EXPECT_EQ(back.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout) << "not admitted yet";
   {
     auto next1 = std::async(std::launch::async, [&] { return ElasticJob::Next(job.worker(1)); });

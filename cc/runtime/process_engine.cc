@@ -57,7 +57,7 @@ Status EnsureMembership(const Config& config) {
   if (g_membership) {
     Status failed = g_membership->client->failure();
     if (!failed.ok() && g_membership->client->rejoinable()) {
-      // Removed from an elastic job (frozen or cut off): it joins again, as a new worker would.
+      // Removed from an elastic job (this process was stopped meanwhile): it joins again, as a new worker would.
       BPS_LOG(Warning) << "this worker left the job (" << failed.message() << "); joining it again";
       g_membership.reset();
     } else if (!failed.ok()) {
