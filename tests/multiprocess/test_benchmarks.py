@@ -132,3 +132,25 @@ def test_synthetic_training_benchmark_and_its_example(tmp_path):
                              timeout=240)
     assert example.returncode == 0, example.stdout[-3000:] + example.stderr[-3000:]
     assert "tokens/s on 2 workers" in example.stdout, example.stdout[-3000:]
+
+
+@pytest.mark.timeout(180)
+def test_elastic_recovery_benchmark_on_loopback(tmp_path):
+    """2 workers through a server on this host: worker 1 killed and started again, the commit-cost segments,
+    the result file and its plot."""
+    out = tmp_path / "elastic.json"
+    done = run_module("benchmarks.elastic_recovery", "--local", "--workers", 2, "--servers", 1, "--kills", 1,
+                      "--segment-steps", 10, "--rounds", 1, "--commit-settings", "none,1,5", "--warmup-s", 2,
+                      "--settle-s", 2, "--timeout", 140, "--output", out, timeout=170)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    (kill,) = result["recovery"]["kills"]
+    assert kill["worker"] == 1 and [s["worker"] for s in kill["survivors"]] == [0]
+    assert kill["survivors"][0]["size_after"] in (1, 2) and kill["restart"]["rank_after"] == 1
+    assert result["launcher_restarts"] == 1
+    assert [c["setting"] for c in result["commit_costs"]] == ["none", "1", "5"]
+    assert all(c["steps"] == 9 for c in result["commit_costs"])
+    assert [c["commits"] for c in result["commit_costs"]] == [0, 10, 2]
+    assert max(result["throughput"]["workers"]) == 2 and sum(result["throughput"]["samples_per_s"]) > 0
+    assert "| kill -9 of worker |" in done.stdout and "batches_per_commit=5" in done.stdout
+    assert out.with_suffix(".png").stat().st_size > 0
