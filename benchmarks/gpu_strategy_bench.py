@@ -12,6 +12,7 @@ Modes, each a fresh job on the first N GPUs of this machine (CUDA_VISIBLE_DEVICE
 
     python3 benchmarks/gpu_strategy_bench.py [--gpus 1 2 4 8] [--models mlp bert] [--modes ...] [--steps 30]
         [--json OUT.json] [--trace-dir DIR]   # a timeline (docs/timeline.md) of the runs through the server
+        [--smoke]                             # tiny models and batches, on the CPU too: a check of this code
 
 Scaling efficiency at N GPUs: the 1-GPU step time of the mode's process model over the N-GPU one (the batch
 per GPU is fixed, so 1.00 is perfect scaling). On one GPU with one process there is nothing to reduce: TF
@@ -30,9 +31,10 @@ import time
 MODES = ("mirrored", "bps", "bps_server", "bps_per_gpu", "bps_per_gpu_server")
 CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # for benchmarks.lib in the runs
 BATCH = {"mlp": 512, "bert": 64}
+SMOKE_BATCH, SMOKE_WIDTH, SMOKE_BERT = 8, 64, dict(hidden=32, heads=2, ffn=64, layers=1)
 
 
-def build_model(name):
+def build_model(name, smoke=False):
     import tensorflow as tf
 
     keras = tf.keras
@@ -40,11 +42,12 @@ def build_model(name):
         inputs = keras.Input((1024,))
         x = inputs
         for _ in range(6):
-            x = keras.layers.Dense(4096, activation="relu")(x)
+            x = keras.layers.Dense(SMOKE_WIDTH if smoke else 4096, activation="relu")(x)
         return keras.Model(inputs, keras.layers.Dense(10)(x))
     from benchmarks.lib import models
 
-    return models.bert(**dict(models.BERT, hidden=512, heads=8, ffn=2048, layers=6))
+    sizes = SMOKE_BERT if smoke else dict(hidden=512, heads=8, ffn=2048, layers=6)
+    return models.bert(**dict(models.BERT, **sizes))
 
 
 def data(name, examples):
@@ -67,10 +70,10 @@ def worker(args):
 
         strategy = BytePSStrategy()
     replicas = strategy.num_replicas_in_sync
-    batch = BATCH[args.model] * replicas
+    batch = (SMOKE_BATCH if args.smoke else BATCH[args.model]) * replicas
     x, y = data(args.model, batch * (args.steps + args.warmup))
     with strategy.scope():
-        model = build_model(args.model)
+        model = build_model(args.model, args.smoke)
         model.compile(optimizer=tf.keras.optimizers.SGD(0.01), jit_compile=False,
                       loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 
@@ -98,7 +101,7 @@ def worker(args):
                    "parameters": int(model.count_params())}, out)
 
 
-def run_mode(mode, model, gpus, steps, warmup, trace_dir=None):
+def run_mode(mode, model, gpus, steps, warmup, trace_dir=None, smoke=False):
     with tempfile.NamedTemporaryFile(suffix=".json") as result:
         # bps_tf from PYTHONPATH, never the directory it starts in, and this checkout after it (benchmarks.lib);
         # the first `gpus` GPUs.
@@ -111,6 +114,7 @@ def run_mode(mode, model, gpus, steps, warmup, trace_dir=None):
                 env.update(BYTEPS_TRACE_ON="1", BYTEPS_TRACE_DIR=os.path.join(trace_dir, f"{model}_{mode}_{gpus}"))
         command = [sys.executable, os.path.abspath(__file__), "--worker", "--mode", mode, "--model", model,
                    "--steps", str(steps), "--warmup", str(warmup), "--json", result.name]
+        command += ["--smoke"] if smoke else []
         if mode != "mirrored":  # a bps_tf job of one worker machine with a CPU server
             local_size = gpus if mode.startswith("bps_per_gpu") else 1
             command = [sys.executable, "-m", "bps_tf.launcher", "--local", "--workers", "1", "--local-size",
@@ -139,6 +143,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--json")
     parser.add_argument("--trace-dir")
+    parser.add_argument("--smoke", action="store_true", help="tiny models and batches (runs on the CPU too)")
     args = parser.parse_args()
     if args.worker:
         return worker(args)
@@ -150,7 +155,7 @@ def main():
             for mode in args.modes:
                 if gpus == 1 and mode.startswith("bps_per_gpu"):
                     continue
-                result = run_mode(mode, model, gpus, args.steps, args.warmup, args.trace_dir)
+                result = run_mode(mode, model, gpus, args.steps, args.warmup, args.trace_dir, args.smoke)
                 ms = medians[model, gpus, mode] = statistics.median(result["ms_per_step"])
                 rows.append(dict(model=model, gpus=gpus, mode=mode, **result))
                 mirrored = medians.get((model, gpus, "mirrored"))

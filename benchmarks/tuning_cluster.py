@@ -30,13 +30,19 @@ VARIANTS = {
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_training_arguments(parser)
+    numbered = "; ".join(f"{i}: {name}" for i, name in enumerate(VARIANTS))
+    parser.add_argument("--variants", help=f"only these variants, comma-separated numbers ({numbered}); the first "
+                                           "of them runs again last (default: all)")
     return parser.parse_args()
 
 
 def main():
     args = parse_args()
     runs = []
-    names = list(VARIANTS) + [next(iter(VARIANTS))]  # defaults again last: the run-to-run drift
+    names = list(VARIANTS)
+    if args.variants:
+        names = [names[int(i)] for i in args.variants.split(",")]
+    names.append(names[0])  # the first (the defaults) again last: the run-to-run drift
     with EmulatedCluster(cluster_job.hosts_for(args.workers, args.servers), args.rate) as cluster:
         for model in args.models.split(","):
             batch = args.batch_bert if model == "bert" else args.batch_mlp

@@ -154,3 +154,186 @@ def test_elastic_recovery_benchmark_on_loopback(tmp_path):
     assert max(result["throughput"]["workers"]) == 2 and sum(result["throughput"]["samples_per_s"]) > 0
     assert "| kill -9 of worker |" in done.stdout and "batches_per_commit=5" in done.stdout
     assert out.with_suffix(".png").stat().st_size > 0
+    out.with_suffix(".png").unlink()  # the plot again from the result file alone, as benchmarks/README.md says
+    plotted = run_module("benchmarks.report.elastic_plots", out, timeout=60)
+    assert plotted.returncode == 0, plotted.stderr[-3000:]
+    assert out.with_suffix(".png").stat().st_size > 0 and "wrote" in plotted.stdout
+
+
+def plot(folder):
+    """benchmarks.report.plots over `folder`: a PNG next to each of its result files."""
+    plotted = run_module("benchmarks.report.plots", folder, timeout=60)
+    assert plotted.returncode == 0, plotted.stderr[-3000:]
+
+
+def crossed_the_link(run):
+    """Whether worker 0's link carried about its gradients each step (a ring of 2 sends M, a push M)."""
+    return run["sent_bytes_per_step"] > 0.9 * run["gradient_bytes"]
+
+
+@pytest.mark.skipif(not can_make_namespaces, reason="needs root, ip and tc")
+@pytest.mark.timeout(120)
+def test_train_cluster_benchmark_table_and_plot(tmp_path):
+    """Keras fit of the small MLP, 2 steps after 1, under MWMS and BytePSStrategy: 2 workers, 1 server."""
+    out = tmp_path / "train.json"
+    done = run_module("benchmarks.train_cluster", "--workers", 2, "--servers", 1, "--rate", "1gbit", "--models",
+                      "mlp-small", "--batch-mlp", 8, "--strategies", "mwms,bps", "--steps", 2, "--warmup", 1,
+                      "--output", out, timeout=110)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert [r["variant"] for r in result["runs"]] == ["mwms", "bps"]
+    for run in result["runs"]:
+        assert len(run["step_s"]) == 2 and run["median_step_s"] > 0 and run["samples_per_s"] > 0, run
+        assert run["global_batch"] == 16 and crossed_the_link(run), run
+    assert "| mlp-small | BytePSStrategy | 8.4 |" in done.stdout, done.stdout[-3000:]
+    plot(tmp_path)
+    assert out.with_suffix(".png").stat().st_size > 0
+
+
+@pytest.mark.skipif(not can_make_namespaces, reason="needs root, ip and tc")
+@pytest.mark.timeout(120)
+def test_tuning_cluster_benchmark_variants_and_plot(tmp_path):
+    """The defaults and "no priority" (the command's own replacement of the priorities), then the defaults
+    again: 2 workers, 1 server, the small MLP."""
+    out = tmp_path / "tuning.json"
+    done = run_module("benchmarks.tuning_cluster", "--workers", 2, "--servers", 1, "--rate", "1gbit", "--models",
+                      "mlp-small", "--batch-mlp", 8, "--variants", "0,2", "--steps", 2, "--warmup", 1,
+                      "--output", out, timeout=110)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    runs = json.loads(out.read_text())["runs"]
+    defaults = "defaults (priority, credit auto, 4 MB partitions)"
+    assert [(r["variant"], r["no_priority"]) for r in runs] == [(defaults, False), ("no priority", True),
+                                                                (defaults, False)]
+    assert all(r["median_step_s"] > 0 and crossed_the_link(r) for r in runs), runs
+    assert "| mlp-small | no priority |" in done.stdout, done.stdout[-3000:]
+    plot(tmp_path)
+    assert out.with_suffix(".png").stat().st_size > 0
+
+
+@pytest.mark.skipif(not can_make_namespaces, reason="needs root, ip and tc")
+@pytest.mark.timeout(60)
+def test_link_trace_benchmark_and_plot(tmp_path):
+    """Two push_pulls of 8 MiB: the worker host's link sends them at about the link's rate. (With 1 worker the
+    server's replies are echoes without payload in the current core, so the worker's link receives no sums.)"""
+    out = tmp_path / "link_trace.json"
+    done = run_module("benchmarks.link_trace", "--rate", "1gbit", "--bytes", 8 << 20, "--rounds", 2, "--output", out,
+                      timeout=50)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    samples = result["samples"]
+    since = [b["t_s"] - a["t_s"] for a, b in zip([{"t_s": 0.0}] + samples, samples)]
+    sent_mb = sum(r["sent_mb_s"] * s for r, s in zip(samples, since))
+    assert 0.95 * 2 * 8.39 < sent_mb < 1.5 * 2 * 8.39, sent_mb
+    assert result["busy_intervals"] >= 5 and max(r["sent_mb_s"] for r in samples) > 50, result["busy_intervals"]
+    assert f"{result['busy_intervals']} busy intervals of 10 ms" in done.stdout
+    plot(tmp_path)
+    assert out.with_suffix(".png").stat().st_size > 0
+
+
+@pytest.mark.timeout(90)
+def test_allocator_faults_benchmark_smoke(tmp_path):
+    out = tmp_path / "allocator_faults.json"
+    done = run_module("benchmarks.allocator_faults", "--smoke", "--repeats", 1, "--json", out, timeout=80)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["onednn"], r["bfc"]) for r in rows] == [(True, True), (True, False), (False, True), (False, False)]
+    assert all(r["ms_per_step"] > 0 and r["faults_per_step"] >= 0 for r in rows), rows
+    assert "| off | false |" in done.stdout, done.stdout
+
+
+@pytest.mark.skipif(not can_make_namespaces, reason="needs root, ip and tc")
+@pytest.mark.timeout(90)
+def test_step_model_validation_benchmark_refit_and_plot(tmp_path):
+    """2 workers and 2 servers at 1 Gbit/s (every case a calibration case), then the fit again with --from."""
+    out = tmp_path / "step_model_validation.json"
+    done = run_module("benchmarks.step_model_validation", "--configs", "2x2", "--rates", "1gbit", "--output", out,
+                      timeout=80)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    (config,) = result["configs"]
+    measured = config["rates"]["1gbit"]
+    assert measured["goodput_bytes_s"] > 50e6 and config["emulation"]["message_s"] > 0
+    assert set(measured["cases"]) == {f"single{n}" for n in (4096, 1 << 20, 4 << 20, 16 << 20, 64 << 20)} | {
+        "bert_like"}
+    assert 0.5 < result["goodput_fraction"]["1gbit"] < 1.05 and result["fitted"]["duplex_fraction"] > 0
+    assert len(result["points"]) == 5 and all(p["calibration"] and p["predicted_s"] > 0 for p in result["points"])
+    assert result["summary"]["predicted"] == 0 and "predicted cases: 0 of 0" in done.stdout
+    again = tmp_path / "again" / "step_model_validation.json"
+    refit = run_module("benchmarks.step_model_validation", "--from", out, "--output", again, timeout=60)
+    assert refit.returncode == 0, refit.stderr[-3000:]
+    assert json.loads(again.read_text())["fitted"] == pytest.approx(result["fitted"])
+    plot(tmp_path)
+    assert out.with_suffix(".png").stat().st_size > 0
+
+
+@pytest.mark.skipif(not can_make_namespaces, reason="needs root, ip and tc")
+@pytest.mark.timeout(90)
+def test_step_model_training_benchmark_with_the_recorded_calibration(tmp_path):
+    """2 workers at 1 Gbit/s, the small MLP for 2 steps after 1, calibrated by docs/performance's validation run;
+    then its plot beside that run's."""
+    recorded = REPO_ROOT / "docs" / "performance" / "step_model_validation.json"
+    folder = tmp_path / "performance"
+    folder.mkdir()
+    shutil.copy(recorded, folder)
+    out = folder / "step_model_training.json"
+    done = run_module("benchmarks.step_model_training", "--workers", 2, "--rates", "1gbit", "--batch", 8, "--steps", 2,
+                      "--warmup", 1, "--calibration", recorded, "--output", out, timeout=80)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (point,) = json.loads(out.read_text())["points"]
+    assert (point["workers"], point["servers"], point["rate"], point["case"]) == (2, 2, "1gbit", "mlp-small")
+    assert point["lockstep_s"] > 0 and point["communication_s"] > 0 and point["measured_s"] > 0
+    assert point["predicted_s"] > point["lockstep_s"] and point["goodput_bytes_s"] > 50e6
+    assert crossed_the_link(point["runs"]["bps"]) and point["runs"]["lockstep"]["sent_bytes_per_step"] < 1e6
+    assert "2 workers 1gbit: lockstep" in done.stdout
+    plot(folder)
+    assert (folder / "step_model_validation.png").stat().st_size > 0
+
+
+@pytest.mark.timeout(60)
+def test_scaling_predictions_and_plot(tmp_path):
+    from benchmarks.scaling_predictions import GPUS, SENSITIVITY
+
+    out = tmp_path / "scaling_predictions.json"
+    done = run_module("benchmarks.scaling_predictions", "--output", out, timeout=50)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert len(result["rows"]) == 2 * 2 * 2 * len(GPUS)  # 2 models, 2 links, with and without XLA
+    assert [r["change"] for r in result["sensitivity"]] == list(SENSITIVITY)
+    for r in result["rows"] + result["sensitivity"]:
+        assert 0 < r["bps_efficiency"] <= 1 and 0 < r["ring_efficiency"] <= 1 and r["bps_communication_s"] > 0, r
+    assert "256 GPUs, BERT-large, 100 Gbit/s, as predicted" in done.stdout
+    plot(tmp_path)
+    assert out.with_suffix(".png").stat().st_size > 0
+
+
+@pytest.mark.timeout(120)
+def test_gpu_strategy_bench_smoke_on_the_cpu(tmp_path):
+    """Its --smoke models on the CPU (no GPU here): MirroredStrategy, and BytePSStrategy through a server in a
+    bps_tf job of its own; what it measures needs a GPU machine (docs/gpu.md)."""
+    out = tmp_path / "strategy_bench.json"
+    done = run_module("benchmarks.gpu_strategy_bench", "--smoke", "--gpus", 1, "--models", "mlp", "--modes",
+                      "mirrored", "bps_server", "--steps", 3, "--warmup", 1, "--json", out, timeout=110)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    assert [(r["mode"], r["gpus"], r["replicas"]) for r in rows] == [("mirrored", 1, 1), ("bps_server", 1, 1)]
+    assert all(len(r["ms_per_step"]) == 3 and min(r["ms_per_step"]) > 0 and r["parameters"] > 0 for r in rows)
+    assert "| mlp | 0.1M | 1 | bps_server |" in done.stdout, done.stdout
+
+
+@pytest.mark.timeout(60)
+def test_gpu_compute_step_arguments_and_timing(tmp_path):
+    """Its steps need PyTorch or JAX on a GPU: here its arguments, its timing loop, and a case that cannot run
+    recorded in its result file (the others would still run)."""
+    from benchmarks.gpu_compute_step import time_steps
+
+    calls = []
+    seconds = time_steps(lambda: calls.append("step"), lambda: calls.append("sync"), steps=3, warmup=2)
+    assert calls == ["step", "step", "sync"] + ["step", "sync"] * 3 and len(seconds) == 3
+    assert all(s >= 0 for s in seconds)
+    usage = run_module("benchmarks.gpu_compute_step", "--help", timeout=30)
+    assert usage.returncode == 0 and "--cases" in usage.stdout, usage.stderr[-3000:]
+    out = tmp_path / "compute_step.json"
+    failed = run_module("benchmarks.gpu_compute_step", "--cases", "bert_large/none", "--json", out, timeout=30)
+    assert failed.returncode == 1, failed.stderr[-3000:]
+    (row,) = json.loads(out.read_text())["runs"]
+    assert row["model"] == "bert_large" and row["framework"] == "none" and "KeyError" in row["error"]
