@@ -13,6 +13,8 @@ Setups, each a fresh job on the first N GPUs (CUDA_VISIBLE_DEVICES):
   bps_shared       2 worker machines sharing the GPUs through a CPU server (2N processes, XLA)
   bps_one_process  BytePSStrategy, one process driving the N GPUs (XLA needs one GPU per process: off)
   horovod          bps_tf.keras's DistributedOptimizer (the Horovod API), one process per GPU, XLA
+A setup may carry settings for its processes as SETUP@NAME=VALUE[@NAME=VALUE...], e.g.
+bps_shared@BYTEPS_PARTITION_BYTES=8388608, so that variants are compared in the same run.
 
     python -m benchmarks.synthetic_benchmark [--models resnet50 bert mlp] [--precisions float32 mixed_float16]
         [--gpus 1] [--setups ...] [--steps 30] [--rounds 3] [--json OUT.json] [--smoke]
@@ -28,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 
-from benchmarks.lib.processes import benchmark_env
+from benchmarks.lib.processes import benchmark_env, parse_env_items
 from benchmarks.lib.results import describe_machine, save_result
 
 SETUPS = ("keras", "keras_nojit", "mirrored", "bps", "bps_nojit", "bps_server", "bps_shared", "bps_one_process",
@@ -54,25 +56,34 @@ def command_of(setup, gpus, worker_args):
             "--output-ranks", "0", "--"] + worker, env
 
 
-def run_setup(setup, model, precision, gpus, args):
+def parse_setup(spelling):
+    """'bps_shared@NAME=VALUE' -> ('bps_shared', {NAME: VALUE}); refuses setups it does not know."""
+    setup, *settings = spelling.split("@")
+    if setup not in SETUPS:
+        raise argparse.ArgumentTypeError(f"unknown setup {setup!r}: one of {', '.join(SETUPS)}")
+    return setup, parse_env_items(settings)
+
+
+def run_setup(spelling, model, precision, gpus, args):
+    setup, settings = parse_setup(spelling)
     jit = "false" if setup.endswith("nojit") else "auto"
     with tempfile.TemporaryDirectory(prefix="bps_tf_synthetic_") as out:
         worker_args = ["--model", model, "--precision", precision, "--steps", str(args.steps), "--rounds",
                        str(args.rounds), "--jit", jit, "--out", out] + (["--smoke"] if args.smoke else [])
         command, extra = command_of(setup, gpus, worker_args)
         devices = "" if args.smoke else ",".join(map(str, range(1 if setup.startswith("keras") else gpus)))
-        env = benchmark_env({"CUDA_VISIBLE_DEVICES": devices, "NCCL_NVLS_ENABLE": "0", **extra})
+        env = benchmark_env({"CUDA_VISIBLE_DEVICES": devices, "NCCL_NVLS_ENABLE": "0", **extra, **settings})
         if os.environ.get("PYTHONPATH"):  # a bps_tf placed first (the CUDA build), then the checkout's;
             # PYTHONSAFEPATH keeps `python -m` from putting the checkout (its bps_tf unbuilt) before it
             env.update(PYTHONPATH=os.environ["PYTHONPATH"] + os.pathsep + env["PYTHONPATH"], PYTHONSAFEPATH="1")
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
         if done.returncode != 0:
-            raise SystemExit(f"{setup} {model} {precision} on {gpus} GPUs failed:\n{done.stdout[-4000:]}\n"
+            raise SystemExit(f"{spelling} {model} {precision} on {gpus} GPUs failed:\n{done.stdout[-4000:]}\n"
                              f"{done.stderr[-4000:]}")
         processes = [json.load(open(os.path.join(out, name))) for name in sorted(os.listdir(out))]
     best = [max(p["rates"]) for p in processes]
     first = processes[0]
-    return dict(setup=setup, model=model, precision=precision, gpus=gpus, processes=len(processes),
+    return dict(setup=spelling, model=model, precision=precision, gpus=gpus, processes=len(processes),
                 unit=first["unit"], total_rate=sum(best), per_process_rate=best, ms_per_step=min(first["ms_per_step"]),
                 jit_compile=first["jit_compile"], parameters=first["parameters"], rounds=[p["rates"] for p in processes])
 
@@ -83,29 +94,35 @@ def main():
                         choices=["resnet50", "bert", "mlp"])
     parser.add_argument("--precisions", nargs="+", default=["float32", "mixed_float16"])
     parser.add_argument("--gpus", type=int, default=1)
-    parser.add_argument("--setups", nargs="+", default=list(SETUPS), choices=SETUPS)
+    parser.add_argument("--setups", nargs="+", default=list(SETUPS), help="SETUP[@NAME=VALUE...] (above)")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--timeout", type=int, default=900, help="seconds for one setup's job")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--json")
     args = parser.parse_args()
+    for spelling in args.setups:
+        try:
+            parse_setup(spelling)
+        except (argparse.ArgumentTypeError, SystemExit) as refused:
+            parser.error(str(refused))
     rows, baseline = [], {}
     print("| model | precision | setup | GPUs | processes | XLA | rate | ms/step | vs plain Keras x GPUs |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for model in args.models:
         for precision in args.precisions:
-            for setup in args.setups:
+            for spelling in args.setups:
+                setup = parse_setup(spelling)[0]
                 if setup == "bps_one_process" and args.gpus == 1:
                     continue  # the same job as bps
-                row = run_setup(setup, model, precision, args.gpus, args)
-                if setup == "keras":
+                row = run_setup(spelling, model, precision, args.gpus, args)
+                if spelling == "keras":
                     baseline[model, precision] = row["total_rate"]
                 reference = baseline.get((model, precision))
                 row["efficiency"] = row["total_rate"] / (reference * args.gpus) if reference else None
                 rows.append(row)
                 efficiency = "-" if row["efficiency"] is None else f"{row['efficiency']:.2f}"
-                print(f"| {model} | {precision} | {setup} | {args.gpus} | {row['processes']} | "
+                print(f"| {model} | {precision} | {spelling} | {args.gpus} | {row['processes']} | "
                       f"{'yes' if row['jit_compile'] else 'no'} | {row['total_rate']:.0f} {row['unit']} | "
                       f"{row['ms_per_step']:.1f} | {efficiency} |", flush=True)
     save_result(args.json, {"command": sys.argv, "machine": describe_machine(), "rows": rows})
