@@ -68,9 +68,10 @@ def assert_job_ok(result, workers, marker):
 class ManualJob:
     """Scheduler and servers started through `bpslaunch` in cluster mode (the role runs inside that process);
     workers started directly, so that killing one kills the training process itself. Each process's output
-    goes to a file (never a pipe that could fill up and block it)."""
+    goes to a file (never a pipe that could fill up and block it). `before_the_others(job)`, if given, runs once
+    the scheduler was started, before any server or worker is."""
 
-    def __init__(self, workers, servers, script, *args, **env):
+    def __init__(self, workers, servers, script, *args, before_the_others=None, **env):
         self.workers, self.servers = workers, servers
         self.base = dict(DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=free_port(),
                          DMLC_NUM_WORKER=workers, DMLC_NUM_SERVER=servers, DMLC_NODE_HOST="127.0.0.1",
@@ -80,6 +81,12 @@ class ManualJob:
         self._outputs = {}
         self._directory = tempfile.TemporaryDirectory(prefix="bps_tf_job_")
         self._start("scheduler", [])
+        if before_the_others is not None:
+            try:
+                before_the_others(self)
+            except BaseException:
+                self.close()
+                raise
         for s in range(servers):
             self._start(f"server{s}", [])
         for w in range(workers):

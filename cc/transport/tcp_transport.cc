@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <list>
 #include <map>
 #include <mutex>
 #include <set>
@@ -26,10 +27,16 @@ namespace {
 
 // At most this many connections authenticate at once. When all places are taken, a new connection takes
 // the place of the one that has waited longest, once that one has had kHandshakeGraceS to finish (a member
-// answers within a round trip); otherwise the new one is refused and its sender retries. So strangers that
-// hold connections open never keep a member out for longer than a retry.
+// answers within a round trip); otherwise the new one is turned away and its sender tries again after
+// kTurnedAwayPauseMs. Strangers that hold every place and open a connection again whenever one is closed
+// make the listener turn away thousands of connections a second, but a place still comes free every
+// kHandshakeGraceS / kMaxPendingHandshakes (0.4 ms): a member trying 50 times a second gets one within a
+// fraction of a second. With a grace of half a second and a member's pause of 200 ms, such strangers kept
+// members out for up to 10 s (StrangersReopeningEveryClosedConnectionKeepNoMemberOut).
 constexpr size_t kMaxPendingHandshakes = 128;
-constexpr double kHandshakeGraceS = 0.5;
+constexpr double kHandshakeGraceS = 0.05;
+constexpr int kTurnedAwayPauseMs = 20;
+constexpr int kNoListenerPauseMs = 200;
 constexpr double kHeartbeatMaxIntervalS = 5;
 constexpr double kTickS = 0.1;
 
@@ -62,6 +69,7 @@ class TcpTransport : public Transport, private FrameReader::Sink {
     bool other_host = false;
     std::unique_ptr<ServerHandshake> handshake;  // while an accepted connection authenticates
     double handshake_started = 0;
+    std::list<Connection*>::iterator in_handshakes;  // its place in handshakes_, while it authenticates
     FrameReader reader;
     FrameWriter writer;
     double last_heard = 0;   // anything arrived
@@ -73,8 +81,10 @@ class TcpTransport : public Transport, private FrameReader::Sink {
   void RunCommands();
   void Tick(double now);
   void Accept();
-  // Closes the pending handshake that has waited longest, if it has had its grace; false if none has.
+  // Closes the pending handshake that has waited longest, if it has had its grace, after taking what it sent
+  // (a proof that arrived completes it instead); false if none has had its grace.
   bool MakeRoomForHandshake(double now);
+  void Evict(Connection* longest);
   void OnHandshakeBytes(Connection* c);
   void OnReadable(Connection* c);
   void Flush(Connection* c);
@@ -102,7 +112,7 @@ class TcpTransport : public Transport, private FrameReader::Sink {
   std::map<PeerId, Connection*> peers_;
   std::set<Connection*> dirty_;  // queued frames to write after the current commands
   Connection* current_ = nullptr;
-  size_t pending_handshakes_ = 0;
+  std::list<Connection*> handshakes_;  // accepted connections that authenticate, the longest-waiting first
   PeerId next_peer_ = 0;
   ThrottledLog rejections_{"connections turned away"};
   double closing_deadline_ = -1;  // set by Shutdown: flush until then, then close
@@ -233,7 +243,7 @@ void TcpTransport::Accept() {
     }
     const std::string name = Describe(peer);
     const double now = NowSeconds();
-    const bool full = pending_handshakes_ >= kMaxPendingHandshakes && !MakeRoomForHandshake(now);
+    const bool full = handshakes_.size() >= kMaxPendingHandshakes && !MakeRoomForHandshake(now);
     if (loop_.stopping() || full) {
       rejections_.Warn("turned away a connection from " + name + ": " +
                        (loop_.stopping() ? "shutting down" : "too many connections are authenticating at once"));
@@ -260,22 +270,32 @@ void TcpTransport::Accept() {
       close(fd);
       continue;
     }
-    ++pending_handshakes_;
+    c->in_handshakes = handshakes_.insert(handshakes_.end(), c.get());
     connections_[fd] = std::move(c);
   }
 }
 
 bool TcpTransport::MakeRoomForHandshake(double now) {
-  Connection* longest = nullptr;
-  for (auto& entry : connections_) {
-    Connection* c = entry.second.get();
-    if (c->handshake && (longest == nullptr || c->handshake_started < longest->handshake_started)) longest = c;
+  while (!handshakes_.empty()) {
+    Connection* longest = handshakes_.front();
+    if (now - longest->handshake_started < kHandshakeGraceS) return false;
+    // Its proof may have arrived unread: take it first.
+    const int fd = longest->fd;
+    OnHandshakeBytes(longest);
+    auto it = connections_.find(fd);
+    if (it != connections_.end() && it->second.get() == longest && longest->handshake) {
+      Evict(longest);
+      return true;
+    }
+    if (handshakes_.size() < kMaxPendingHandshakes) return true;
   }
-  if (longest == nullptr || now - longest->handshake_started < kHandshakeGraceS) return false;
+  return true;
+}
+
+void TcpTransport::Evict(Connection* longest) {
   rejections_.Warn("turned away a connection from " + longest->name + ": it did not complete the handshake, and "
                    "a newer connection needed its place");
   Close(longest, DeadlineExceeded("handshake not completed"));
-  return true;
 }
 
 void TcpTransport::OnHandshakeBytes(Connection* c) {
@@ -294,8 +314,8 @@ void TcpTransport::OnHandshakeBytes(Connection* c) {
       if (send(c->fd, reply.data(), reply.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(reply.size())) {
         return Close(c, Unavailable("closed during the handshake"));
       }
+      handshakes_.erase(c->in_handshakes);
       c->handshake.reset();
-      --pending_handshakes_;
       Open(c);
   }
 }
@@ -363,7 +383,10 @@ StatusOr<PeerId> TcpTransport::Connect(const std::string& address, double timeou
     // Not a member of this job: trying again will not change that.
     if (step.code() == Code::kUnauthenticated) return Unauthenticated(address + ": " + step.message());
     last = step;
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int>(200, deadline.remaining() * 1000)));
+    // Turned away by a listener whose places for handshakes were all taken: another attempt may get one. No
+    // listener yet: it is still starting.
+    const int pause_ms = rc == 0 ? kTurnedAwayPauseMs : kNoListenerPauseMs;
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int>(pause_ms, deadline.remaining() * 1000)));
   }
   return Unavailable("cannot connect to " + address + " within " + std::to_string(static_cast<int>(timeout_s)) +
                      " s (last error: " + last.message() + "). Is the process there running?");
@@ -423,7 +446,7 @@ void TcpTransport::Close(Connection* c, const Status& why) {
   loop_.AssertOnThread();
   loop_.Unwatch(c->fd);
   close(c->fd);
-  if (c->handshake) --pending_handshakes_;
+  if (c->handshake) handshakes_.erase(c->in_handshakes);
   c->writer.FailAll(why);
   dirty_.erase(c);
   const PeerId id = c->id;

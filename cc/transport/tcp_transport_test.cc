@@ -6,9 +6,11 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <random>
@@ -203,6 +205,69 @@ TEST_F(TcpTransportTest, StrangersHoldingEveryHandshakePlaceKeepNoMemberOut) {
     EXPECT_GT(deadline.remaining(), 8) << "a member must get in within 2 s whatever strangers hold";
   }
   for (int fd : strangers) close(fd);
+}
+
+// Strangers holding `count` connections to `address`, each opened again as soon as the server closes it, until
+// destroyed: with more of them than places for handshakes, they take every place all the time.
+class ReopeningStrangers {
+ public:
+  ReopeningStrangers(const std::string& address, int count) {
+    auto parsed = ParseHostPort(address).value();
+    address_.sin_family = AF_INET;
+    address_.sin_port = htons(static_cast<uint16_t>(parsed.port));
+    inet_pton(AF_INET, parsed.host.c_str(), &address_.sin_addr);
+    for (int i = 0; i < count; ++i) fds_.push_back(Open());
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~ReopeningStrangers() {
+    stop_ = true;
+    thread_.join();
+    for (int fd : fds_) close(fd);
+  }
+  long reopened() const { return reopened_; }
+
+ private:
+  int Open() {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    int rc = connect(fd, reinterpret_cast<const sockaddr*>(&address_), sizeof(address_));
+    (void)rc;  // in progress; a failure shows as the connection's end
+    return fd;
+  }
+  void Run() {
+    std::vector<pollfd> polls(fds_.size());
+    while (!stop_) {
+      for (size_t i = 0; i < fds_.size(); ++i) polls[i] = {fds_[i], POLLIN, 0};
+      poll(polls.data(), polls.size(), 10);
+      for (size_t i = 0; i < fds_.size(); ++i) {
+        if (polls[i].revents == 0) continue;
+        char bytes[64];
+        ssize_t n = recv(fds_[i], bytes, sizeof(bytes), MSG_DONTWAIT);  // the hello, or the end
+        if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) continue;
+        close(fds_[i]);
+        fds_[i] = Open();
+        ++reopened_;
+      }
+    }
+  }
+
+  sockaddr_in address_{};
+  std::vector<int> fds_;
+  std::atomic<bool> stop_{false};
+  std::atomic<long> reopened_{0};
+  std::thread thread_;
+};
+
+TEST_F(TcpTransportTest, StrangersReopeningEveryClosedConnectionKeepNoMemberOut) {
+  // Four times as many strangers as places, each back as soon as the server closed it: the server turns
+  // away thousands of connections a second, and every place is taken whenever a member arrives.
+  ReopeningStrangers strangers(address_, 500);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  for (int round = 0; round < 10; ++round) {
+    Deadline deadline(10);
+    ExpectStillServing();
+    EXPECT_GT(deadline.remaining(), 8) << "a member must get in within 2 s whatever strangers hold";
+  }
+  EXPECT_GT(strangers.reopened(), 1000) << "the strangers did not keep every place taken";
 }
 
 TEST_F(TcpTransportTest, AFrozenPeerIsReportedLostAfterTheLivenessTimeout) {

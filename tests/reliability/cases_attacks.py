@@ -110,6 +110,17 @@ def idle_connections(job, ports, secret):
     return f"{len(sockets)} connections that never prove anything: job went on"
 
 
+def reopening_strangers(job, ports, secret):
+    """More strangers than places for unproven connections at two ports, each back as soon as it is closed."""
+    targets = [ports["scheduler"], ports["server0"]]
+    with attacks.Strangers(targets, 2000) as strangers:
+        strangers.wait_until_each_was_open()
+        time.sleep(0.5)
+        slowest = max(attacks.member_handshake_seconds(port, secret) for port in targets)
+    line = f"a member in after {slowest:.2f} s at most; {strangers.closed} strangers' connections closed"
+    return line if slowest < 2 else "NOT within 2 s: " + line
+
+
 def ucx_listener_bytes():
     """UCX's own connection manager on the scheduler's port (BYTEPS_TRANSPORT=ucx)."""
     def attack(job, ports, secret):
@@ -142,6 +153,9 @@ CASES = [
          against_a_running_job(orders_from_a_member)),
     Case("attack", "210 connections that never complete the handshake", "dropped after 3 s; the job goes on",
          against_a_running_job(idle_connections)),
+    Case("attack", "1000 strangers at the scheduler's port and 1000 at a server's (silent, one byte, garbage), each "
+         "connection opened again as soon as it is closed", "a member gets in within 2 s at each; the job goes on",
+         against_a_running_job(reopening_strangers)),
     Case("attack", "1000 zero bytes to the scheduler of a UCX job (BYTEPS_TRANSPORT=ucx)",
          "UCX's own connection manager aborts the process: UCX jobs belong on trusted fabrics (docs/security.md)",
          against_a_running_job(ucx_listener_bytes(), transport="ucx")),
