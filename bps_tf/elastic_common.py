@@ -13,7 +13,9 @@ takes it in. The framework's State classes live in bps_tf.tensorflow.elastic and
 
 import copy
 import functools
+import gc
 import sys
+import threading
 import time
 import weakref
 
@@ -215,6 +217,16 @@ class ObjectState(State):
             setattr(self, attr, copy.deepcopy(value))
 
 
+def _collect_interrupted_attempt():
+    """The interrupted call's objects are garbage in reference cycles (its frames, held by the exception's
+    traceback), among them the tf.data iterator of an interrupted Keras fit, whose destruction waits for
+    tf.data's autotuning thread: up to seconds after a long fit (the longer the fit, the longer the wait). A
+    collection on the training thread would stall it there at some later point, in the middle of a
+    collective the other workers wait for; collected on a thread of its own, the wait holds up nobody
+    (TensorFlow releases the GIL meanwhile, and Python runs no other collection until it is done)."""
+    threading.Thread(target=gc.collect, name="bps_tf.elastic.collect", daemon=True).start()
+
+
 def run_fn(func, reset_fn=reset):
     """`func(state, ...)` run elastically: on a change of the job's workers it restores the last commit (a
     lost worker), starts the next generation (`reset_fn`), runs the reset callbacks, synchronises the state
@@ -253,6 +265,7 @@ def run_fn(func, reset_fn=reset):
             except HostsUpdatedInterrupt as interrupt:
                 changed_at = time.monotonic()
                 skip_sync = interrupt.skip_sync
+            _collect_interrupted_attempt()
             reset_fn()
             _meeting_points += 1
             state.on_reset()
