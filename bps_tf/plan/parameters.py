@@ -47,7 +47,7 @@ SOURCES = {
     "min_spread_bytes": "the partition planner's smallest piece when it spreads a tensor (cc/ps/partition_planner.h)",
     "sum_bytes_per_s": "one server thread summing float16 into float32, 64 MB (memory-bound): 5.22 GB/s when the "
                        "constant was set; the recorded run of cpu_reducer_bench on this machine, "
-                       "performance/server_sum_rate.jsonl, gives 4.9 (float32: 10.4)",
+                       "performance/server_sum_rate.jsonl, gives 7.3 (float32: 10.0); runs vary, 4.9 in another",
     "sum_threads": "BYTEPS_SERVER_ENGINE_THREAD's default",
     "nccl_bus_bytes_per_s": "NCCL reduce-scatter + all-gather of 256 MiB on 2 H200s in 1.120 ms: 2 x (1/2) x 256 MiB "
                             "per GPU (docs/gpu.md, gpu/gpu_bench.jsonl)",
