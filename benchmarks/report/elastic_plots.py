@@ -1,5 +1,6 @@
 """The plot of an elastic recovery result (benchmarks/elastic_recovery.py), written next to its JSON: the job's
-throughput over time with each kill and rejoin marked, and the step time under each commit setting.
+throughput over time with each kill and rejoin marked, what follows each kill (the survivors' next steps, the
+restarted worker's start, join and first step), and the step time under each commit setting.
 
 python -m benchmarks.report.elastic_plots docs/performance/elastic_recovery_w4_s4_1gbit.json
 """
@@ -49,6 +50,31 @@ def plot_series(result, axes, sizes):
                    f"{recovery['median_next_step_s']:.2f} s", fontsize=9)
 
 
+def plot_recoveries(result, axes):
+    """One row per kill, seconds from the kill: each survivor's next completed step, and when the restarted
+    worker's process was up, had joined and took its first step with the others."""
+    kills = result["recovery"]["kills"]
+    marks = (("process_started_s", "restarted process up", "C7", "|"), ("joined_s", "restarted worker joined", "C1", "x"),
+             ("first_step_s", "first step with every worker", "C2", "D"))
+    for row, kill in enumerate(kills):
+        steps = [s["next_step_s"] for s in kill["survivors"] if s["next_step_s"] is not None]
+        axes.scatter(steps, [row] * len(steps), color="C3", marker="o", s=18, zorder=3,
+                     label="a survivor's next step" if row == 0 else None)
+        for key, label, color, marker in marks:
+            value = kill["restart"].get(key)
+            if value is not None:
+                axes.scatter([value], [row], color=color, marker=marker, s=28, zorder=3,
+                             label=label if row == 0 else None)
+        if steps:
+            axes.text(max(steps), row + 0.22, f"{max(steps):.2f} s", color="C3", fontsize=7)
+    axes.set_yticks(range(len(kills)), [f"kill -9 of w{k['worker']}" for k in kills], fontsize=7)
+    axes.set_ylim(len(kills) - 0.5, -0.7)
+    axes.set_xlim(left=0)
+    axes.set_xlabel("seconds after the kill", fontsize=8)
+    axes.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2)
+    axes.set_title("after each kill", fontsize=9)
+
+
 def plot_commits(result, axes):
     costs = [c for c in result["commit_costs"] if c["mean_step_s"] is not None]
     labels = ["no elastic\ncallbacks" if c["setting"] == "none" else f"every {c['setting']}\nbatch(es)"
@@ -69,13 +95,14 @@ def plot_file(path):
     """Writes PATH with .png for the result at PATH; returns the PNG's path."""
     path = Path(path)
     result = json.loads(path.read_text())
-    figure = plt.figure(figsize=(14, 5.5), layout="constrained")
-    grid = figure.add_gridspec(2, 2, width_ratios=[3, 1], height_ratios=[4, 1])
+    figure = plt.figure(figsize=(17, 5.5), layout="constrained")
+    grid = figure.add_gridspec(2, 3, width_ratios=[3, 1.2, 1], height_ratios=[4, 1])
     series = figure.add_subplot(grid[0, 0])
     sizes = figure.add_subplot(grid[1, 0], sharex=series)
     series.tick_params(labelbottom=False)
     plot_series(result, series, sizes)
-    plot_commits(result, figure.add_subplot(grid[:, 1]))
+    plot_recoveries(result, figure.add_subplot(grid[:, 1]))
+    plot_commits(result, figure.add_subplot(grid[:, 2]))
     out = path.with_suffix(".png")
     figure.savefig(out, dpi=100)
     plt.close(figure)
