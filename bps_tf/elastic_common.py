@@ -13,9 +13,7 @@ takes it in. The framework's State classes live in bps_tf.tensorflow.elastic and
 
 import copy
 import functools
-import gc
 import sys
-import threading
 import time
 import weakref
 
@@ -24,6 +22,7 @@ import numpy as np
 import bps_tf.numpy as bps_numpy
 from bps_tf import process, process_sets
 from bps_tf._native import load_core
+from bps_tf.elastic_collection import DeferredCollection
 from bps_tf.objects import broadcast_object
 
 _core = load_core()
@@ -217,16 +216,6 @@ class ObjectState(State):
             setattr(self, attr, copy.deepcopy(value))
 
 
-def _collect_interrupted_attempt():
-    """The interrupted call's objects are garbage in reference cycles (its frames, held by the exception's
-    traceback), among them the tf.data iterator of an interrupted Keras fit, whose destruction waits for
-    tf.data's autotuning thread: up to seconds after a long fit (the longer the fit, the longer the wait). A
-    collection on the training thread would stall it there at some later point, in the middle of a
-    collective the other workers wait for; collected on a thread of its own, the wait holds up nobody
-    (TensorFlow releases the GIL meanwhile, and Python runs no other collection until it is done)."""
-    threading.Thread(target=gc.collect, name="bps_tf.elastic.collect", daemon=True).start()
-
-
 def run_fn(func, reset_fn=reset):
     """`func(state, ...)` run elastically: on a change of the job's workers it restores the last commit (a
     lost worker), starts the next generation (`reset_fn`), runs the reset callbacks, synchronises the state
@@ -245,6 +234,13 @@ def run_fn(func, reset_fn=reset):
             _meeting_points += 1
 
     def run(state, *args, **kwargs):
+        collection = DeferredCollection()  # an interrupted attempt's garbage (bps_tf/elastic_collection.py)
+        try:
+            return attempts(state, collection, *args, **kwargs)
+        finally:
+            collection.collect_aside()
+
+    def attempts(state, collection, *args, **kwargs):
         global _meeting_points
         skip_sync = False
         changed_at = None
@@ -253,6 +249,7 @@ def run_fn(func, reset_fn=reset):
                 _core.set_local_collectives(False)  # from here on the collectives are the job's again
                 if not skip_sync:
                     _internal_errors(state.sync)()
+                collection.collect_aside()
                 if changed_at is not None:
                     _report(f"the job's workers changed: generation {_core.elastic_state()['generation']} has "
                             f"{process.size()} workers; this worker is rank {process.rank()} (restored, reset "
@@ -265,7 +262,7 @@ def run_fn(func, reset_fn=reset):
             except HostsUpdatedInterrupt as interrupt:
                 changed_at = time.monotonic()
                 skip_sync = interrupt.skip_sync
-            _collect_interrupted_attempt()
+            collection.pause()
             reset_fn()
             _meeting_points += 1
             state.on_reset()
