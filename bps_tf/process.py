@@ -6,6 +6,7 @@ exception ends the whole job at once, every worker naming this one and the excep
 """
 
 import atexit
+import os
 import sys
 import traceback
 
@@ -20,6 +21,7 @@ def init():
     of it after shutdown(). Blocks until every server and worker joined, or BYTEPS_TIMEOUT passes."""
     _core.init()
     _install_hooks()
+    _tell_the_launcher()
 
 
 def shutdown():
@@ -52,6 +54,17 @@ def _install_hooks():
             previous(exc_type, exc, tb)
 
     sys.excepthook = abort_job_then
+
+
+def _tell_the_launcher():
+    # bpslaunch waits for the worker processes that joined an elastic job to exit on their own once it ended,
+    # and stops the ones started too late to join (bps_tf/launcher/elastic_end.py).
+    path = os.environ.get("BPSLAUNCH_JOINED_FILE")
+    if path:
+        try:
+            open(path, "a").close()
+        except OSError:
+            pass  # bpslaunch then stops this process once the job ended, as one that never joined
 
 
 def _leave_at_exit():

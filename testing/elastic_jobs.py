@@ -125,6 +125,7 @@ class ElasticJob:
         """A worker process beyond bpslaunch's (a new machine, say), in the same job."""
         env = dict(next(iter(self._worker_processes().values())))
         env["DMLC_WORKER_ID"] = str(worker_id)
+        env.pop("BPSLAUNCH_JOINED_FILE", None)  # that worker's, whom bpslaunch would take as joined
         output = open(self.log_dir / f"extra.{worker_id}.log", "w")
         process = subprocess.Popen([sys.executable, self.script, *self.args], env=env, stdout=output,
                                    stderr=subprocess.STDOUT, text=True, start_new_session=True)

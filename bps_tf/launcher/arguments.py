@@ -79,7 +79,8 @@ def _build_parser():
                         help="--local: stop the whole job and fail after S seconds")
     parser.add_argument("--shutdown-grace", type=float, metavar="S",
                         help="--local: how long the scheduler and servers may take to exit after the workers "
-                             f"finished, before they are killed (default {DEFAULT_SHUTDOWN_GRACE_S:g})")
+                             "finished (in an elastic job also the workers after the job ended), before they are "
+                             f"killed (default {DEFAULT_SHUTDOWN_GRACE_S:g})")
     parser.add_argument("--min-workers", type=int, metavar="M",
                         help="--local: an elastic job that goes on with at least M workers (BYTEPS_MIN_WORKERS; "
                              "default 1 when --max-workers is given); below M it waits BYTEPS_ELASTIC_TIMEOUT "

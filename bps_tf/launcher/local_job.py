@@ -18,6 +18,7 @@ from bps_tf.launcher.child_processes import (
     start_in_own_group,
     stop_process_groups,
 )
+from bps_tf.launcher.elastic_end import JoinedFiles, end_of_elastic_job
 from bps_tf.launcher.local_env import find_free_port, job_environment, role_environment
 from bps_tf.launcher.output import DRAIN_TIMEOUT_S, PrefixedOutput, is_shown, worker_label, worker_rank
 from bps_tf.launcher.stop_signals import StopSignals
@@ -76,6 +77,7 @@ class _JobProcess:
     label: str
     popen: subprocess.Popen
     launch: Launch = None
+    joined_file: str = None  # elastic: the file the worker process creates once it joined the job
 
 
 class WorkerRestarts:
@@ -108,6 +110,7 @@ class Supervisor:
         # An elastic job (restarts given): a failed worker is started again or left behind, while the
         # scheduler and servers of this machine run; only their failure ends the job here.
         self._restarts = restarts
+        self._joined_files = JoinedFiles() if restarts is not None else None
         self._left_behind = []
         self._timeout = timeout
         self._shutdown_grace = shutdown_grace
@@ -129,6 +132,8 @@ class Supervisor:
                 self._output.stopping(everyone)
                 stop_process_groups(everyone, self._kill_grace)
                 self._output.wait_until_drained(DRAIN_TIMEOUT_S)
+                if self._joined_files is not None:
+                    self._joined_files.remove()
 
     def _start_all(self):
         """Starts every process; on failure reports it and returns the exit code, else returns None."""
@@ -144,22 +149,27 @@ class Supervisor:
         return None
 
     def _start(self, launch):
-        popen = start_in_own_group(launch.argv, launch.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        env, joined_file = launch.env, None
+        if launch.worker and self._joined_files is not None:
+            env, joined_file = self._joined_files.environment(launch.env)
+        popen = start_in_own_group(launch.argv, env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE)
         self._output.follow(launch.label, popen, launch.shown)
-        return _JobProcess(launch.label, popen, launch)
+        return _JobProcess(launch.label, popen, launch, joined_file)
+
+    def _job_goes_on_without(self, lost):
+        """Elastic: whether the job goes on without worker `lost`, which failed. A worker also fails when the
+        whole job does (the scheduler aborted it), and one may fail just as the job ends: then it is reported
+        as in any job, or once the job ended, and nothing restarts."""
+        deadline = time.monotonic() + _JOB_FAILURE_GRACE_S
+        while time.monotonic() < deadline and all(role.popen.poll() is None for role in self._roles):
+            time.sleep(_POLL_INTERVAL_S)
+        return all(role.popen.poll() is None for role in self._roles)
 
     def _replace_lost_worker(self, lost):
         """Elastic: starts worker `lost` again if it may be, else leaves it behind; the job goes on."""
         self._workers.remove(lost)
         how = describe_exit(lost.popen.returncode)
-        # A worker also fails when the whole job does (the scheduler aborted it): then nothing restarts.
-        deadline = time.monotonic() + _JOB_FAILURE_GRACE_S
-        while time.monotonic() < deadline and all(role.popen.poll() is None for role in self._roles):
-            time.sleep(_POLL_INTERVAL_S)
-        if any(role.popen.poll() is not None for role in self._roles):
-            self._left_behind.append(lost)
-            return
         if self._restarts.take(lost.label):
             self._output.report(f"{lost.label} {how}; starting it again (restart {self._restarts.used(lost.label)} "
                                 f"of {self._restarts.limit}): it rejoins the job")
@@ -183,23 +193,25 @@ class Supervisor:
                 signum = stop.received[0]
                 self._output.report(f"received {signal_name(signum)}; stopping all processes")
                 return SIGNAL_EXIT_BASE + signum
+            if self._restarts is not None and self._roles and all(r.popen.poll() == 0 for r in self._roles):
+                # The elastic job ended well: its workers are still exiting, or never joined it.
+                return end_of_elastic_job(self._workers, self._shutdown_grace, self._output)
             failed = self._first_failed()
             if failed is not None and self._restarts is not None and failed in self._workers and self._roles:
-                self._replace_lost_worker(failed)
-                if not self._workers:
-                    self._output.report("no worker of this machine is left; stopping all processes")
-                    return exit_code_of(failed.popen.returncode)
-                continue
+                if self._job_goes_on_without(failed):
+                    self._replace_lost_worker(failed)
+                    if not self._workers:
+                        self._output.report("no worker of this machine is left; stopping all processes")
+                        return exit_code_of(failed.popen.returncode)
+                    continue
+                if all(role.popen.poll() in (None, 0) for role in self._roles):
+                    failed = None  # the job ended well meanwhile: its end reports this worker
+                else:  # the job failed: its scheduler says which worker's failure ended it, and how
+                    failed = next(role for role in self._roles if role.popen.poll() not in (None, 0))
             if failed is not None:
                 self._output.report(f"{failed.label} {describe_exit(failed.popen.returncode)}; "
                                     "stopping all processes")
                 return exit_code_of(failed.popen.returncode)
-            if self._restarts is not None and self._roles and all(r.popen.poll() == 0 for r in self._roles):
-                # The elastic job ended: a worker started again too late to join has nothing left to join.
-                late = [worker.label for worker in self._workers if worker.popen.poll() is None]
-                if late:
-                    self._output.report(f"the job ended before {', '.join(late)} joined it; stopping it")
-                return 0
             if all(worker.popen.poll() is not None for worker in self._workers):
                 lingering = [role for role in self._roles if role.popen.poll() is None]
                 if not lingering:
@@ -218,8 +230,10 @@ class Supervisor:
             time.sleep(_POLL_INTERVAL_S)
 
     def _first_failed(self):
-        # Workers first: when a worker dies, the scheduler and servers often fail right after, in reaction.
-        for process in self._workers + self._roles:
+        # Workers first: when a worker dies, the scheduler and servers often fail right after, in reaction. In
+        # an elastic job workers are lost while it goes on: once the job failed, its scheduler or server says why.
+        elastic_job_failed = self._restarts is not None and any(r.popen.poll() not in (None, 0) for r in self._roles)
+        for process in (self._roles + self._workers if elastic_job_failed else self._workers + self._roles):
             if process.popen.poll() not in (None, 0):
                 return process
         return None

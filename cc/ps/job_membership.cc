@@ -167,6 +167,7 @@ bool JobMembership::Finish(PeerId peer, bool joined) {
   if (elastic() ? m->part != Part::kActive : m->part != Part::kActive && m->part != Part::kIdle) return false;
   m->part = Part::kFinished;
   m->joined = joined;
+  m->completed = true;
   last_finished_ = m->rank;
   return true;
 }
@@ -180,7 +181,9 @@ JobMembership::Departure JobMembership::Leave(PeerId peer) {
     case Part::kWaiting: m->part = Part::kLeft; return Departure::kHarmless;
     case Part::kFinished: m->part = Part::kLeft; return Departure::kFinished;
     case Part::kIdle:
-    case Part::kReady: m->part = Part::kLeft; return Departure::kIdle;
+    case Part::kReady:
+      m->part = Part::kLeft;
+      return elastic() && !m->completed ? Departure::kLost : Departure::kIdle;
   }
   return Departure::kFailure;
 }
@@ -242,13 +245,35 @@ bool JobMembership::Ready(PeerId peer) {
   Member* m = Mutable(peer);
   if (m == nullptr || m->role != Role::kWorker || m->part != Part::kIdle) return false;
   m->part = Part::kReady;
+  m->completed = false;  // it goes on: only finishing a later generation counts
   return true;
+}
+
+bool JobMembership::Fail(PeerId peer) {
+  Member* m = Mutable(peer);
+  if (m == nullptr || m->role != Role::kWorker || m->part == Part::kLeft) return false;
+  m->completed = false;
+  if (m->part == Part::kWaiting) {
+    m->part = Part::kLeft;
+    return false;
+  }
+  // A finished worker stays so until its connection closes: the generation it finished ends as before.
+  if (m->part == Part::kIdle || m->part == Part::kReady) m->part = Part::kLeft;
+  return true;
+}
+
+bool JobMembership::LastGenerationFinished() const {
+  for (const auto& worker : workers_) {
+    if (members_.at(worker.second).completed) return true;
+  }
+  return false;
 }
 
 JobMembership::Formation JobMembership::NextFormation() const {
   const int ready = Count(Part::kReady);
   if (Count(Part::kIdle) > 0) return Formation::kAwaitingWorkers;
-  if (ready == 0) return Formation::kOver;  // a generation needs a worker that holds the job's state
+  // A generation needs a worker that holds the job's state.
+  if (ready == 0) return LastGenerationFinished() ? Formation::kOver : Formation::kLost;
   if (ready + Count(Part::kWaiting) < limits_.min_workers) return Formation::kBelowMinimum;
   return Formation::kForms;
 }

@@ -52,6 +52,9 @@ class JobMembership {
     std::string token;  // a worker's proof of its rank to the servers, for this generation
     Part part = Part::kActive;
     bool joined = false;  // finished by join(): the rounds and declarations it misses complete without it
+    // Finished its last generation (shutdown()) and asked for no other: leaving then ends its part well. A
+    // worker that fails or is lost before it leaves ends nothing well (elastic: see LastGenerationFinished).
+    bool completed = false;
   };
   // What a member's lost connection means.
   enum class Departure {
@@ -59,13 +62,17 @@ class JobMembership {
     kFinished,  // it had finished this generation: it left for good
     kIdle,      // it had not started this generation (or, elastic, asked for the next): it left for good
     kHarmless,  // elastic: it waited to join, or had gone already: nothing depended on it
+    kLost,      // elastic: it was idle or ready without having finished (a survivor of a broken generation):
+                // a lost worker, as one lost while working; the others go on
   };
   // Whether the next generation of an elastic job can form.
   enum class Formation {
     kForms,           // every worker of the last generation asked or left, and enough are there
     kAwaitingWorkers,  // some worker of the last generation has neither asked nor left yet
     kBelowMinimum,     // fewer than min_workers would be in it: waiting for workers to join
-    kOver,             // no worker of the last generation is left: the job is over
+    kOver,             // no worker of the last generation is left, and one of them finished: the job ended well
+    kLost,             // no worker of the last generation is left, and none finished (each failed or was lost):
+                       // the job failed
   };
 
   JobMembership(int num_worker, int num_server, ElasticLimits limits = {})
@@ -128,6 +135,12 @@ class JobMembership {
   std::vector<PeerId> Break(PeerId lost);
   // Idle worker `peer` asks to be in the next generation. False if it is not idle.
   bool Ready(PeerId peer);
+  // Worker `peer` reported a failure (an uncaught exception) while not working in a generation: between two
+  // of them, or after it finished. It is lost as if its connection had closed, and what it finished no longer
+  // counts. False if nothing depended on it (it waited to join, or had left).
+  bool Fail(PeerId peer);
+  // Whether a worker of the last generation finished it and asked for no other (see Member::completed).
+  bool LastGenerationFinished() const;
   Formation NextFormation() const;
   // Forms the next generation (NextFormation() is kForms): the ready and the waiting workers, ranked by
   // seniority, with fresh tokens, start it.

@@ -298,12 +298,56 @@ TEST_F(ElasticMembershipTest, TheNextGenerationNeedsTheMinimumAndAWorkerOfTheLas
   members.Form();
   EXPECT_EQ(members.worker_processes(), 2);
 
-  // Only newcomers would be left: the job is over.
+  // Only newcomers would be left: the job is over, failed (no worker of the last generation finished).
   ASSERT_TRUE(members.Admit(51, body(2), "worker").ok());
   members.Break(kWorker0);
-  EXPECT_EQ(members.Leave(50), Departure::kIdle);
-  EXPECT_EQ(members.NextFormation(), Formation::kOver);
+  EXPECT_EQ(members.Leave(50), Departure::kLost) << "a survivor that leaves without finishing is lost";
+  EXPECT_EQ(members.NextFormation(), Formation::kLost);
   EXPECT_EQ(members.DismissWaiting(), (std::vector<PeerId>{51}));
+}
+
+TEST_F(ElasticMembershipTest, TheJobEndsWellWhenAWorkerOfTheLastGenerationFinished) {
+  StartJob();
+  ASSERT_TRUE(members_.Finish(kWorker0, false)) << "one worker finished before the other was lost";
+  members_.Break(kWorker1);
+  EXPECT_EQ(members_.Leave(kWorker0), Departure::kIdle);
+  EXPECT_EQ(members_.NextFormation(), Formation::kOver);
+}
+
+TEST_F(ElasticMembershipTest, WhatAWorkerFinishedInAnEarlierGenerationDoesNotCount) {
+  StartJob();
+  ASSERT_TRUE(members_.Finish(kWorker0, false));
+  ASSERT_TRUE(members_.Finish(kWorker1, false));
+  members_.NextGeneration();
+  EXPECT_EQ(members_.Leave(kWorker0), Departure::kIdle) << "it finished, then left";
+  ASSERT_TRUE(members_.Ready(kWorker1)) << "it goes on alone";
+  members_.Form();
+  members_.Break(kWorker1);
+  EXPECT_EQ(members_.NextFormation(), Formation::kLost);
+}
+
+TEST_F(ElasticMembershipTest, WorkersThatFailBetweenGenerationsAreLost) {
+  StartJob();
+  ASSERT_TRUE(members_.Admit(31, ElasticWorker(2), "worker").ok());
+  members_.Break(kWorker1);  // worker 0 survives, then fails before it asks for the next generation
+  EXPECT_TRUE(members_.Fail(kWorker0));
+  EXPECT_EQ(members_.Find(kWorker0)->part, Part::kLeft) << "it is out of the next generation at once";
+  EXPECT_EQ(members_.Leave(kWorker0), Departure::kHarmless) << "its connection closing later changes nothing";
+  EXPECT_EQ(members_.NextFormation(), Formation::kLost) << "the waiting worker holds no state of the job";
+  EXPECT_FALSE(members_.Fail(31)) << "nothing depended on a waiting worker";
+}
+
+TEST_F(ElasticMembershipTest, AWorkerThatFailsAfterItFinishedEndsNothingWell) {
+  StartJob();
+  ASSERT_TRUE(members_.Finish(kWorker0, false));
+  ASSERT_TRUE(members_.Finish(kWorker1, false));
+  EXPECT_TRUE(members_.Fail(kWorker1));
+  EXPECT_EQ(members_.Find(kWorker1)->part, Part::kFinished) << "the generation it finished ends as before";
+  EXPECT_TRUE(members_.GenerationFinished());
+  members_.NextGeneration();
+  EXPECT_EQ(members_.Leave(kWorker1), Departure::kLost);
+  EXPECT_EQ(members_.Leave(kWorker0), Departure::kIdle);
+  EXPECT_EQ(members_.NextFormation(), Formation::kOver) << "worker 0 finished";
 }
 
 }  // namespace

@@ -74,7 +74,11 @@ void Scheduler::OnMessage(PeerId from, const std::string& header, void*, size_t)
         if (!membership_.elastic()) return Abort(failed);
         // In an elastic job a worker that fails is lost: the others go on.
         if (sender->part == JobMembership::Part::kActive) return BreakGeneration(from, failed);
-        return;
+        // Between generations too (a reset callback, init() or code after shutdown() failed): the job ends
+        // with the last of them, failed.
+        if (membership_.Fail(from)) last_lost_ = failed;
+        AnnounceWaiting();
+        return CheckFormation();
       }
       case MessageType::kNextGeneration:
         if (membership_.elastic()) return HandleNextGeneration(from);
@@ -238,6 +242,7 @@ void Scheduler::HandleResetReply(PeerId from) {
 
 void Scheduler::BreakGeneration(PeerId lost, const Status& why) {
   const int generation = membership_.generation();
+  last_lost_ = why;
   std::vector<PeerId> others = membership_.Break(lost);
   if (others.empty()) return Abort(Status(why.code(), "every worker of the job was lost; the last: " + why.message()));
   BPS_LOG(Warning) << "generation " << generation << " broke: " << why.message() << " The other "
@@ -272,11 +277,7 @@ void Scheduler::CheckFormation() {
       }
       return;
     case JobMembership::Formation::kOver:
-      for (PeerId waiting : membership_.DismissWaiting()) {
-        Reject(waiting, NodeName(waiting), FailedPrecondition("the job ended before this worker could join it: "
-                                                              "every worker of its last generation finished"));
-      }
-      return EndJob();
+    case JobMembership::Formation::kLost: return EndElasticJob();
     case JobMembership::Formation::kForms: break;
   }
   forming_ = false;
@@ -349,13 +350,11 @@ void Scheduler::OnPeerLost(PeerId peer, const Status& why) {
     const JobMembership::Departure left = membership_.Leave(peer);
     if (left == JobMembership::Departure::kFinished) {
       if (!resetting_.empty()) return;
-      if (membership_.AllLeft()) {
-        for (PeerId waiting : membership_.DismissWaiting()) {
-          Reject(waiting, NodeName(waiting), FailedPrecondition("the job ended before this worker could join it"));
-        }
-        return EndJob();
-      }
+      if (membership_.AllLeft()) return EndElasticJob();
       return EndGenerationIfAllFinished();
+    }
+    if (left == JobMembership::Departure::kLost) {
+      last_lost_ = Unavailable(NodeName(peer) + " exited or lost its connection (" + why.message() + ").");
     }
     AnnounceWaiting();
     return CheckFormation();
@@ -380,6 +379,20 @@ void Scheduler::OnPeerLost(PeerId peer, const Status& why) {
     return;
   }
   Abort(lost);
+}
+
+void Scheduler::EndElasticJob() {
+  if (!membership_.LastGenerationFinished()) {
+    // As a failed worker ends a job that is not elastic: every process fails naming it (the waiting ones too).
+    if (last_lost_.ok()) return Abort(Aborted("every worker of the job left without finishing"));
+    return Abort(Status(last_lost_.code(), "every worker of the job failed or was lost; the last: " +
+                                               last_lost_.message()));
+  }
+  for (PeerId waiting : membership_.DismissWaiting()) {
+    Reject(waiting, NodeName(waiting), FailedPrecondition("the job ended before this worker could join it: its "
+                                                          "last generation finished"));
+  }
+  EndJob();
 }
 
 // Every worker finished and left: the servers may go.

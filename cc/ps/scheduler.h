@@ -14,7 +14,9 @@
 // forms from the workers that ask for it (init()) and those that registered meanwhile, each with a new rank
 // and token; the workers of a running generation are told how many wait to join, so that they can end it
 // together (bps_tf.elastic's commit). Below BYTEPS_MIN_WORKERS the next generation waits
-// BYTEPS_ELASTIC_TIMEOUT for workers, then the job fails. A lost server or scheduler still ends the job.
+// BYTEPS_ELASTIC_TIMEOUT for workers, then the job fails. It ends well once a worker of the last generation
+// finished and none is left; when every one of them failed or was lost it fails, naming the last. A lost
+// server or scheduler still ends the job.
 //
 // This class runs the protocol. Who is in the job is JobMembership's (job_membership.h), the tensors' plans
 // Declarations' (declarations.h); what nodes learn at the start is made in address_books.h.
@@ -77,6 +79,9 @@ class Scheduler : public MessageHandler {
   // The end of the job.
   void CheckTimeouts();
   void Abort(const Status& why);
+  // Elastic: no worker of the last generation is left. The job ends well if one of them finished, else it
+  // fails naming the last worker lost or failed.
+  void EndElasticJob();
   void EndJob();
 
   void Send(PeerId to, const Message& m);
@@ -103,6 +108,7 @@ class Scheduler : public MessageHandler {
   Status result_;
   static constexpr double kRootCauseWaitSeconds = 1.0;
   Status pending_abort_;  // a lost worker, reported unless a lost server explains it first
+  Status last_lost_;      // elastic: the last worker lost or failed, named if no worker is left
   double pending_abort_at_ = 0;
   ThrottledLog dropped_{"messages dropped or peers turned away"};
 };

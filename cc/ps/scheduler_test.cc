@@ -537,5 +537,38 @@ TEST_F(ElasticSchedulerTest, AWorkerThatFailsLeavesTheJobToTheOthers) {
   EXPECT_FALSE(server_->Gets(MessageType::kAbort, 0.2));
 }
 
+// Both survivors of a lost worker fail (in a reset callback, say): the first breaks the generation, the second
+// fails between generations. The job fails naming it, also for a worker waiting to join.
+TEST_F(ElasticSchedulerTest, WhenTheLastWorkersFailTheJobFailsNamingTheLastFailure) {
+  StartScheduler(20, ElasticLimits{1, 3});
+  StartJob();
+  Node& late = Register(Role::kWorker, 2, "hostc:4");
+  ASSERT_TRUE(late.Gets(MessageType::kJoinPending));
+  worker_[0]->Send(MessageType::kAbortRequest, "uncaught AttributeError: no attribute 'lr'");
+  ASSERT_TRUE(worker_[1]->Gets(MessageType::kGenerationBroken));
+  worker_[1]->Send(MessageType::kAbortRequest, "uncaught AttributeError: no attribute 'lr'");
+  ASSERT_TRUE(server_->Gets(MessageType::kReset));
+  server_->Send(MessageType::kResetReply);
+  Status told = late.Outcome(MessageType::kAbort);
+  EXPECT_TRUE(Contains(told, "every worker of the job failed or was lost; the last: worker 1 (hostb:2) failed: "
+                             "uncaught AttributeError: no attribute 'lr'")) << told.ToString();
+  EXPECT_TRUE(server_->Gets(MessageType::kAbort));
+  EXPECT_FALSE(Result().ok());
+}
+
+TEST_F(ElasticSchedulerTest, ASurvivorThatExitsWithoutFinishingIsLostToo) {
+  StartScheduler(20, ElasticLimits{1, 3});
+  StartJob();
+  worker_[0]->transport->Shutdown(0);
+  ASSERT_TRUE(worker_[1]->Gets(MessageType::kGenerationBroken));
+  ASSERT_TRUE(server_->Gets(MessageType::kReset));
+  server_->Send(MessageType::kResetReply);
+  worker_[1]->transport->Shutdown(0);  // gone before it asked for the next generation
+  Status s = server_->Outcome(MessageType::kAbort);
+  EXPECT_TRUE(Contains(s, "the last: worker 1 (hostb:2) exited or lost its connection")) << s.ToString();
+  EXPECT_FALSE(server_->Gets(MessageType::kShutdown, 0.2));
+  EXPECT_FALSE(Result().ok());
+}
+
 }  // namespace
 }  // namespace bps

@@ -234,3 +234,38 @@ def test_below_the_minimum_every_remaining_worker_fails_within_the_elastic_timeo
     assert "WRONG SUM" not in out, out[-4000:]
     print(f"below the minimum: the job failed {failed_after:.2f} s after the kills (BYTEPS_ELASTIC_TIMEOUT="
           f"{ELASTIC_TIMEOUT_S})")
+
+
+# tests/workers/elastic_ends.py: how a job ends, well or failed.
+
+
+@pytest.mark.timeout(120)
+def test_when_every_survivor_fails_the_job_fails_naming_the_last_worker_and_its_error():
+    """One of 3 workers is killed and the reset callback of both survivors raises AttributeError: every worker
+    of the job failed or was lost, so the job fails (it does not end well): the scheduler names the last
+    worker that failed and its exception, and exits 1, and so does bpslaunch."""
+    with ElasticJob("elastic_ends.py", ["fail-on-reset", 100000, "{log_dir}"], workers=3, servers=1, min_workers=1,
+                    max_workers=3) as job:
+        for worker in range(3):
+            job.wait_for_step(worker, lambda s: s[1] >= 5, timeout=60)
+        job.signal(2, signal.SIGKILL)
+        code, out = job.wait(timeout=60)
+    assert code == 1, out[-4000:]
+    assert re.search(r"\[scheduler\] .*aborting the job: every worker of the job failed or was lost; the last: worker "
+                     r"[01] \(.*\) failed: uncaught AttributeError: 'ObjectState' object has no attribute 'optimizer'",
+                     out), out[-4000:]
+    assert "bpslaunch: scheduler exited with code 1; stopping all processes" in out, out[-4000:]
+    assert "the job ended before" not in out, out[-4000:]
+
+
+@pytest.mark.timeout(120)
+def test_a_job_whose_workers_finish_exits_0_once_they_exited_on_their_own():
+    """Both workers finish: bpslaunch waits for them to exit (their code at exit runs to its end after the
+    scheduler ended the job), exits 0 and says nothing of workers that never joined."""
+    with ElasticJob("elastic_ends.py", ["finish", 20, "{log_dir}"], workers=2, servers=1, min_workers=1,
+                    max_workers=2) as job:
+        code, out = job.wait(timeout=60)
+    assert code == 0, out[-4000:]
+    assert "joined it" not in out, out[-4000:]
+    for worker in (0, 1):
+        assert f"[worker {worker}] worker {worker}: exited after the job" in out, out[-4000:]

@@ -252,6 +252,44 @@ class TestShutdown:
         assert_all_dead(recorded_pids(pid_dir))
 
 
+# Elastic jobs: the scheduler and servers exit 0 once every worker left the job (here: after a second), while
+# the workers' processes may still run their code at exit. A worker process creates the file bpslaunch names
+# once it joined the job, as bps_tf.process.init() does.
+ROLES_ENDING_THE_JOB = python("import time; time.sleep(1)")
+JOINED = "import os, sys, time\nopen(os.environ['BPSLAUNCH_JOINED_FILE'], 'a').close()\n"
+
+
+class TestElasticEnd:
+    @pytest.mark.timeout(30)
+    def test_workers_that_joined_exit_on_their_own_after_the_job_ended(self):
+        worker = python(JOINED + "time.sleep(2); print('exited on its own')")
+        code, out, err, _ = run_job(worker, workers=2, role_command=ROLES_ENDING_THE_JOB, elastic=(1, 2))
+        assert code == 0, err
+        assert "joined it" not in err, err
+        assert out.count("exited on its own") == 2, out
+
+    @pytest.mark.timeout(30)
+    def test_a_worker_that_never_joined_is_named_and_stopped(self, pid_dir):
+        worker = recording_pid("""
+            if os.environ['DMLC_WORKER_ID'] == '0':
+                open(os.environ['BPSLAUNCH_JOINED_FILE'], 'a').close()
+                sys.exit(0)
+            time.sleep(600)  # started too late: still starting when the job ended
+        """)
+        code, _, err, seconds = run_job(worker, workers=2, role_command=ROLES_ENDING_THE_JOB, elastic=(1, 2))
+        assert code == 0, err
+        assert "bpslaunch: the job ended before worker 1 joined it; stopping it" in err.splitlines(), err
+        assert seconds < 10
+        assert_all_dead(recorded_pids(pid_dir))
+
+    @pytest.mark.timeout(30)
+    def test_a_worker_that_fails_after_the_job_ended_fails_bpslaunch(self):
+        worker = python(JOINED + "time.sleep(2); sys.exit(3)")
+        code, _, err, _ = run_job(worker, workers=1, role_command=ROLES_ENDING_THE_JOB, elastic=(1, 1))
+        assert code == 3, err
+        assert "bpslaunch: worker 0 exited with code 3 after the job ended" in err.splitlines(), err
+
+
 class TestTimeout:
     @pytest.mark.timeout(30)
     def test_job_is_stopped_at_its_timeout(self, pid_dir):
