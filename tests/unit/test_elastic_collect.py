@@ -4,6 +4,7 @@ Keras fit that a change of workers interrupted waits for tf.data's autotuning th
 workers would wait for it in the middle of a collective."""
 
 import gc
+import threading
 import time
 import types
 
@@ -19,6 +20,7 @@ def test_the_training_thread_never_waits_for_an_interrupted_fits_iterator(monkey
     import tensorflow as tf
 
     from bps_tf import elastic_common
+    from bps_tf.elastic_collection import SETTLE_S
     from bps_tf.elastic_common import HorovodInternalError, ObjectState, run_fn
 
     # One process without a job: the next generation is this process again.
@@ -48,6 +50,7 @@ def test_the_training_thread_never_waits_for_an_interrupted_fits_iterator(monkey
 
     gc.collect()
     run_fn(train, reset_fn=lambda: None)(state)
+    time.sleep(SETTLE_S + 0.5)  # training resumed
     started = time.monotonic()
     gc.collect()  # the training thread's next collection
     waited = time.monotonic() - started
@@ -56,3 +59,7 @@ def test_the_training_thread_never_waits_for_an_interrupted_fits_iterator(monkey
     assert recovery < 2.0 and waited < 1.0, (f"the training thread waited for the interrupted fit's garbage: "
                                              f"{recovery:.1f} s to the next attempt, {waited:.1f} s in its next "
                                              "collection")
+    for thread in threading.enumerate():
+        if thread.name == "bps_tf.elastic.collect":
+            thread.join(timeout=60)
+    assert gc.isenabled(), "automatic collection stays paused after the collection aside"
