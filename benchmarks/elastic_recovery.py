@@ -234,8 +234,11 @@ def steps_of(rows, phase=None):
     return [r for r in rows if r["event"] == "step" and (phase is None or r["phase"] == phase)]
 
 
-def full_size_step_after(events, worker, after, size):
-    return next((r for r in steps_of(events.get(worker, [])) if r["t"] > after and r["size"] == size), None)
+def full_size_step_after(events, worker, after, size, broken):
+    """The worker's first step after `after` in a generation of `size` workers later than `broken` (steps of
+    the broken generation whose sums were complete before the kill may be logged just after it)."""
+    return next((r for r in steps_of(events.get(worker, [])) if r["t"] > after and r["size"] == size
+                 and r["gen"] > broken), None)
 
 
 def run_kills(args, job, log_dir, watch):
@@ -255,7 +258,7 @@ def run_kills(args, job, log_dir, watch):
         watch.until(f"the survivors' steps after killing worker {target}",
                     lambda ev: all(any(r["t"] > killed_at for r in steps_of(ev.get(w, []))) for w in survivors))
         back = watch.until(f"worker {target}'s rejoin",
-                           lambda ev: full_size_step_after(ev, target, killed_at, args.workers))
+                           lambda ev: full_size_step_after(ev, target, killed_at, args.workers, broken=0))
         print(f"worker {target} rejoined {back['t'] - killed_at:.1f} s after the kill", flush=True)
         kills.append({"worker": target, "pid": pid, "t": killed_at})
         watch.idle(args.settle_s)
@@ -338,11 +341,11 @@ def recovery(args, events, kills):
         own = [r for r in events[target] if r["t"] > at]
         start = next((r for r in own if r["event"] == "start"), None)
         ready = next((r for r in own if r["event"] == "ready"), None)
-        first_full = full_size_step_after(events, target, at, args.workers)
+        first_full = full_size_step_after(events, target, at, args.workers, broken)
         # The survivors' pause when the restarted worker joins: their last step with one worker fewer, then the
         # first with every worker.
         reference = survivors[0]["worker"]
-        full = full_size_step_after(events, reference, at, args.workers)
+        full = full_size_step_after(events, reference, at, args.workers, broken)
         short = [r for r in steps_of(events[reference]) if at < r["t"] < (full["t"] if full else float("inf"))
                  and r["size"] == args.workers - 1]
         results.append({
