@@ -58,7 +58,9 @@ void ThrottledLog::Warn(const std::string& line) {
   const double now = duration<double>(steady_clock::now().time_since_epoch()).count();
   std::lock_guard<std::mutex> lock(mu_);
   if (now - window_start_ > 60) {
-    if (suppressed_ > 0) BPS_LOG(Warning) << suppressed_ << " more " << what_ << " in the last minute, not shown";
+    if (suppressed_ > 0) {
+      BPS_LOG(Warning) << suppressed_ << " more " << what_ << " in the last minute, not shown";
+    }
     window_start_ = now;
     logged_ = suppressed_ = 0;
   }

@@ -399,7 +399,9 @@ class ElasticSchedulerTest : public SchedulerTest {
   AddressBook ResetAndReady(bool dropped) {
     auto reset = server_->inbox.Next(MessageType::kReset);
     EXPECT_TRUE(reset);
-    if (reset) EXPECT_EQ(reset->second.text == kDroppedMark, dropped);
+    if (reset) {
+      EXPECT_EQ(reset->second.text == kDroppedMark, dropped);
+    }
     server_->Send(MessageType::kResetReply);
     auto book = server_->Book();
     EXPECT_TRUE(book.ok()) << book.status().ToString();
