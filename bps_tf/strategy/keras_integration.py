@@ -1,8 +1,8 @@
 """What Keras 3 needs to train correctly under BytePSStrategy. Every private Keras object patched here comes
 from bps_tf.compat, which checks it against the supported Keras versions.
 
-- LossScaleOptimizer decides per process whether gradients are finite; under BytePSStrategy the decision is
-  made global, or one worker would skip a step (and its push_pulls) that the others take.
+- LossScaleOptimizer checks the gradients once they are reduced (bps_tf/strategy/loss_scaling.py), so that
+  every worker takes the same decision and the push_pulls overlap the backward pass.
 - predict() concatenates the local replicas' outputs only; under BytePSStrategy it gathers every worker's,
   in the order MultiWorkerMirroredStrategy uses (the data is sharded the same way).
 - Files: only worker 0 writes checkpoints (ModelCheckpoint, BackupAndRestore) and deletes backups, and every
@@ -28,7 +28,7 @@ from bps_tf import compat, compression_state
 from bps_tf.elastic_common import collectives_are_local
 from bps_tf.objects import broadcast_object
 from bps_tf.ops import broadcast_variables
-from bps_tf.strategy import xla
+from bps_tf.strategy import loss_scaling, xla
 from bps_tf.strategy.extended import BytePSExtended
 
 _installed = False
@@ -40,20 +40,6 @@ def is_bps_strategy(strategy):
 
 def _multi_worker(strategy):
     return is_bps_strategy(strategy) and strategy.extended._num_workers > 1
-
-
-def _install_global_finite_check():
-    local_check = compat.target("LossScaleOptimizer.check_finite")
-
-    def check_finite(self, grads):
-        finite = local_check(self, grads)
-        context = tf.distribute.get_replica_context()
-        if not (tf.distribute.has_strategy() and is_bps_strategy(tf.distribute.get_strategy())) or context is None:
-            return finite
-        non_finite = context.all_reduce(tf.distribute.ReduceOp.SUM, tf.cast(tf.logical_not(finite), tf.float32))
-        return tf.equal(non_finite, 0.0)
-
-    compat.replace("LossScaleOptimizer.check_finite", check_finite)
 
 
 def _install_global_predict_concat():
@@ -206,7 +192,7 @@ def install():
         _worker_zero_writes_then_all_wait("tf_keras.ModelCheckpoint._save_model", every_worker_runs=True)
     if compat.installed_version("keras") is None:
         return
-    _install_global_finite_check()
+    loss_scaling.install(is_bps_strategy)
     _install_global_predict_concat()
     _install_uniform_epoch_length()
     _install_worker_zero_files()

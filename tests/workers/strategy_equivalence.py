@@ -1,6 +1,7 @@
 """BytePSStrategy on N workers x D logical CPU devices ends with the same weights as single-process,
 single-device training with the same global batch and data order: Keras fit, and a strategy.run loop."""
 
+import contextlib
 
 import numpy as np
 import tensorflow as tf
@@ -29,23 +30,32 @@ def data():
     return x, np.cos(x.sum(axis=1, keepdims=True)).astype(np.float32)
 
 
-def reference_weights():
-    """One process, one device, the full global batch each step."""
+def fitted_weights(strategy=None):
+    """Weights after one epoch of Keras fit under `strategy`, or on one process and one device with the full
+    global batch each step."""
     x, y = data()
-    model = make_model()
-    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    with strategy.scope() if strategy else contextlib.nullcontext():
+        model = make_model()
+        model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
     model.fit(x, y, batch_size=GLOBAL_BATCH, epochs=1, shuffle=False, verbose=0)
     return model.get_weights()
 
 
 def check_fit(strategy, reference):
-    x, y = data()
-    with strategy.scope():
-        model = make_model()
-        model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
-    model.fit(x, y, batch_size=GLOBAL_BATCH, epochs=1, shuffle=False, verbose=0)
-    for got, want in zip(model.get_weights(), reference):
+    for got, want in zip(fitted_weights(strategy), reference):
         np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+
+
+def check_mixed_precision_fit(strategy):
+    """mixed_float16 (a LossScaleOptimizer; the gradients reduced before its finiteness check) ends where
+    one process does, to float16's precision: a gradient summed twice, or not at all, is far outside it."""
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        reference, got = fitted_weights(), fitted_weights(strategy)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    for g, want in zip(got, reference):
+        np.testing.assert_allclose(g, want, rtol=1e-2, atol=2e-3)
 
 
 def check_custom_loop(strategy, reference):
@@ -78,9 +88,10 @@ def main():
     strategy = BytePSStrategy()
     rank, size = bps_tf.rank(), bps_tf.size()
     assert strategy.num_replicas_in_sync == LOCAL_DEVICES * size, strategy.num_replicas_in_sync
-    reference = reference_weights()
+    reference = fitted_weights()
     check_fit(strategy, reference)
     check_custom_loop(strategy, reference)
+    check_mixed_precision_fit(strategy)
     print(f"rank {rank}: strategy equals single-process training", flush=True)
     bps_tf.shutdown()
 

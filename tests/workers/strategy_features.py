@@ -91,6 +91,28 @@ def check_mixed_precision(strategy):
     keras.mixed_precision.set_global_policy("float32")
 
 
+def check_overflow_on_one_worker_skips_everywhere(strategy):
+    """Worker 1's second batch overflows float16: every worker skips that step (its push_pulls included) and
+    halves the loss scale, then all train on with identical weights."""
+    x, y = data(72)
+    if bps_tf.rank() == 1:
+        x[24, 0] = 1e6  # beyond float16's range: an infinite loss and gradients on this worker only
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(24).with_options(options)
+    model = in_scope(strategy, policy="mixed_float16")
+    keras.mixed_precision.set_global_policy("float32")
+    model.fit(batches.take(1), verbose=0)
+    before, scale = model.get_weights(), float(model.optimizer.dynamic_scale.numpy())
+    model.fit(batches.skip(1).take(1), verbose=0)
+    assert float(model.optimizer.dynamic_scale.numpy()) == scale / 2, (scale, model.optimizer.dynamic_scale)
+    for got, want in zip(model.get_weights(), before):
+        np.testing.assert_array_equal(got, want)
+    model.fit(batches.skip(2), verbose=0)
+    assert any(not np.array_equal(g, w) for g, w in zip(model.get_weights(), before)), "the next step was skipped"
+    assert_identical_everywhere(model.get_weights(), "after an overflow on one worker")
+
+
 def check_uneven_data(strategy):
     """Worker r has 48 + 24 r samples: every epoch takes as many steps as the smallest worker (2)."""
     rank = bps_tf.rank()
@@ -162,6 +184,7 @@ CHECKS = {
     "evaluate_predict_metrics": check_evaluate_predict_and_metrics,
     "int32": check_int32,
     "mixed_precision": check_mixed_precision,
+    "overflow_on_one_worker": check_overflow_on_one_worker_skips_everywhere,
     "uneven": check_uneven_data,
     "xla": check_xla_needs_one_device_per_process,
 }
