@@ -19,7 +19,7 @@ from benchmarks.lib import cluster_job
 from benchmarks.lib.measure import rate_bytes_per_s
 from benchmarks.lib.netns import EmulatedCluster
 from benchmarks.lib.results import describe_machine, save_result
-from benchmarks.lib.step_model_fit import link_goodput_fraction, predict
+from benchmarks.lib.step_model_fit import SWITCH_BUFFER_BYTES, link_goodput_fraction, predict
 from benchmarks.step_model_validation import check_bytes
 from benchmarks.lib.train_runs import run_training
 from bps_tf.plan.parameters import MEASURED
@@ -56,7 +56,8 @@ def main():
     points = []
     for rate in args.rates.split(","):
         for workers in map(int, args.workers.split(",")):
-            with EmulatedCluster(cluster_job.hosts_for(workers, workers), rate) as cluster:
+            with EmulatedCluster(cluster_job.hosts_for(workers, workers), rate,
+                                 switch_queue=SWITCH_BUFFER_BYTES) as cluster:
                 goodput = cluster_job.measure_link(cluster, "w0", "s0", check_bytes(rate))
                 runs = {s: run_training(cluster, s, args.model, workers, workers, args.batch, args.steps, args.warmup)
                         for s in ("lockstep", "bps")}

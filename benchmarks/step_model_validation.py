@@ -32,8 +32,8 @@ from benchmarks.lib import cluster_job
 from benchmarks.lib.measure import rate_bytes_per_s
 from benchmarks.lib.netns import EmulatedCluster
 from benchmarks.lib.results import describe_machine, save_result
-from benchmarks.lib.step_model_fit import (bert_like_tensors, emulation_parameters, fit_duplex_and_drain,
-                                           link_goodput_fraction, predict)
+from benchmarks.lib.step_model_fit import (SWITCH_BUFFER_BYTES, bert_like_tensors, emulation_parameters,
+                                           fit_duplex_and_drain, link_goodput_fraction, predict)
 
 SIZES = {"1gbit": [1 << 20, 4 << 20, 16 << 20, 64 << 20], "100mbit": [1 << 20, 4 << 20, 16 << 20]}
 TINY = "+".join(["4096"] * 64)
@@ -77,7 +77,7 @@ def measure_config(workers, servers, rates):
         emulation = emulation_parameters(workers, servers, {k: v["median_s"] for k, v in unlimited.items()})
         measured = {}
         for rate in rates:
-            with EmulatedCluster(hosts, rate) as cluster:
+            with EmulatedCluster(hosts, rate, switch_queue=SWITCH_BUFFER_BYTES) as cluster:
                 goodput = cluster_job.measure_link(cluster, "w0", "s0", check_bytes(rate))
                 bert = "+".join(map(str, bert_like_tensors()))
                 cases = run_cases(cluster, workers, servers, [4096] + SIZES.get(rate, SIZES["100mbit"]),

@@ -12,6 +12,10 @@ import subprocess
 PREFIX = "bpsbench-"
 SUBNET = "10.213.0"  # host i gets 10.213.0.(i+1)/24; private to these namespaces
 QUEUE = "50ms"  # a link direction's buffer, as time at its rate: 6.25 MB at 1 Gbit/s
+# A host's own egress holds whatever its sockets hand it (each socket at most its send buffer, and TCP
+# small queues' 4 MB), as a real NIC's queue pushes back on TCP; 50 ms at 100 Mbit/s (625 KB) overflowed
+# with a server's replies to 8 workers, a loss that no real host adds.
+HOST_QUEUE_BYTES = 64 << 20
 
 
 def _run(*argv):
@@ -52,8 +56,10 @@ def netem_available():
 
 def _limit(ns, dev, rate, delay, queue):
     """Egress of `dev` in `ns`: at most `rate`, after `delay` (one-way) when given; packets that would wait
-    longer than `queue` in the rate limiter are dropped (the link's buffer, as time at the link's rate)."""
-    tbf = ["tbf", "rate", rate, "burst", "256kb", "latency", queue]
+    longer than `queue` in the rate limiter are dropped (the link's buffer: a time at the link's rate such as
+    "50ms", or a number of bytes)."""
+    buffer = ["limit", str(queue)] if isinstance(queue, int) else ["latency", queue]
+    tbf = ["tbf", "rate", rate, "burst", "256kb", *buffer]
     if delay and delay not in ("0", "0ms"):
         if not netem_available():
             raise RuntimeError("--delay needs tc's netem qdisc, which this kernel lacks (sch_netem); "
@@ -87,7 +93,7 @@ class EmulatedCluster:
     rate: each host's link speed, in each direction (tc syntax; None: unlimited). delay: one-way latency added
     to what each host sends, so host-to-host round trips take 2 * delay. switch_queue: how much the switch
     buffers for each port, as time at the port's rate (data-centre switches hold far less than QUEUE). A
-    host's own egress always queues QUEUE: a real NIC pushes back on TCP instead of dropping."""
+    host's own egress queues HOST_QUEUE_BYTES: a real NIC pushes back on TCP instead of dropping."""
 
     def __init__(self, hosts, rate="1gbit", delay=None, switch_queue=QUEUE):
         self.hosts = list(hosts)
@@ -133,7 +139,7 @@ class EmulatedCluster:
             _run("ip", "-n", ns, "addr", "add", f"{self.address(host)}/24", "dev", "eth0")
             _run("ip", "-n", ns, "link", "set", "eth0", "up")
             if self.rate:
-                _limit(ns, "eth0", self.rate, self.delay, QUEUE)  # what the host sends
+                _limit(ns, "eth0", self.rate, self.delay, HOST_QUEUE_BYTES)  # what the host sends
                 _limit(switch, port, self.rate, None, self.switch_queue)  # what the host receives
 
     def popen(self, host, argv, env, log_path):

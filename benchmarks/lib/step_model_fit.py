@@ -10,6 +10,12 @@ from bps_tf.plan.step_model import cores_time, network_stages, pipeline_lag, pla
 
 CORES = 2  # every emulated host shares this machine's cores
 BURST_BYTES = 256 << 10  # tc's tbf burst on every emulated link direction (benchmarks/lib/netns.py: "256kb")
+# What a switch port buffers when the model is checked: the model has no term for lost packets. Bytes, not
+# time: what arrives at once at a server's port is every machine's credit window, the same bytes at any link
+# speed, and a data-centre switch holds megabytes per congested port. (netns's default of 50 ms is 625 KB at
+# 100 Mbit/s: eight workers' pushes into one server's port overflowed it, and TCP's retransmission timeouts,
+# not the link, set the pace.)
+SWITCH_BUFFER_BYTES = 16 << 20
 
 
 def bert_like_tensors(vocab=8192, seq=128, hidden=256, ffn=1024, layers=4, classes=2):
