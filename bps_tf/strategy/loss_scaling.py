@@ -24,7 +24,8 @@ _reduced_first = collections.Counter()
 _lock = threading.Lock()
 
 
-def _under(is_bps_strategy):
+def _bps_replica_context(is_bps_strategy):
+    """The replica context of a BytePSStrategy step being traced, else None."""
     context = tf.distribute.get_replica_context()
     in_replica = context is not None and tf.distribute.has_strategy()
     return context if in_replica and is_bps_strategy(tf.distribute.get_strategy()) else None
@@ -37,14 +38,13 @@ def install(is_bps_strategy):
     kept_local = compat.target("Optimizer._overwrite_variable_with_gradient")
 
     def apply(self, grads, trainable_variables=None):
-        context = _under(is_bps_strategy)
-        if context is None:
+        context = _bps_replica_context(is_bps_strategy)
+        if context is None or trainable_variables is None:  # Keras fit passes the variables; without: the vote
             return original_apply(self, grads, trainable_variables)
-        grads = list(grads)
-        variables = list(trainable_variables if trainable_variables is not None else self.trainable_variables)
+        grads, variables = list(grads), list(trainable_variables)
         chosen = [i for i, (g, v) in enumerate(zip(grads, variables)) if g is not None and not kept_local(self, v)]
         if len(chosen) < sum(g is not None for g in grads):
-            return original_apply(self, grads, trainable_variables)  # some stay local: decide by agreement
+            return original_apply(self, grads, variables)  # some stay local: decide by agreement
         if chosen:
             sums = context.all_reduce(tf.distribute.ReduceOp.SUM, [grads[i] for i in chosen])
             for i, total in zip(chosen, sums):
@@ -53,10 +53,13 @@ def install(is_bps_strategy):
         with _lock:
             _reduced_first.update(optimizers)
         try:
-            return original_apply(self, grads, trainable_variables)
+            return original_apply(self, grads, variables)
         finally:
             with _lock:
                 _reduced_first.subtract(optimizers)
+                for optimizer in optimizers:
+                    if _reduced_first[optimizer] <= 0:
+                        del _reduced_first[optimizer]
 
     def _all_reduce_sum_gradients(self, grads_and_vars):
         if _reduced_first[id(self)]:
@@ -65,7 +68,7 @@ def install(is_bps_strategy):
 
     def check_finite(self, grads):
         finite = local_check(self, grads)
-        context = _under(is_bps_strategy)
+        context = _bps_replica_context(is_bps_strategy)
         if context is None or _reduced_first[id(self)]:
             return finite  # every process checks the same sums
         non_finite = context.all_reduce(tf.distribute.ReduceOp.SUM, tf.cast(tf.logical_not(finite), tf.float32))

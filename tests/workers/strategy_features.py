@@ -113,6 +113,25 @@ def check_overflow_on_one_worker_skips_everywhere(strategy):
     assert_identical_everywhere(model.get_weights(), "after an overflow on one worker")
 
 
+def check_loss_scale_apply_without_variables(strategy):
+    """optimizer.apply(grads) with the variables the optimizer was built with (no trainable_variables)."""
+    with strategy.scope():
+        variable = keras.Variable(np.zeros(3, np.float32))
+        optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(1.0))
+        optimizer.build([variable])
+
+    @tf.function
+    def step():
+        def replica():
+            gradient = tf.ones(3) * optimizer.dynamic_scale  # the scaled gradient of a sum
+            optimizer.apply([gradient])
+        strategy.run(replica)
+
+    step()
+    np.testing.assert_allclose(variable.numpy(), -np.full(3, strategy.num_replicas_in_sync, np.float32))
+    assert_identical_everywhere([variable.numpy()], "loss-scale apply without variables")
+
+
 def check_uneven_data(strategy):
     """Worker r has 48 + 24 r samples: every epoch takes as many steps as the smallest worker (2)."""
     rank = bps_tf.rank()
@@ -185,6 +204,7 @@ CHECKS = {
     "int32": check_int32,
     "mixed_precision": check_mixed_precision,
     "overflow_on_one_worker": check_overflow_on_one_worker_skips_everywhere,
+    "apply_without_variables": check_loss_scale_apply_without_variables,
     "uneven": check_uneven_data,
     "xla": check_xla_needs_one_device_per_process,
 }
