@@ -9,6 +9,11 @@ the emulated machine's parameters and the fitted ones of a step_model_validation
 
 python -m benchmarks.step_model_training --workers 2,4,8 --rates 1gbit,100mbit \\
     --calibration docs/performance/step_model_validation.json --output docs/performance/step_model_training.json
+
+The predictions again from a saved result's measurements and the calibration (nothing measured):
+
+python -m benchmarks.step_model_training --from docs/performance/step_model_training.json \\
+    --calibration docs/performance/step_model_validation.json --output docs/performance/step_model_training.json
 """
 
 import argparse
@@ -35,6 +40,7 @@ def parse_args():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--calibration", required=True, help="a step_model_validation result")
+    parser.add_argument("--from", dest="saved", help="a saved result: predict again from its measurements")
     parser.add_argument("--output")
     return parser.parse_args()
 
@@ -50,9 +56,18 @@ def emulation_for(calibration, workers, rate):
     return emulation
 
 
-def main():
-    args = parse_args()
-    calibration = json.loads(open(args.calibration).read())
+def predicted_step(calibration, workers, rate, goodput, tensors, lockstep):
+    """(communication, step) seconds the model predicts for a measured run."""
+    link = rate_bytes_per_s(rate)
+    checks = [c["rates"][rate]["goodput_bytes_s"] for c in calibration["configs"] if rate in c["rates"]]
+    fraction = link_goodput_fraction(link, check_bytes(rate), checks + [goodput])
+    communication = predict(workers, workers, link, fraction, emulation_for(calibration, workers, rate), tensors,
+                            calibration["fitted"])
+    return communication, step_time(lockstep, communication, MEASURED, overlap=0.0)
+
+
+def measure(args):
+    """Runs every configuration: a point each, with its measurements under "runs"."""
     points = []
     for rate in args.rates.split(","):
         for workers in map(int, args.workers.split(",")):
@@ -61,24 +76,31 @@ def main():
                 goodput = cluster_job.measure_link(cluster, "w0", "s0", check_bytes(rate))
                 runs = {s: run_training(cluster, s, args.model, workers, workers, args.batch, args.steps, args.warmup)
                         for s in ("lockstep", "bps")}
-            link = rate_bytes_per_s(rate)
-            tensors = runs["bps"]["gradient_tensor_bytes"]
-            checks = [c["rates"][rate]["goodput_bytes_s"] for c in calibration["configs"] if rate in c["rates"]]
-            fraction = link_goodput_fraction(link, check_bytes(rate), checks + [goodput])
-            communication = predict(workers, workers, link, fraction, emulation_for(calibration, workers, rate),
-                                    tensors, calibration["fitted"])
-            lockstep = runs["lockstep"]["median_step_s"]
-            predicted = step_time(lockstep, communication, MEASURED, overlap=0.0)
             measured = runs["bps"]["median_step_s"]
             points.append({"workers": workers, "servers": workers, "rate": rate, "case": args.model,
-                           "lockstep_s": lockstep, "communication_s": communication, "measured_s": measured,
+                           "lockstep_s": runs["lockstep"]["median_step_s"], "measured_s": measured,
                            "min_s": min(runs["bps"]["step_s"]), "max_s": max(runs["bps"]["step_s"]),
-                           "predicted_s": predicted, "error": predicted / measured - 1, "goodput_bytes_s": goodput,
-                           "runs": runs})
-            print(f"{workers} workers {rate}: lockstep {lockstep * 1e3:.0f} ms, bps {measured * 1e3:.0f} ms, "
-                  f"predicted {predicted * 1e3:.0f} ms ({points[-1]['error']:+.1%})", flush=True)
-    save_result(args.output, {"benchmark": "step_model_training", "model": args.model, "batch": args.batch,
-                              "calibration": args.calibration, "points": points, "machine": describe_machine()})
+                           "goodput_bytes_s": goodput, "runs": runs})
+    return points
+
+
+def main():
+    args = parse_args()
+    calibration = json.loads(open(args.calibration).read())
+    saved = json.loads(open(args.saved).read()) if args.saved else None
+    points = saved["points"] if saved else measure(args)
+    for point in points:
+        communication, predicted = predicted_step(calibration, point["workers"], point["rate"],
+                                                  point["goodput_bytes_s"],
+                                                  point["runs"]["bps"]["gradient_tensor_bytes"], point["lockstep_s"])
+        point.update(communication_s=communication, predicted_s=predicted, error=predicted / point["measured_s"] - 1)
+        print(f"{point['workers']} workers {point['rate']}: lockstep {point['lockstep_s'] * 1e3:.0f} ms, bps "
+              f"{point['measured_s'] * 1e3:.0f} ms, predicted {predicted * 1e3:.0f} ms ({point['error']:+.1%})",
+              flush=True)
+    model, batch = (saved["model"], saved["batch"]) if saved else (args.model, args.batch)
+    save_result(args.output, {"benchmark": "step_model_training", "model": model, "batch": batch,
+                              "calibration": args.calibration, "points": points,
+                              "machine": saved["machine"] if saved else describe_machine()})
 
 
 if __name__ == "__main__":

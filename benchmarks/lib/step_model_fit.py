@@ -1,6 +1,6 @@
 """Between the step model (bps_tf.plan) and the emulated cluster: the parameters a run measures (the emulated
-machine's capacity and its cost per message, from push_pulls on unlimited links), the two it fits (the links' efficiency
-with push and pull at once, the pipeline's drain, on the 2-worker push_pulls), and the model's prediction of each case."""
+machine's capacity and its cost per message, from push_pulls on unlimited links), the one it fits (the links' efficiency
+with push and pull at once, on the 2-worker push_pulls), and the model's prediction of each case."""
 
 import math
 
@@ -67,26 +67,21 @@ def predict(workers, servers, link_bytes_s, goodput_fraction, emulation, tensor_
     return push_pull_time(cluster_for(workers, servers, link_bytes_s, emulation), tensor_bytes, params)[0]
 
 
-def fit_duplex_and_drain(cases):
-    """Least squares, relative to each measured time, of (duplex_fraction, drain_slices) over cases of
-    [measured s, link bytes/s, goodput fraction, workers, servers, emulation, tensor_bytes]. Past the call
-    and the cores' share (undone from the model's sqrt(a^2 + b^2)), the time is the busiest link's L plus the
-    pulls' lag F behind the pushes, both at duplex 1 and F for one round: L / duplex + drain * F / duplex,
-    linear in 1/duplex and drain/duplex."""
+def fit_duplex(cases):
+    """Least squares, relative to each measured time, of duplex_fraction over cases of [measured s, link bytes/s,
+    goodput fraction, workers, servers, emulation, tensor_bytes]. Past the call and the cores' share (undone from
+    the model's sqrt(a^2 + b^2)), the time is the busiest link's L plus the pulls' lag F, both at duplex 1:
+    (L + F) / duplex. A link carries no more each way than one stream's goodput: at most 1."""
     rows, targets = [], []
     for measured, link, goodput, workers, servers, emulation, tensors in cases:
         cluster = cluster_for(workers, servers, link, emulation)
-        params = MEASURED.replace(goodput_fraction=goodput, message_s=emulation["message_s"], duplex_fraction=1.0,
-                                  drain_slices=1.0)
+        params = MEASURED.replace(goodput_fraction=goodput, message_s=emulation["message_s"], duplex_fraction=1.0)
         plan = plan_for(cluster, tensors, params)
         stages = network_stages(cluster, plan, params)
         busiest = max(v for k, v in stages.items() if "link" in k)
         cores = cores_time(cluster, plan, params)
         net = math.sqrt(max(0.0, (measured - emulation["call_s"]) ** 2 - cores ** 2))
-        rows.append((busiest / measured, pipeline_lag(cluster, plan, params) / measured))
+        rows.append((busiest + pipeline_lag(cluster, plan, params)) / measured)
         targets.append(net / measured)
-    a11, a12, a22 = (sum(r[i] * r[j] for r in rows) for i, j in ((0, 0), (0, 1), (1, 1)))
-    b1, b2 = (sum(r[i] * t for r, t in zip(rows, targets)) for i in (0, 1))
-    det = a11 * a22 - a12 * a12
-    inverse_duplex, drain_over_duplex = (b1 * a22 - b2 * a12) / det, (a11 * b2 - a12 * b1) / det
-    return {"duplex_fraction": 1 / inverse_duplex, "drain_slices": max(0.0, drain_over_duplex / inverse_duplex)}
+    inverse_duplex = sum(r * t for r, t in zip(rows, targets)) / sum(r * r for r in rows)
+    return {"duplex_fraction": min(1.0, 1 / inverse_duplex)}

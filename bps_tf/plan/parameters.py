@@ -7,9 +7,9 @@ import dataclasses
 @dataclasses.dataclass(frozen=True)
 class Parameters:
     goodput_fraction: float = 0.958
-    duplex_fraction: float = 0.978
-    drain_slices: float = 0.82
-    message_s: float = 8.3e-6
+    duplex_fraction: float = 0.993
+    drain_slices: float = 1.0
+    message_s: float = 16.5e-6
     latency_s: float = 5e-6
     slice_bytes: int = 256000
     partition_bytes: int = 4096000
@@ -34,12 +34,14 @@ SOURCES = {
                         "performance/step_model_validation.json); Ethernet, IP and TCP headers take 4.4% of a "
                         "1514-byte frame",
     "duplex_fraction": "a link carrying push_pull's traffic both ways at once, against one stream: fitted on the "
-                       "2-worker push_pulls of the validation run (performance/step_model_validation.json)",
+                       "2-worker push_pulls of the validation run (performance/step_model_validation.json), the one "
+                       "fitted parameter",
     "drain_slices": "how far the pulls trail the pushes, in rounds of slices (the largest slice from each machine) "
-                    "through a server link: fitted on the same 2-worker push_pulls",
+                    "through a server link: one round, as the last slices' sums can leave only once every machine's "
+                    "copy has arrived and then cross the server's link once for each machine (not fitted)",
     "message_s": "CPU per message end (a slice's push or its reply, at either host) over bps_tf's TCP transport: "
                  "64 tensors of 4 KB pushed at once on the emulated cluster's unlimited links, times the 2 cores; "
-                 "the median over the validation run's configurations, 6.5-13.6 us "
+                 "the median over the validation run's configurations, 11.7-23.9 us "
                  "(performance/step_model_validation.json)",
     "latency_s": "one-way network latency between machines; not measurable here (no netem): an RDMA fabric's, assumed",
     "slice_bytes": "BYTEPS_SLICE_BYTES' default (cc/common/config.h)",

@@ -63,7 +63,7 @@ def pipeline_lag(cluster, plan, params):
     """Seconds the last sums arrive after the last push: a server returns a slice's sum only once every
     machine's copy of it has arrived, so the pulls trail the pushes by about one round of slices (the
     largest slice from each of the n machines) through a server link; drain_slices is that lag in rounds
-    (fitted). An emulated link's burst does not shorten it: the replies before it have emptied the bucket."""
+    (one). An emulated link's burst does not shorten it: the replies before it have emptied the bucket."""
     server_rate = cluster.server_link * params.goodput_fraction * params.duplex_fraction
     return params.drain_slices * cluster.machines * plan.largest_unit / server_rate
 

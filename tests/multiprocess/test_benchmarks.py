@@ -270,7 +270,7 @@ def test_step_model_validation_benchmark_refit_and_plot(tmp_path):
 @pytest.mark.timeout(90)
 def test_step_model_training_benchmark_with_the_recorded_calibration(tmp_path):
     """2 workers at 1 Gbit/s, the small MLP for 2 steps after 1, calibrated by docs/performance's validation run;
-    then its plot beside that run's."""
+    then the predictions again with --from, and its plot beside that run's."""
     recorded = REPO_ROOT / "docs" / "performance" / "step_model_validation.json"
     folder = tmp_path / "performance"
     folder.mkdir()
@@ -285,6 +285,12 @@ def test_step_model_training_benchmark_with_the_recorded_calibration(tmp_path):
     assert point["predicted_s"] > point["lockstep_s"] and point["goodput_bytes_s"] > 50e6
     assert crossed_the_link(point["runs"]["bps"]) and point["runs"]["lockstep"]["sent_bytes_per_step"] < 1e6
     assert "2 workers 1gbit: lockstep" in done.stdout
+    again = tmp_path / "again.json"
+    predicted = run_module("benchmarks.step_model_training", "--from", out, "--calibration", recorded, "--output",
+                           again, timeout=60)
+    assert predicted.returncode == 0, predicted.stderr[-3000:]
+    (repeated,) = json.loads(again.read_text())["points"]
+    assert repeated["predicted_s"] == pytest.approx(point["predicted_s"]) and repeated["runs"] == point["runs"]
     plot(folder)
     assert (folder / "step_model_validation.png").stat().st_size > 0
 
