@@ -161,6 +161,9 @@ TARGETS = (
     Target("LossScaleOptimizer.apply", HOROVOD_API, "keras", "keras.src.optimizers.loss_scale_optimizer",
            "LossScaleOptimizer.apply", "gradients reduced before the finiteness check",
            ("self", "grads", "trainable_variables")),
+    Target("Optimizer._trainable_variables", HOROVOD_API, "keras", "keras.src.optimizers.base_optimizer",
+           "BaseOptimizer", "a LossScaleOptimizer's apply() without variables reduces the gradients of those it "
+           "was built with", assigns=("_trainable_variables",)),
     Target("BatchNormalization._moments", HOROVOD_API, "keras", "keras.src.layers.normalization.batch_normalization",
            "BatchNormalization._moments", "SyncBatchNormalization's statistics over every worker's batch",
            ("self", "inputs", "mask")),

@@ -54,7 +54,8 @@ def _wrap_keras3(optimizer, reduce, backward_passes_per_step, average_aggregated
         original_apply = optimizer.apply
 
         def apply(self, grads, trainable_variables=None):
-            variables = trainable_variables if trainable_variables is not None else self.trainable_variables
+            # Without variables, Keras applies the gradients to those the optimizer was built with.
+            variables = self._trainable_variables if trainable_variables is None else trainable_variables
             return original_apply(reduce(list(grads), list(variables)), trainable_variables)
 
         optimizer.apply = types.MethodType(apply, optimizer)

@@ -1,7 +1,7 @@
 """bps_tf.keras as horovod.tensorflow.keras users call it, against NumPy references: the functions on NumPy
 values, SyncBatchNormalization equal to BatchNormalization over every worker's batch together, the gradient
 arguments of DistributedGradientTape and DistributedOptimizer (predivide factor, local variables, local
-layers), and BestModelCheckpoint writing on worker 0 only.
+layers), a LossScaleOptimizer in a DistributedOptimizer, and BestModelCheckpoint writing on worker 0 only.
 
 Runs under Keras 3, or tf-keras with TF_USE_LEGACY_KERAS=1 (tf.keras follows)."""
 
@@ -102,6 +102,29 @@ def check_gradient_arguments(rank, size):
         np.testing.assert_allclose(variable.numpy(), want, rtol=1e-5, atol=1e-6)
 
 
+def check_loss_scale_optimizer(rank, size):
+    """Keras 3's LossScaleOptimizer in a DistributedOptimizer: the scaled gradients are averaged before the
+    finiteness check, applied to the variables given or, without them, to those the optimizer was built
+    with; an overflow on one worker skips the step and halves the scale on every worker."""
+    if os.environ.get("TF_USE_LEGACY_KERAS") == "1":
+        return  # tf-keras's LossScaleOptimizer applies through apply_gradients, as check_gradient_arguments does
+    variable = keras.Variable(np.zeros(3, np.float32))
+    optimizer = hvd.DistributedOptimizer(keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(1.0)),
+                                         name="loss_scale")
+    optimizer.build([variable])
+    scale = float(optimizer.dynamic_scale.numpy())
+    mean = np.mean(np.arange(1, size + 1, dtype=np.float32))
+    scaled = tf.constant(np.full(3, (rank + 1) * scale, np.float32))  # worker r's gradient is r + 1
+    optimizer.apply([scaled], [variable])
+    np.testing.assert_allclose(variable.numpy(), np.full(3, -mean), rtol=1e-6)
+    optimizer.apply([scaled])
+    np.testing.assert_allclose(variable.numpy(), np.full(3, -2 * mean), rtol=1e-6)
+    overflow = tf.constant(np.full(3, np.inf if rank == 0 else scale, np.float32))
+    optimizer.apply([overflow], [variable])
+    np.testing.assert_allclose(variable.numpy(), np.full(3, -2 * mean), rtol=1e-6)
+    assert float(optimizer.dynamic_scale.numpy()) == scale / 2, (scale, optimizer.dynamic_scale)
+
+
 def check_best_model_checkpoint(rank, size):
     directory = tempfile.mkdtemp(prefix=f"bps_tf_best_rank{rank}_")  # each worker its own directory
     model = two_layer_model()
@@ -128,6 +151,7 @@ def main():
     check_functions(rank, size)
     check_sync_batch_norm(rank, size)
     check_gradient_arguments(rank, size)
+    check_loss_scale_optimizer(rank, size)
     check_best_model_checkpoint(rank, size)
     print(f"rank {rank}: keras module exact", flush=True)
     hvd.shutdown()
