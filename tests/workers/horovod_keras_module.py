@@ -106,8 +106,8 @@ def check_loss_scale_optimizer(rank, size):
     """Keras 3's LossScaleOptimizer in a DistributedOptimizer: the scaled gradients are averaged before the
     finiteness check, applied to the variables given or, without them, to those the optimizer was built
     with; an overflow on one worker skips the step and halves the scale on every worker."""
-    if os.environ.get("TF_USE_LEGACY_KERAS") == "1":
-        return  # tf-keras's LossScaleOptimizer applies through apply_gradients, as check_gradient_arguments does
+    if not getattr(keras, "__version__", "2").startswith("3."):  # Keras 2 modules have no __version__
+        return  # Keras 2's LossScaleOptimizer applies through apply_gradients, as check_gradient_arguments does
     variable = keras.Variable(np.zeros(3, np.float32))
     optimizer = hvd.DistributedOptimizer(keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(1.0)),
                                          name="loss_scale")
