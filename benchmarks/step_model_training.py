@@ -19,6 +19,7 @@ python -m benchmarks.step_model_training --from docs/performance/step_model_trai
 import argparse
 import json
 import statistics
+from pathlib import Path
 
 from benchmarks.lib import cluster_job
 from benchmarks.lib.measure import rate_bytes_per_s
@@ -86,8 +87,8 @@ def measure(args):
 
 def main():
     args = parse_args()
-    calibration = json.loads(open(args.calibration).read())
-    saved = json.loads(open(args.saved).read()) if args.saved else None
+    calibration = json.loads(Path(args.calibration).read_text())
+    saved = json.loads(Path(args.saved).read_text()) if args.saved else None
     points = saved["points"] if saved else measure(args)
     for point in points:
         communication, predicted = predicted_step(calibration, point["workers"], point["rate"],
