@@ -133,6 +133,7 @@ void JobMembership::Start() {
   for (size_t i = 0; i < servers_.size(); ++i) members_[servers_[i]].rank = static_cast<int>(i);
   if (elastic()) {
     next_seniority_ = 1;
+    MakeWaitingAdmissible();
     Form();
   }
 }
@@ -200,6 +201,7 @@ bool JobMembership::GenerationFinished() const {
 
 std::vector<PeerId> JobMembership::NextGeneration() {
   ++generation_;
+  MakeWaitingAdmissible();
   std::vector<PeerId> staying;
   for (const auto& worker : workers_) {
     Member& m = members_.at(worker.second);
@@ -278,15 +280,29 @@ JobMembership::Formation JobMembership::NextFormation() const {
   return Formation::kForms;
 }
 
+void JobMembership::MakeWaitingAdmissible() {
+  for (auto& entry : members_) {
+    if (entry.second.role == Role::kWorker && entry.second.part == Part::kWaiting) entry.second.admissible = true;
+  }
+}
+
 void JobMembership::Form() {
   std::vector<Member*> next;
+  std::vector<Member*> late;  // registered after the last generation ended
   for (auto& entry : members_) {
     Member& m = entry.second;
-    if (m.role == Role::kWorker && (m.part == Part::kReady || m.part == Part::kWaiting)) next.push_back(&m);
+    if (m.role != Role::kWorker) continue;
+    if (m.part == Part::kReady || (m.part == Part::kWaiting && m.admissible)) next.push_back(&m);
+    if (m.part == Part::kWaiting && !m.admissible) late.push_back(&m);
   }
-  std::sort(next.begin(), next.end(), [](const Member* a, const Member* b) {
+  const auto by_seniority = [](const Member* a, const Member* b) {
     return a->seniority != b->seniority ? a->seniority < b->seniority : a->worker_id < b->worker_id;
-  });
+  };
+  std::sort(late.begin(), late.end(), by_seniority);
+  for (size_t i = 0; i < late.size() && static_cast<int>(next.size()) < limits_.min_workers; ++i) {
+    next.push_back(late[i]);
+  }
+  std::sort(next.begin(), next.end(), by_seniority);
   next.resize(std::min<size_t>(next.size(), limits_.max_workers));
   workers_.clear();
   for (auto& entry : members_) {
@@ -294,6 +310,7 @@ void JobMembership::Form() {
     if (std::find(next.begin(), next.end(), &m) == next.end()) continue;
     m.part = Part::kActive;
     m.joined = false;
+    m.admissible = false;
     m.token = RandomBytes(kTokenBytes);
   }
   for (size_t rank = 0; rank < next.size(); ++rank) next[rank]->rank = static_cast<int>(rank);

@@ -55,6 +55,8 @@ class JobMembership {
     // Finished its last generation (shutdown()) and asked for no other: leaving then ends its part well. A
     // worker that fails or is lost before it leaves ends nothing well (elastic: see LastGenerationFinished).
     bool completed = false;
+    // Elastic, waiting: it was waiting when the last generation ended, so the next one takes it.
+    bool admissible = false;
   };
   // What a member's lost connection means.
   enum class Departure {
@@ -142,8 +144,8 @@ class JobMembership {
   // Whether a worker of the last generation finished it and asked for no other (see Member::completed).
   bool LastGenerationFinished() const;
   Formation NextFormation() const;
-  // Forms the next generation (NextFormation() is kForms): the ready and the waiting workers, ranked by
-  // seniority, with fresh tokens, start it.
+  // Forms the next generation (NextFormation() is kForms): the ready workers and the admissible waiting ones
+  // (the others too where the minimum needs them), ranked by seniority, with fresh tokens, start it.
   void Form();
   // Workers that wait to join, and those of them that stay: the idle workers of the last generation.
   std::vector<PeerId> Waiting() const;
@@ -158,6 +160,8 @@ class JobMembership {
   // A worker of an elastic job: its id is free and there is room.
   Status AdmitElastic(PeerId peer, const RegisterBody& b, const std::string& who, Member member);
   int Count(Part part) const;
+  // A generation ended (or the job starts): the workers waiting now are taken into the next one.
+  void MakeWaitingAdmissible();
 
   const int num_worker_;
   const int num_server_;

@@ -270,8 +270,31 @@ TEST_F(ElasticMembershipTest, ALostWorkerBreaksTheGenerationAndTheOthersRankFirs
   EXPECT_EQ(members_.Leave(31), Departure::kHarmless) << "a waiting worker may go";
   EXPECT_TRUE(members_.Ready(kWorker1));
   members_.Form();
-  EXPECT_EQ(Ranks(), (std::map<int, PeerId>{{0, kWorker1}, {1, 40}})) << "the survivor holds the state: rank 0";
+  EXPECT_EQ(Ranks(), (std::map<int, PeerId>{{0, kWorker1}})) << "the survivor holds the state: rank 0";
   EXPECT_EQ(members_.generation(), 2);
+  EXPECT_EQ(members_.Waiting(), (std::vector<PeerId>{40})) << "registered after the loss: it waits for the next";
+
+  // The survivor's next commit ends its generation; the next one takes the restarted worker, ranked after it.
+  ASSERT_TRUE(members_.Finish(kWorker1, false));
+  members_.NextGeneration();
+  EXPECT_TRUE(members_.Ready(kWorker1));
+  members_.Form();
+  EXPECT_EQ(Ranks(), (std::map<int, PeerId>{{0, kWorker1}, {1, 40}}));
+}
+
+TEST_F(ElasticMembershipTest, WorkersWaitingBeforeALossJoinTheSurvivorsThoseRegisteredAfterWait) {
+  StartJob();
+  ASSERT_TRUE(members_.Admit(31, ElasticWorker(2), "worker").ok()) << "waits for the next commit";
+  members_.Break(kWorker0);
+  ASSERT_TRUE(members_.Admit(40, ElasticWorker(0), "worker").ok()) << "worker 0 restarted after the loss";
+  // The survivor is slow to ask for the next generation: the restarted worker registered before it did.
+  EXPECT_EQ(members_.NextFormation(), Formation::kAwaitingWorkers);
+  ASSERT_TRUE(members_.Ready(kWorker1));
+  EXPECT_EQ(members_.NextFormation(), Formation::kForms);
+  members_.Form();
+  EXPECT_EQ(Ranks(), (std::map<int, PeerId>{{0, kWorker1}, {1, 31}}));
+  EXPECT_EQ(members_.Waiting(), (std::vector<PeerId>{40}));
+  EXPECT_EQ(members_.Find(40)->part, Part::kWaiting);
 }
 
 TEST_F(ElasticMembershipTest, TheNextGenerationNeedsTheMinimumAndAWorkerOfTheLast) {
@@ -294,9 +317,12 @@ TEST_F(ElasticMembershipTest, TheNextGenerationNeedsTheMinimumAndAWorkerOfTheLas
   EXPECT_EQ(members.NextFormation(), Formation::kBelowMinimum);
   EXPECT_EQ(members.Candidates(), 1);
   ASSERT_TRUE(members.Admit(50, body(1), "worker").ok());
+  ASSERT_TRUE(members.Admit(52, body(2), "worker").ok());
   EXPECT_EQ(members.NextFormation(), Formation::kForms);
   members.Form();
-  EXPECT_EQ(members.worker_processes(), 2);
+  EXPECT_EQ(members.worker_processes(), 2) << "registered after the loss: only as many as the minimum needs";
+  EXPECT_EQ(members.Waiting(), (std::vector<PeerId>{52}));
+  EXPECT_EQ(members.Leave(52), Departure::kHarmless);
 
   // Only newcomers would be left: the job is over, failed (no worker of the last generation finished).
   ASSERT_TRUE(members.Admit(51, body(2), "worker").ok());

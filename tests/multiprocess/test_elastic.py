@@ -54,6 +54,34 @@ def test_a_worker_killed_mid_epoch_rejoins_and_every_worker_ends_alike(api, lega
           f"accuracy {ends[0][2]} against {reference:.4f} uninterrupted")
 
 
+@pytest.mark.timeout(300)
+def test_survivors_slow_to_report_ready_form_their_generation_without_the_restarted_worker():
+    """The survivors of a kill report that they are ready only once the killed worker, restarted, has
+    registered again: their generation forms without it (2 workers) and steps at once, and the restarted
+    worker is taken in at their next commit. Had it been taken in with them, their synchronisation would
+    wait for it to build its model."""
+    with ElasticJob("elastic_keras.py", ["strategy", "{log_dir}", 12, "hold"], workers=3, servers=1, min_workers=2,
+                    max_workers=3, max_restarts=1, BYTEPS_LOG_LEVEL="INFO") as job:  # the scheduler says who waits
+        job.wait_for_step(1, lambda s: s[1] == 1 and s[2] >= 3)
+        killed_at = job.signal(1, signal.SIGKILL)
+        deadline = time.monotonic() + 120
+        while job.output().count("waits to join at the next generation") == 0:
+            assert time.monotonic() < deadline, f"the restarted worker never registered\n{job.output()[-4000:]}"
+            time.sleep(0.05)
+        released_at = time.time()
+        (job.log_dir / "release").touch()
+        for survivor in (0, 2):
+            step = job.wait_for_step(survivor, lambda s: s[0] > released_at, timeout=60)
+            assert step[3] == 2, f"the survivors' generation took the restarted worker in: {step}"
+            assert step[0] - released_at < SURVIVORS_NEXT_STEP_S, (step, released_at, job.output()[-4000:])
+        job.wait_for_step(0, lambda s: s[0] > released_at and s[3] == 3, timeout=120)
+        code, out = job.wait(timeout=200)
+    assert code == 0, out[-6000:]
+    ends = final_lines(out, r"rank (\d): weights (\w+) accuracy ([0-9.]+) epochs (\d+) size (\d)")
+    assert sorted(int(e[0]) for e in ends) == [0, 1, 2], out[-4000:]
+    assert len({e[1] for e in ends}) == 1, f"weights differ: {ends}"
+
+
 # tests/workers/elastic_sums.py: NumPy push_pulls of every dtype, each sum checked exactly against the
 # generation's workers, a commit every step; every worker prints its model's digest at the end.
 SUMS_END = r"\[worker (\d)\] rank (\d): model (\w+) after (\d+) steps with (\d) workers"

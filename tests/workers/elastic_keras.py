@@ -8,7 +8,12 @@ Every worker logs each completed step to LOG_DIR/steps.<worker id> ("<time> <epo
 end each prints its weights' fingerprint and test accuracy, and rank 0 also the accuracy of the same
 training uninterrupted in one process (the same number of steps of the same global batch).
 
-Usage: elastic_keras.py hvd|strategy LOG_DIR [EPOCHS (20)]. Keras 3, or tf-keras with TF_USE_LEGACY_KERAS=1."""
+With HOLD (a fourth argument "hold"), a worker holds every report that it is ready for the next generation
+until the file LOG_DIR/release exists: a survivor slow to report ready, as a tf-keras worker is while a
+restarted one imports TensorFlow on the same cores.
+
+Usage: elastic_keras.py hvd|strategy LOG_DIR [EPOCHS (20)] [hold]. Keras 3, or tf-keras with
+TF_USE_LEGACY_KERAS=1."""
 
 import faulthandler
 import os
@@ -21,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 import bps_tf.keras as hvd
-from bps_tf import BytePSStrategy
+from bps_tf import BytePSStrategy, process
 from examples.digits_data import fingerprint, load
 
 keras = tf.keras
@@ -81,12 +86,28 @@ def uninterrupted(x, y, x_test, y_test, global_batch, steps, epochs, learning_ra
     return accuracy(model, x_test, y_test)
 
 
+def hold_ready_reports(release, timeout_s=120):
+    """An elastic reset's init() (the report that this worker is ready for the next generation) waits until
+    `release` exists."""
+    join_next_generation = process.init
+
+    def init():
+        deadline = time.monotonic() + timeout_s
+        while not release.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        join_next_generation()
+
+    process.init = init
+
+
 def main():
     faulthandler.register(signal.SIGUSR1)  # a stuck worker shows where it is
     api, log_dir = sys.argv[1], Path(sys.argv[2])
     epochs = int(sys.argv[3]) if len(sys.argv) > 3 else 20
     worker_id = os.environ["DMLC_WORKER_ID"]
     hvd.init()
+    if sys.argv[4:] == ["hold"]:
+        hold_ready_reports(log_dir / "release")
     x, y, x_test, y_test = load(0, 1)
     global_batch = PER_WORKER_BATCH * FIRST_WORKERS
     steps = len(x) // global_batch
@@ -115,9 +136,10 @@ def main():
             set_learning_rate(model.optimizer, LEARNING_RATE * hvd.size() / FIRST_WORKERS)
 
     state.register_reset_callbacks([on_state_reset])
+    # A step is logged before its commit, which may end the generation to take a waiting worker in.
     callbacks = [hvd.elastic.UpdateEpochStateCallback(state), hvd.elastic.UpdateBatchStateCallback(state),
-                 hvd.elastic.CommitStateCallback(state, batches_per_commit=1),
-                 StepLog(log_dir / f"steps.{worker_id}", state)]
+                 StepLog(log_dir / f"steps.{worker_id}", state),
+                 hvd.elastic.CommitStateCallback(state, batches_per_commit=1)]
 
     @hvd.elastic.run
     def train(state):
