@@ -3,6 +3,8 @@ named are in docs/; commands in benchmarks/README.md."""
 
 import dataclasses
 
+from bps_tf.plan.partitions import MIN_SPREAD_BYTES
+
 
 @dataclasses.dataclass(frozen=True)
 class Parameters:
@@ -13,7 +15,7 @@ class Parameters:
     latency_s: float = 5e-6
     slice_bytes: int = 256000
     partition_bytes: int = 4096000
-    min_spread_bytes: int = 65536
+    min_spread_bytes: int = MIN_SPREAD_BYTES
     sum_bytes_per_s: float = 5.2e9
     sum_threads: int = 2
     nccl_bus_bytes_per_s: float = 240e9

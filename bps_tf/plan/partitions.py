@@ -1,8 +1,11 @@
 """What the scheduler's partition planner (cc/ps/partition_planner.cc) makes of a step's gradients: pieces of
-at most a partition, a tensor of up to servers x partition bytes spread over every server, each piece on the
-server with the fewest bytes so far, and between machines over TCP each piece in slices."""
+at most a partition, a tensor of up to servers x partition bytes spread over as many servers as pieces of at
+least min_spread_bytes allow, each piece on the server with the fewest bytes so far, and between machines over
+TCP each piece in slices."""
 
 import dataclasses
+
+MIN_SPREAD_BYTES = 262144  # PartitionPlanner::kMinSpreadBytes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -15,7 +18,7 @@ class Plan:
     tensors: int
 
 
-def plan(tensor_bytes, servers, partition_bytes, slice_bytes=None, min_spread_bytes=65536, element_bytes=4):
+def plan(tensor_bytes, servers, partition_bytes, slice_bytes=None, min_spread_bytes=MIN_SPREAD_BYTES, element_bytes=4):
     """tensor_bytes: each gradient's bytes; slice_bytes None: partitions cross whole (RDMA)."""
     loads, units = [0] * servers, [0] * servers
     count, largest = 0, 0

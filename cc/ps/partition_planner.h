@@ -20,7 +20,9 @@ inline uint64_t TensorKeyBase(const std::string& name) { return HashName(name) &
 
 class PartitionPlanner {
  public:
-  static constexpr uint64_t kMinSpreadBytes = 65536;
+  // The smallest piece a tensor is spread in: smaller pieces cost a server more in messages than they save
+  // in link time (each is a push and a reply from every worker), whatever the job's size.
+  static constexpr uint64_t kMinSpreadBytes = 262144;
 
   PartitionPlanner(int num_servers, size_t partition_bytes)
       : partition_bytes_(partition_bytes), server_bytes_(num_servers, 0) {}

@@ -47,6 +47,15 @@ TEST(PartitionPlannerTest, ATensorOfOnePartitionSpreadsOverEveryServer) {
   EXPECT_EQ(planner.Plan(TensorSpec{"small", DataType::kFloat32, {1000}}).value().partitions.size(), 1u);
 }
 
+TEST(PartitionPlannerTest, ATensorSpreadsOnlyInPiecesOfAtLeastTheMinimum) {
+  PartitionPlanner planner(16, 4096000);
+  // 512 KB over 16 servers would be 32 KB pieces: it goes to 2 servers in 256 KB pieces instead.
+  auto plan = planner.Plan(TensorSpec{"half-mb", DataType::kFloat32, {131072}});
+  ASSERT_EQ(plan.value().partitions.size(), 2u);
+  EXPECT_NE(plan.value().partitions[0].server, plan.value().partitions[1].server);
+  for (const auto& p : plan.value().partitions) EXPECT_EQ(p.count * 4, PartitionPlanner::kMinSpreadBytes);
+}
+
 TEST(PartitionPlannerTest, KeysComeFromTheNameNotTheOrder) {
   PartitionPlanner a(1, 1024), b(1, 1024);
   ASSERT_TRUE(a.Plan(TensorSpec{"first", DataType::kFloat32, {10}}).ok());
