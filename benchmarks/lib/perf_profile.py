@@ -1,0 +1,80 @@
+"""Where a process's CPU time goes: `perf record -g` on it while a loop runs, then its symbols by self time
+(`perf report --no-children`), each put in one concern by its name. The machine's hardware counters may be
+unavailable (virtual machines): sampling uses the cpu-clock software event, which always works."""
+
+import re
+import signal
+import subprocess
+import time
+
+# (concern, pattern on "DSO SYMBOL"), first match wins: copies before the kernel's TCP (the copy out of a
+# socket is kernel code too), locking and allocation before the core's own code.
+CONCERNS = [
+    ("copies", r"memcpy|memmove|copy_user|copy_to_user|copy_from_user|_copy_to_iter|_copy_from_iter|rep_movs"),
+    # The kernel's spin locks count as its TCP (they guard sockets and queues). Under the cpu-clock event a
+    # context switch's cost shows in finish_task_switch, where interrupts are on again.
+    ("locking, waking threads, context switches",
+     r"pthread_(?:mutex|cond|rwlock|spin)|__condvar|std::mutex|condition_variable|__lll_lock|futex|try_to_wake_up|"
+     r"__schedule|finish_task_switch"),
+    ("allocation", r"malloc|\bfree\b|cfree|realloc|operator new|operator delete|_int_free|tcache|mmap|munmap|"
+                   r"page_fault|clear_page|do_anonymous_page|std::string::_M_(?:create|mutate|construct|assign)|"
+                   r"basic_string.*_M_(?:create|mutate|construct|assign)"),
+    ("syscalls and kernel TCP",
+     r"\[kernel|\[k\]|asynccancel|\bepoll_wait|\b(?:__libc_)?(?:recv|send|read|write)(?:v|msg|from|to)?$"),
+    ("frame parsing and encoding", r"Message::|Decode|Encode|Wire(?:Reader|Writer)|FrameReader|FrameWriter|"
+                                   r"FramePrefix|PutString|GetString"),
+    ("summing", r"Accumulat|cpu_reducer|Reduce|Kernels"),
+    ("dispatch (the server's own logic)", r"libbps_core|bps::"),
+]
+
+
+def concern_of(line):
+    for concern, pattern in CONCERNS:
+        if re.search(pattern, line):
+            return concern
+    return "other"
+
+
+class Recording:
+    """perf record -g on `pid` from __enter__ until __exit__, into `path`."""
+
+    def __init__(self, pid, path, settle_s=1.0):
+        self.pid, self.path, self.settle_s = pid, str(path), settle_s
+        self.process = None
+
+    def __enter__(self):
+        self.process = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-g", "-p", str(self.pid), "-o",
+                                         self.path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(self.settle_s)  # perf attaches to every thread before the loop starts
+        if self.process.poll() is not None:
+            raise RuntimeError(f"perf record failed: {self.process.stderr.read()[-2000:]}")
+        return self
+
+    def __exit__(self, *exc):
+        self.process.send_signal(signal.SIGINT)
+        _, errors = self.process.communicate(timeout=120)
+        if self.process.returncode not in (0, -signal.SIGINT) and exc[0] is None:
+            raise RuntimeError(f"perf record failed: {errors[-2000:]}")
+
+
+def top_symbols(path, limit=25):
+    """[{percent, dso, symbol, concern}] by self time, largest first; the share of each concern among all
+    samples (the symbols under perf's 0.1% cut go to "other"); the number of samples."""
+    report = subprocess.run(["perf", "report", "-i", str(path), "--stdio", "--no-children", "-g", "none",
+                             "-F", "overhead,dso,sym", "--percent-limit", "0.1"],
+                            capture_output=True, text=True, timeout=300, check=True).stdout
+    samples = re.search(r"# Samples: ([0-9.]+)([KM]?)", report)
+    samples = int(float(samples.group(1)) * {"": 1, "K": 1e3, "M": 1e6}[samples.group(2)]) if samples else 0
+    rows = []
+    for line in report.splitlines():
+        match = re.match(r"\s*([0-9.]+)%\s+(\S+)\s+(\[.\])\s+(.*\S)", line)
+        if match:
+            percent, dso, marker, symbol = match.groups()
+            rows.append({"percent": float(percent), "dso": dso, "symbol": f"{marker} {symbol}",
+                         "concern": concern_of(f"{dso} {marker} {symbol}")})
+    concerns = {}
+    for row in rows:
+        concerns[row["concern"]] = concerns.get(row["concern"], 0.0) + row["percent"]
+    concerns["other"] = concerns.get("other", 0.0) + max(0.0, 100.0 - sum(r["percent"] for r in rows))
+    shares = dict(sorted(((k, round(v, 1)) for k, v in concerns.items()), key=lambda kv: -kv[1]))
+    return rows[:limit], shares, samples
