@@ -58,23 +58,21 @@ class Recording:
 
 
 def top_symbols(path, limit=25):
-    """[{percent, dso, symbol, concern}] by self time, largest first; the share of each concern among all
-    samples (the symbols under perf's 0.1% cut go to "other"); the number of samples."""
+    """[{percent, samples, dso, symbol, concern}] by self time, largest first (at most `limit`); each concern's
+    share of all samples, in percent; the number of samples."""
     report = subprocess.run(["perf", "report", "-i", str(path), "--stdio", "--no-children", "-g", "none",
-                             "-F", "overhead,dso,sym", "--percent-limit", "0.1"],
+                             "-F", "overhead,sample,dso,sym", "--percent-limit", "0"],
                             capture_output=True, text=True, timeout=300, check=True).stdout
-    samples = re.search(r"# Samples: ([0-9.]+)([KM]?)", report)
-    samples = int(float(samples.group(1)) * {"": 1, "K": 1e3, "M": 1e6}[samples.group(2)]) if samples else 0
     rows = []
     for line in report.splitlines():
-        match = re.match(r"\s*([0-9.]+)%\s+(\S+)\s+(\[.\])\s+(.*\S)", line)
+        match = re.match(r"\s*([0-9.]+)%\s+([0-9]+)\s+(\S+)\s+(\[.\])\s+(.*\S)", line)
         if match:
-            percent, dso, marker, symbol = match.groups()
-            rows.append({"percent": float(percent), "dso": dso, "symbol": f"{marker} {symbol}",
-                         "concern": concern_of(f"{dso} {marker} {symbol}")})
+            percent, samples, dso, marker, symbol = match.groups()
+            rows.append({"percent": float(percent), "samples": int(samples), "dso": dso,
+                         "symbol": f"{marker} {symbol}", "concern": concern_of(f"{dso} {marker} {symbol}")})
+    total = sum(r["samples"] for r in rows)
     concerns = {}
     for row in rows:
-        concerns[row["concern"]] = concerns.get(row["concern"], 0.0) + row["percent"]
-    concerns["other"] = concerns.get("other", 0.0) + max(0.0, 100.0 - sum(r["percent"] for r in rows))
-    shares = dict(sorted(((k, round(v, 1)) for k, v in concerns.items()), key=lambda kv: -kv[1]))
-    return rows[:limit], shares, samples
+        concerns[row["concern"]] = concerns.get(row["concern"], 0) + row["samples"]
+    shares = {k: round(100.0 * v / total, 1) for k, v in sorted(concerns.items(), key=lambda kv: -kv[1])}
+    return rows[:limit], shares, total
