@@ -9,7 +9,8 @@ memory off (BYTEPS_SHARED_MEMORY=0; BYTEPS_FORCE_DISTRIBUTED=1 makes a single wo
 push_pulling --tensors float32 tensors of SIZE bytes at once, over and over, through bps_tf's NumPy API
 (benchmarks/workers/message_cost.py). Every process's CPU is read before and after each timed loop while the
 job waits: its threads' run time in nanoseconds (/proc/PID/task/*/schedstat), and as a check user + system
-time in clock ticks (/proc/PID/stat, "cpu_ticks_s").
+time in clock ticks (/proc/PID/stat, "cpu_ticks_s"). "others_cpu_s" is the CPU the rest of the machine used
+meanwhile (/proc/stat): how quiet the measurement was.
 
 What is counted: a push_pull of one tensor of up to a partition (4,096,000 bytes) on one host is one PUSH frame
 (header and SIZE bytes of payload) from the worker and one PULL_REPLY frame (header only: the sum of a single
@@ -37,7 +38,7 @@ import time
 from pathlib import Path
 
 from benchmarks.lib.perf_profile import Recording, top_symbols
-from benchmarks.lib.process_cpu import TICK_S, tree_cpu_s, tree_ticks_s
+from benchmarks.lib.process_cpu import TICK_S, machine_busy_s, tree_cpu_s, tree_ticks_s
 from benchmarks.lib.processes import benchmark_env
 from benchmarks.lib.results import describe_machine, save_result
 from benchmarks.report.tables import human_bytes, markdown
@@ -83,10 +84,14 @@ def emit(record):
 
 
 def run_floor(binary, nbytes, messages, in_flight):
+    busy = machine_busy_s()
     done = subprocess.run([str(binary), "--bytes", str(nbytes), "--reply-bytes", str(REPLY_BYTES), "--messages",
                            str(messages), "--warmup", str(min(messages, 2000)), "--in-flight", str(in_flight)],
                           capture_output=True, text=True, timeout=600, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    # What else ran meanwhile (the warm-up included, so roughly): a quiet machine's is near 0.
+    result["others_cpu_s"] = machine_busy_s() - busy - result["client_cpu_s"] - result["server_cpu_s"]
+    return result
 
 
 class Job:
@@ -155,6 +160,7 @@ def job_phase(job, nbytes, pushes, tensors, profile_to=None):
     """One timed loop of the job (its worker waiting at `ready`); each process's CPU over it, per push_pull and
     per message end."""
     before, ticks_before = job.cpu_s()
+    busy = machine_busy_s()
     if profile_to:
         with Recording(job.pid("server"), profile_to):
             job.go()
@@ -162,6 +168,7 @@ def job_phase(job, nbytes, pushes, tensors, profile_to=None):
     else:
         job.go()
         _, _, report = job.expect("done")
+    busy = machine_busy_s() - busy
     after, ticks_after = job.cpu_s()
     job.go()  # on to the next phase (or the end)
     report = json.loads(report)
@@ -174,6 +181,7 @@ def job_phase(job, nbytes, pushes, tensors, profile_to=None):
     return {"bytes": nbytes, "tensors": tensors, "push_pulls": pushes, "wall_s": report["wall_s"],
             "bytes_pulled": report["counters"]["bytes_pulled"], "cpu_s": cpu,
             "cpu_ticks_s": {role: ticks_after[role] - ticks_before[role] for role in after},
+            "others_cpu_s": busy - job_cpu,  # what else ran on the machine meanwhile: a quiet one's is near 0
             "server_cpu_us_per_message": cpu["server"] / pushes * 1e6,
             "worker_cpu_us_per_message": cpu["worker"] / pushes * 1e6,
             "job_cpu_us_per_push_pull": job_cpu / pushes * 1e6,
@@ -201,6 +209,7 @@ def summarise(sizes, rounds):
             "job_cpu_us_per_message_end": spread([r["job"]["job_cpu_us_per_message_end"] for r in mine]),
             "server_over_floor": spread([r["job"]["server_cpu_us_per_message"] / f for r, f in zip(mine, floors)]),
             "job_over_floor": spread([r["job"]["job_cpu_us_per_message_end"] / f for r, f in zip(mine, floors)]),
+            "others_cpu_s_during_job": spread([r["job"]["others_cpu_s"] for r in mine]),
         })
     return summary
 
@@ -215,7 +224,10 @@ def table(summary, tensors):
              cell(s["server_over_floor"], 2), cell(s["job_over_floor"], 2)] for s in summary]
     header = ["size", "floor, 1 at a time: us/end", f"floor, {tensors} in flight: us/end", "server: us/message",
               "job: us/end", "server / floor", "job / floor"]
-    return markdown(header, rows) + "\nbest (median-worst) over the rounds; floor: the cheaper of its two runs"
+    quiet = ", ".join(f"{human_bytes(s['bytes'])} {s['others_cpu_s_during_job']['best']:.2f}-"
+                      f"{s['others_cpu_s_during_job']['worst']:.2f} s" for s in summary)
+    return (markdown(header, rows) + "\nbest (median-worst) over the rounds; floor: the cheaper of its two runs; "
+            f"CPU of other processes during the job's loops: {quiet}")
 
 
 def profile_table(profiles):

@@ -66,3 +66,11 @@ def tree_cpu_s(pid):
 def tree_ticks_s(pid):
     """CPU seconds of `pid` and the live processes below it, from user and system time in clock ticks."""
     return _tree_sum(pid, _ticks_s)
+
+
+def machine_busy_s():
+    """CPU seconds every core of the machine spent busy (not idle, not waiting for I/O) since boot
+    (/proc/stat): the difference over a loop less the loop's own processes is what else ran meanwhile."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return (sum(fields[:8]) - idle) * TICK_S  # user nice system idle iowait irq softirq steal
