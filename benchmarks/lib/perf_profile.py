@@ -21,8 +21,9 @@ CONCERNS = [
                    r"basic_string.*_M_(?:create|mutate|construct|assign)"),
     ("syscalls and kernel TCP",
      r"\[kernel|\[k\]|asynccancel|\bepoll_wait|\b(?:__libc_)?(?:recv|send|read|write)(?:v|msg|from|to)?$"),
+    # (headers are built and parsed as std::strings)
     ("frame parsing and encoding", r"Message::|Decode|Encode|Wire(?:Reader|Writer)|FrameReader|FrameWriter|"
-                                   r"FramePrefix|PutString|GetString"),
+                                   r"FramePrefix|PutString|GetString|basic_string"),
     ("summing", r"Accumulat|cpu_reducer|Reduce|Kernels"),
     ("dispatch (the server's own logic)", r"libbps_core|bps::"),
 ]

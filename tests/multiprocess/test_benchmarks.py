@@ -377,3 +377,18 @@ def test_message_cost_benchmark_counts_messages_and_compares_with_the_floor(tmp_
         for profile in result["profiles"]:
             assert profile["samples"] > 0 and profile["top"], profile
             assert sum(profile["concerns"].values()) == pytest.approx(100, abs=1), profile["concerns"]
+
+
+def test_message_cost_profile_puts_symbols_in_their_concerns():
+    from benchmarks.lib.perf_profile import concern_of
+
+    assert concern_of("[kernel.kallsyms] [k] _copy_to_iter") == "copies"
+    assert concern_of("[kernel.kallsyms] [k] tcp_recvmsg_locked") == "syscalls and kernel TCP"
+    assert concern_of("libc.so.6 [.] __libc_recv") == "syscalls and kernel TCP"
+    assert concern_of("[kernel.kallsyms] [k] finish_task_switch.isra.0").startswith("locking")
+    assert concern_of("libc.so.6 [.] pthread_mutex_lock@@GLIBC_2.2.5").startswith("locking")
+    assert concern_of("libc.so.6 [.] _int_malloc") == concern_of("libc.so.6 [.] cfree@GLIBC_2.2.5") == "allocation"
+    assert concern_of("libbps_core.so [.] bps::Message::Decode") == "frame parsing and encoding"
+    assert concern_of("libbps_core.so [.] bps::AddToAccumulator") == "summing"
+    assert concern_of("libbps_core.so [.] bps::Server::CheckedKey").startswith("dispatch")
+    assert concern_of("[vdso] [.] __vdso_clock_gettime") == "other"
