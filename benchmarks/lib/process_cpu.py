@@ -74,3 +74,28 @@ def machine_busy_s():
     fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
     idle = fields[3] + fields[4]
     return (sum(fields[:8]) - idle) * TICK_S  # user nice system idle iowait irq softirq steal
+
+
+def _switches(pid):
+    voluntary = involuntary = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            for line in (task / "status").read_text().splitlines():
+                if line.startswith("voluntary_ctxt_switches:"):
+                    voluntary += int(line.split()[1])
+                elif line.startswith("nonvoluntary_ctxt_switches:"):
+                    involuntary += int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return voluntary, involuntary
+
+
+def tree_context_switches(pid):
+    """(voluntary, involuntary) context switches of the live threads of `pid` and the processes below it: a
+    voluntary one is a thread going to sleep to wait (and later being woken), an involuntary one a thread
+    preempted."""
+    voluntary = involuntary = 0
+    for each in descendants(pid):
+        v, i = _switches(each)
+        voluntary, involuntary = voluntary + v, involuntary + i
+    return voluntary, involuntary
