@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import secrets
+import shutil
 import signal
 import statistics
 import subprocess
@@ -274,6 +275,8 @@ def messages_for(nbytes, args):
 
 def main():
     args = parse_args()
+    if args.profile and not shutil.which("perf"):
+        raise SystemExit("--profile needs perf (Debian: apt-get install linux-perf)")
     sizes = [int(s) for s in args.sizes.split(",") if s]
     binary = Path(args.floor_binary) if args.floor_binary else build_floor()
     niceness = take_priority(args.nice)
