@@ -39,7 +39,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+import threading
 from pathlib import Path
 
 from benchmarks.lib.perf_profile import Recording, top_symbols
@@ -113,16 +113,18 @@ class Job:
                     BYTEPS_SHARED_MEMORY=0, BYTEPS_FORCE_DISTRIBUTED=1)
         self.logs = Path(logs)
         self.processes = {}
+        self.stopped = ""  # why the job was killed before its end, if it was
+        self.files = {role: open(self.logs / f"{role}.log", "w") for role in ("scheduler", "server", "worker")}
         for role in ("scheduler", "server"):
             self.processes[role] = subprocess.Popen(
                 [BPSLAUNCH], env=benchmark_env(dict(base, DMLC_ROLE=role)), cwd=REPO_ROOT,
-                stdout=open(self.logs / f"{role}.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
+                stdout=self.files[role], stderr=subprocess.STDOUT, start_new_session=True)
         self.processes["worker"] = subprocess.Popen(
             [sys.executable, "-m", "benchmarks.workers.message_cost", "--tensors", str(tensors), "--phases",
              ",".join(f"{n}:{r}" for n, r in phases)], env=benchmark_env(dict(base, DMLC_ROLE="worker",
                                                                                DMLC_WORKER_ID=0)),
-            cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(self.logs / "worker.log", "w"),
-            text=True, start_new_session=True)
+            cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.files["worker"], text=True,
+            start_new_session=True)
 
     def pid(self, role):
         return self.processes[role].pid
@@ -140,13 +142,17 @@ class Job:
         while True:
             line = worker.stdout.readline()
             if not line:
-                raise RuntimeError(f"the worker ended (exit {worker.wait()}) before '{word}':\n{self.tails()}")
+                raise RuntimeError(f"the worker ended (exit {worker.wait()}) before '{word}'{self.stopped}:\n"
+                                   f"{self.tails()}")
             if line.startswith(word + " "):
                 return line.rstrip("\n").split(" ", 2)
 
     def go(self):
-        self.processes["worker"].stdin.write("go\n")
-        self.processes["worker"].stdin.flush()
+        try:
+            self.processes["worker"].stdin.write("go\n")
+            self.processes["worker"].stdin.flush()
+        except BrokenPipeError:
+            raise RuntimeError(f"the worker ended{self.stopped}:\n{self.tails()}") from None
 
     def tails(self):
         return "\n".join(f"--- {p.name}:\n{p.read_text(errors='replace')[-2000:]}" for p in self.logs.glob("*.log"))
@@ -158,6 +164,7 @@ class Job:
             raise RuntimeError(f"the worker exited {code}:\n{self.tails()}")
 
     def kill(self):
+        """Kills every process (also from another thread: a read of the worker's output then ends)."""
         for process in self.processes.values():
             if process.poll() is None:
                 try:
@@ -165,6 +172,15 @@ class Job:
                 except ProcessLookupError:
                     pass
             process.wait()
+
+    def stop(self, why):
+        self.stopped = f" ({why})"
+        self.kill()
+
+    def close(self):
+        self.kill()
+        for file in self.files.values():
+            file.close()
 
 
 def job_phase(job, nbytes, pushes, tensors, profile_to=None):
@@ -284,10 +300,11 @@ def main():
     phases = [(n, counts[n] // args.tensors) for _ in range(args.rounds) for n in sizes]
     if args.profile:
         phases += [(n, counts[n] // args.tensors) for n in sizes]
-    deadline = time.monotonic() + args.timeout
     rounds, profiles = [], []
     with tempfile.TemporaryDirectory(prefix="message_cost_") as tmp:
         job = Job(args.tensors, phases, tmp)
+        watchdog = threading.Timer(args.timeout, job.stop, [f"stopped after --timeout {args.timeout} s"])
+        watchdog.start()
         try:
             for index in range(args.rounds):
                 for nbytes in sizes:
@@ -299,8 +316,6 @@ def main():
                     measured = emit(dict(job_phase(job, nbytes, counts[nbytes], args.tensors), kind="job",
                                          round=index))
                     rounds.append({"round": index, "bytes": nbytes, "floor": floor, "job": measured})
-                    if time.monotonic() > deadline:
-                        raise RuntimeError(f"past --timeout {args.timeout} s")
             for nbytes in sizes if args.profile else ():
                 data = Path(tmp) / f"server_{nbytes}.perf"
                 job.expect("ready")
@@ -311,7 +326,8 @@ def main():
                                       "server_cpu_us_per_message_profiled": measured["server_cpu_us_per_message"]}))
             job.finish()
         finally:
-            job.kill()
+            watchdog.cancel()
+            job.close()
     summary = summarise(sizes, rounds)
     for s in summary:
         emit(dict(s, kind="summary"))

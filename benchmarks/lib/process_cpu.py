@@ -96,6 +96,9 @@ def tree_context_switches(pid):
     preempted."""
     voluntary = involuntary = 0
     for each in descendants(pid):
-        v, i = _switches(each)
+        try:
+            v, i = _switches(each)
+        except OSError:
+            continue  # it ended while we looked
         voluntary, involuntary = voluntary + v, involuntary + i
     return voluntary, involuntary
