@@ -320,7 +320,7 @@ def main():
                 data = Path(tmp) / f"server_{nbytes}.perf"
                 job.expect("ready")
                 measured = job_phase(job, nbytes, counts[nbytes], args.tensors, profile_to=data)
-                top, concerns, samples = top_symbols(data)
+                top, concerns, samples = top_symbols(data, job.pid("server"))
                 profiles.append(emit({"kind": "profile", "bytes": nbytes, "samples": samples, "concerns": concerns,
                                       "top": top,
                                       "server_cpu_us_per_message_profiled": measured["server_cpu_us_per_message"]}))

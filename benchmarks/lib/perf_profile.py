@@ -20,7 +20,8 @@ CONCERNS = [
                    r"page_fault|clear_page|do_anonymous_page|std::string::_M_(?:create|mutate|construct|assign)|"
                    r"basic_string.*_M_(?:create|mutate|construct|assign)"),
     ("syscalls and kernel TCP",
-     r"\[kernel|\[k\]|asynccancel|\bepoll_wait|\b(?:__libc_)?(?:recv|send|read|write)(?:v|msg|from|to)?$"),
+     r"\[kernel|\[k\]|asynccancel|\bepoll_wait|libc_(?:recv|send|read|write)\w*$|"
+     r"\b(?:recv|send|read|write)(?:v|msg|mmsg|from|to)?$"),
     # (headers are built and parsed as std::strings)
     ("frame parsing and encoding", r"Message::|Decode|Encode|Wire(?:Reader|Writer)|FrameReader|FrameWriter|"
                                    r"FramePrefix|PutString|GetString|basic_string"),
@@ -37,15 +38,17 @@ def concern_of(line):
 
 
 class Recording:
-    """perf record -g on `pid` from __enter__ until __exit__, into `path`."""
+    """perf record -g of every CPU from __enter__ until __exit__, into `path`; top_symbols(path, pid) then
+    reads one process's samples. (Recording the process alone would make perf switch its counters at each of
+    the process's context switches, which adds to the cost being measured.)"""
 
     def __init__(self, pid, path, settle_s=1.0):
         self.pid, self.path, self.settle_s = pid, str(path), settle_s
         self.process = None
 
     def __enter__(self):
-        self.process = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-g", "-p", str(self.pid), "-o",
-                                         self.path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-g", "-a", "-o", self.path],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         time.sleep(self.settle_s)  # perf attaches to every thread before the loop starts
         if self.process.poll() is not None:
             raise RuntimeError(f"perf record failed: {self.process.stderr.read()[-2000:]}")
@@ -58,20 +61,23 @@ class Recording:
             raise RuntimeError(f"perf record failed: {errors[-2000:]}")
 
 
-def top_symbols(path, limit=25):
-    """[{percent, samples, dso, symbol, concern}] by self time, largest first (at most `limit`); each concern's
-    share of all samples, in percent; the number of samples."""
-    report = subprocess.run(["perf", "report", "-i", str(path), "--stdio", "--no-children", "-g", "none",
-                             "-F", "overhead,sample,dso,sym", "--percent-limit", "0"],
+def top_symbols(path, pid, limit=25):
+    """Process `pid`'s samples: [{percent, samples, dso, symbol, concern}] by self time, largest first (at most
+    `limit`); each concern's share of all samples, in percent; the number of samples."""
+    report = subprocess.run(["perf", "report", "-i", str(path), "--pid", str(pid), "--stdio", "--no-children",
+                             "-g", "none", "-F", "overhead,sample,dso,sym", "--percent-limit", "0"],
                             capture_output=True, text=True, timeout=300, check=True).stdout
     rows = []
     for line in report.splitlines():
         match = re.match(r"\s*([0-9.]+)%\s+([0-9]+)\s+(\S+)\s+(\[.\])\s+(.*\S)", line)
         if match:
-            percent, samples, dso, marker, symbol = match.groups()
-            rows.append({"percent": float(percent), "samples": int(samples), "dso": dso,
-                         "symbol": f"{marker} {symbol}", "concern": concern_of(f"{dso} {marker} {symbol}")})
+            _, samples, dso, marker, symbol = match.groups()
+            rows.append({"samples": int(samples), "dso": dso, "symbol": f"{marker} {symbol}",
+                         "concern": concern_of(f"{dso} {marker} {symbol}")})
     total = sum(r["samples"] for r in rows)
+    rows.sort(key=lambda r: -r["samples"])  # (perf's order and percentages are of every process's samples)
+    for row in rows:
+        row["percent"] = round(100.0 * row["samples"] / total, 2)
     concerns = {}
     for row in rows:
         concerns[row["concern"]] = concerns.get(row["concern"], 0) + row["samples"]
