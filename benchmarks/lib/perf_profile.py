@@ -38,17 +38,18 @@ def concern_of(line):
 
 
 class Recording:
-    """perf record -g of every CPU from __enter__ until __exit__, into `path`; top_symbols(path, pid) then
-    reads one process's samples. (Recording the process alone would make perf switch its counters at each of
-    the process's context switches, which adds to the cost being measured.)"""
+    """perf record -g of process `pid` (every thread) from __enter__ until __exit__, into `path`. perf then
+    switches its counters at each of the process's context switches, which adds to their cost: the profiled
+    loop costs more than an unprofiled one (recording every CPU instead disturbs less, but on this kind of
+    virtual machine it lost most samples, and the kernel's copies among them)."""
 
     def __init__(self, pid, path, settle_s=1.0):
         self.pid, self.path, self.settle_s = pid, str(path), settle_s
         self.process = None
 
     def __enter__(self):
-        self.process = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-g", "-a", "-o", self.path],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-g", "-p", str(self.pid), "-o",
+                                         self.path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         time.sleep(self.settle_s)  # perf attaches to every thread before the loop starts
         if self.process.poll() is not None:
             raise RuntimeError(f"perf record failed: {self.process.stderr.read()[-2000:]}")
@@ -75,7 +76,7 @@ def top_symbols(path, pid, limit=25):
             rows.append({"samples": int(samples), "dso": dso, "symbol": f"{marker} {symbol}",
                          "concern": concern_of(f"{dso} {marker} {symbol}")})
     total = sum(r["samples"] for r in rows)
-    rows.sort(key=lambda r: -r["samples"])  # (perf's order and percentages are of every process's samples)
+    rows.sort(key=lambda r: -r["samples"])
     for row in rows:
         row["percent"] = round(100.0 * row["samples"] / total, 2)
     concerns = {}
