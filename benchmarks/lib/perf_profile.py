@@ -17,14 +17,14 @@ CONCERNS = [
      r"pthread_(?:mutex|cond|rwlock|spin)|__condvar|std::mutex|condition_variable|__lll_lock|futex|try_to_wake_up|"
      r"__schedule|finish_task_switch"),
     ("allocation", r"malloc|\bfree\b|cfree|realloc|operator new|operator delete|_int_free|tcache|mmap|munmap|"
-                   r"page_fault|clear_page|do_anonymous_page|std::string::_M_(?:create|mutate|construct|assign)|"
-                   r"basic_string.*_M_(?:create|mutate|construct|assign)"),
+                   r"page_fault|clear_page|do_anonymous_page|"
+                   r"\] std::(?:__cxx11::)?basic_string<[^ ]*(?: [^ ]*)*>::_M_(?:create|mutate|construct|assign)"),
     ("syscalls and kernel TCP",
      r"\[kernel|\[k\]|asynccancel|\bepoll_wait|libc_(?:recv|send|read|write)\w*$|"
      r"\b(?:recv|send|read|write)(?:v|msg|mmsg|from|to)?$"),
-    # (headers are built and parsed as std::strings)
+    # (headers are built and parsed as std::strings: a string's own functions count here)
     ("frame parsing and encoding", r"Message::|Decode|Encode|Wire(?:Reader|Writer)|FrameReader|FrameWriter|"
-                                   r"FramePrefix|PutString|GetString|basic_string"),
+                                   r"FramePrefix|PutString|GetString|\] std::(?:__cxx11::)?basic_string"),
     ("summing", r"Accumulat|cpu_reducer|Reduce|Kernels"),
     ("dispatch (the server's own logic)", r"libbps_core|bps::"),
 ]

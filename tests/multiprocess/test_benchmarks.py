@@ -390,6 +390,11 @@ def test_message_cost_profile_puts_symbols_in_their_concerns():
     assert concern_of("libc.so.6 [.] pthread_mutex_lock@@GLIBC_2.2.5").startswith("locking")
     assert concern_of("libc.so.6 [.] _int_malloc") == concern_of("libc.so.6 [.] cfree@GLIBC_2.2.5") == "allocation"
     assert concern_of("libbps_core.so [.] bps::Message::Decode") == "frame parsing and encoding"
+    string = "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >"
+    assert concern_of(f"libstdc++.so.6 [.] {string}::_M_append") == "frame parsing and encoding"
+    assert concern_of(f"libstdc++.so.6 [.] {string}::_M_mutate") == "allocation"
+    assert concern_of(f"libbps_core.so [.] std::_Function_handler<void (), bps::TcpTransport::Send(int, {string}, "
+                      "void const*)::{lambda()#1}>::_M_invoke").startswith("dispatch")
     assert concern_of("libbps_core.so [.] bps::AddToAccumulator") == "summing"
     assert concern_of("libbps_core.so [.] bps::Server::CheckedKey").startswith("dispatch")
     assert concern_of("[vdso] [.] __vdso_clock_gettime") == "other"
