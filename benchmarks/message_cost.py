@@ -82,8 +82,10 @@ def build_floor():
     python = REPO_ROOT / ".venv" / "bin" / "python"
     flags = [f"--repo_env=PYTHON_BIN_PATH={python if python.exists() else sys.executable}",
              f"--disk_cache={Path.home() / '.cache' / 'bps_tf' / 'bazel-disk'}"]
-    subprocess.run(["bazel", "build", *flags, FLOOR_TARGET], cwd=REPO_ROOT, check=True, capture_output=True,
-                   timeout=600)
+    built = subprocess.run(["bazel", "build", *flags, FLOOR_TARGET], cwd=REPO_ROOT, capture_output=True, text=True,
+                           timeout=600)
+    if built.returncode != 0:
+        raise SystemExit(f"bazel build {FLOOR_TARGET} failed (or pass --floor-binary):\n{built.stderr[-3000:]}")
     return REPO_ROOT / "bazel-bin" / "cc" / "tools" / "tcp_floor"
 
 
@@ -295,6 +297,8 @@ def main():
         raise SystemExit("--profile needs perf (Debian: apt-get install linux-perf)")
     sizes = [int(s) for s in args.sizes.split(",") if s]
     binary = Path(args.floor_binary) if args.floor_binary else build_floor()
+    if not binary.is_file():
+        raise SystemExit(f"no floor program at {binary}: build it with bazel build {FLOOR_TARGET}")
     niceness = take_priority(args.nice)
     counts = {n: messages_for(n, args) for n in sizes}
     phases = [(n, counts[n] // args.tensors) for _ in range(args.rounds) for n in sizes]
