@@ -343,3 +343,58 @@ def test_gpu_compute_step_arguments_and_timing(tmp_path):
     assert failed.returncode == 1, failed.stderr[-3000:]
     (row,) = json.loads(out.read_text())["runs"]
     assert row["model"] == "bert_large" and row["framework"] == "none" and "KeyError" in row["error"]
+
+
+can_profile = shutil.which("perf") and subprocess.run(["perf", "stat", "-e", "cpu-clock", "true"],
+                                                      capture_output=True).returncode == 0
+
+
+@pytest.mark.timeout(300)
+def test_message_cost_benchmark_counts_messages_and_compares_with_the_floor(tmp_path):
+    """2 sizes, 8 tensors in flight, 2 rounds (the profile where perf works): the floor's and the job's CPU,
+    the push_pulls checked against the bytes the worker pushed, the ratios from the same rounds."""
+    out = tmp_path / "message_cost.json"
+    done = run_module("benchmarks.message_cost", "--sizes", "4096,262144", "--tensors", 8, "--messages", 800,
+                      "--budget-mb", 64, "--rounds", 2, *(["--profile"] if can_profile else []), "--timeout", 240,
+                      "--output", out, timeout=290)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["messages"] == {"4096": 800, "262144": 256}
+    assert [(r["round"], r["bytes"]) for r in result["rounds"]] == [(0, 4096), (0, 262144), (1, 4096), (1, 262144)]
+    for r in result["rounds"]:
+        floor, job = r["floor"], r["job"]
+        assert [floor[k]["in_flight"] for k in ("one_at_a_time", "in_flight")] == [1, 8]
+        assert all(floor[k]["messages"] == job["push_pulls"] and floor[k]["server_cpu_s"] > 0 for k in floor)
+        assert job["bytes_pulled"] == 0  # a single worker's sums come back as echoes, without payload
+        assert job["cpu_s"]["server"] > 0 and job["cpu_s"]["worker"] > 0, job
+        assert job["job_cpu_us_per_message_end"] * 2 == pytest.approx(job["job_cpu_us_per_push_pull"])
+        assert job["server_sleeps_per_message"] >= 0 and job["server_preemptions_per_message"] >= 0, job
+    for s in result["summary"]:
+        for figure in ("server_over_floor", "job_over_floor", "server_cpu_us_per_message"):
+            assert 0 < s[figure]["best"] <= s[figure]["median"] <= s[figure]["worst"], s
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [line["kind"] for line in lines].count("job") == 4 and "| 256 KB |" in done.stdout
+    if can_profile:
+        for profile in result["profiles"]:
+            assert profile["samples"] > 0 and profile["top"], profile
+            assert sum(profile["concerns"].values()) == pytest.approx(100, abs=1), profile["concerns"]
+
+
+def test_message_cost_profile_puts_symbols_in_their_concerns():
+    from benchmarks.lib.perf_profile import concern_of
+
+    assert concern_of("[kernel.kallsyms] [k] _copy_to_iter") == "copies"
+    assert concern_of("[kernel.kallsyms] [k] tcp_recvmsg_locked") == "syscalls and kernel TCP"
+    assert concern_of("libc.so.6 [.] __libc_recv") == "syscalls and kernel TCP"
+    assert concern_of("[kernel.kallsyms] [k] finish_task_switch.isra.0").startswith("locking")
+    assert concern_of("libc.so.6 [.] pthread_mutex_lock@@GLIBC_2.2.5").startswith("locking")
+    assert concern_of("libc.so.6 [.] _int_malloc") == concern_of("libc.so.6 [.] cfree@GLIBC_2.2.5") == "allocation"
+    assert concern_of("libbps_core.so [.] bps::Message::Decode") == "frame parsing and encoding"
+    string = "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >"
+    assert concern_of(f"libstdc++.so.6 [.] {string}::_M_append") == "frame parsing and encoding"
+    assert concern_of(f"libstdc++.so.6 [.] {string}::_M_mutate") == "allocation"
+    assert concern_of(f"libbps_core.so [.] std::_Function_handler<void (), bps::TcpTransport::Send(int, {string}, "
+                      "void const*)::{lambda()#1}>::_M_invoke").startswith("dispatch")
+    assert concern_of("libbps_core.so [.] bps::AddToAccumulator") == "summing"
+    assert concern_of("libbps_core.so [.] bps::Server::CheckedKey").startswith("dispatch")
+    assert concern_of("[vdso] [.] __vdso_clock_gettime") == "other"
