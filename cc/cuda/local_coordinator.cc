@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -21,8 +22,10 @@
 #include "cc/common/rank_list.h"
 #include "cc/common/wire.h"
 #include "cc/common/work_thread.h"
+#include "cc/transport/stream_frames.h"
 
 namespace bps {
+namespace cuda {
 namespace {
 
 enum class Frame : uint8_t {
@@ -59,39 +62,19 @@ Status SendFrame(int fd, Frame type, const std::string& first, const std::string
   body.Put<uint8_t>(static_cast<uint8_t>(type));
   body.PutString(first);
   body.PutString(second);
-  WireWriter framed;
-  framed.PutString(body.Take());
-  std::string bytes = framed.Take();
-  for (size_t sent = 0; sent < bytes.size();) {
-    ssize_t n = send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return Unavailable(std::string("local coordination socket: ") + std::strerror(errno));
-    sent += static_cast<size_t>(n);
-  }
-  return Status::OK();
+  return SendAll(fd, Record(body.Take()), "local coordination socket");
 }
 
-// Collects bytes from a stream socket and cuts them into frames.
-class FrameReader {
+// Reads the coordinator's messages, each a record (stream_frames.h) of its type and two strings.
+class MessageReader {
  public:
   // Reads what is available; false when the peer closed the connection or it failed.
-  bool Fill(int fd) {
-    char chunk[4096];
-    ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
-    if (n <= 0) return false;
-    buffer_.append(chunk, static_cast<size_t>(n));
-    return true;
-  }
+  bool Fill(int fd) { return records_.Fill(fd); }
   // The next complete frame, if any; false also for a malformed one (sets malformed()).
   bool Next(Frame* type, std::string* first, std::string* second) {
-    if (buffer_.size() < 4) return false;
-    uint32_t length;
-    std::memcpy(&length, buffer_.data(), 4);
-    if (buffer_.size() < 4 + static_cast<size_t>(length)) return false;
-    const std::string frame = buffer_.substr(4, length);  // WireReader keeps a pointer into it
-    buffer_.erase(0, 4 + static_cast<size_t>(length));
-    WireReader r(frame);
+    const std::optional<std::string> record = records_.Next();
+    if (!record) return false;
+    WireReader r(*record);
     uint8_t raw = r.Get<uint8_t>();
     *first = r.GetString();
     *second = r.GetString();
@@ -102,7 +85,7 @@ class FrameReader {
   bool malformed() const { return malformed_; }
 
  private:
-  std::string buffer_;
+  RecordReader records_;
   bool malformed_ = false;
 };
 
@@ -196,7 +179,7 @@ class Root : public SocketEnd {
   struct Peer {
     int fd;
     int rank = -1;  // known after HELLO
-    FrameReader reader;
+    MessageReader reader;
   };
   struct Pending {
     std::set<int> ready;
@@ -344,7 +327,7 @@ class Member : public SocketEnd {
   }
 
   void Loop() override {
-    FrameReader reader;
+    MessageReader reader;
     while (!stop_) {
       pollfd fd{fd_, POLLIN, 0};
       if (poll(&fd, 1, kPollMs) <= 0) continue;
@@ -431,4 +414,5 @@ StatusOr<std::unique_ptr<LocalCoordinator>> LocalCoordinator::Connect(const std:
   return std::unique_ptr<LocalCoordinator>(new Member(fd));
 }
 
+}  // namespace cuda
 }  // namespace bps

@@ -17,6 +17,7 @@
 #include "cc/common/status.h"
 
 namespace bps {
+namespace cuda {
 
 class LocalCoordinator {
  public:
@@ -38,4 +39,5 @@ class LocalCoordinator {
 // `root_uri:root_port` (distinct jobs and machines sharing a host do not meet).
 std::string LocalCoordinatorName(const std::string& root_uri, int root_port, int worker_id);
 
+}  // namespace cuda
 }  // namespace bps

@@ -13,6 +13,7 @@
 #include "cc/common/clock.h"
 
 namespace bps {
+namespace cuda {
 namespace {
 
 std::string UniqueName(const std::string& test) {
@@ -166,4 +167,5 @@ TEST(LocalCoordinatorTest, TwoRootsForOneMachineAreRefused) {
 }
 
 }  // namespace
+}  // namespace cuda
 }  // namespace bps

@@ -3,20 +3,22 @@
 #include <chrono>
 #include <future>
 #include <new>
-#include <sstream>
 #include <thread>
 
 #include "cc/common/clock.h"
 #include "cc/common/logging.h"
-#include "cc/common/rank_list.h"
-#include "cc/common/tokens.h"
 #include "cc/compress/codec.h"
 #include "cc/ps/node_setup.h"
-#include "cc/ps/timeouts.h"
 
 namespace bps {
 
-Server::Server(const Config& config, Transport* transport) : config_(config), transport_(transport) {
+Server::Server(const Config& config, Transport* transport)
+    : config_(config),
+      transport_(transport),
+      settler_(config_, transport,
+               {[this](const KeySpec& spec) { return FinishedContributors(spec); },
+                [this](const KeySpec& spec) { return JoinedContributors(spec); }},
+               [this] { return arena_->locator(); }) {
   for (int i = 0; i < config.server_sum_threads; ++i) {
     sum_threads_.push_back(std::make_unique<WorkThread>([this, i] { CheckStaleRounds(i); }));
   }
@@ -103,15 +105,7 @@ void Server::OnAddressBook(const Message& m) {
     bool first = false;
     {
       std::lock_guard<std::mutex> lock(keys_mu_);
-      first = generation_ == 0;
-      generation_ = book.value().generation;
-      num_workers_ = book.value().num_workers;
-      local_size_ = std::max(1, book.value().local_size);
-      worker_tokens_ = book.value().worker_tokens;
-      // A new generation's workers prove their new ranks anew (its keys come after this book).
-      rank_of_.clear();
-      peer_of_.clear();
-      dropped_generation_ = false;
+      first = generation_.Start(book.value());
     }
     if (first && config_.shared_memory && book.value().workers_on_your_host > 0) CreateSharedArena();
     Message ready;
@@ -126,18 +120,7 @@ void Server::HandleIdentify(PeerId from, const Message& m) {
   Status result;
   {
     std::lock_guard<std::mutex> lock(keys_mu_);
-    const int rank = m.sender;
-    if (rank_of_.count(from)) {
-      result = FailedPrecondition("this connection already speaks for worker " + std::to_string(rank_of_[from]));
-    } else if (rank < 0 || rank >= static_cast<int>(worker_tokens_.size()) ||
-               !ConstantTimeEquals(m.text, worker_tokens_[rank])) {
-      result = Unauthenticated("the scheduler did not give this process the place of worker " + std::to_string(rank));
-    } else if (peer_of_.count(rank)) {
-      result = FailedPrecondition("worker " + std::to_string(rank) + " is already connected");
-    } else {
-      rank_of_[from] = rank;
-      peer_of_[rank] = from;
-    }
+    result = generation_.Identify(from, m.sender, m.text);
     ReleaseRetired(from);
   }
   if (!result.ok()) dropped_.Warn("turned away " + transport_->PeerName(from) + ": " + result.message());
@@ -153,16 +136,17 @@ void Server::HandleKeyPlan(const Message& m) {
   Status result = body.status();
   if (body.ok()) {
     std::lock_guard<std::mutex> lock(keys_mu_);
+    const int num_workers = generation_.num_workers();
     for (const KeySpec& spec : body.value().keys) {
       const uint64_t limit = TensorSpec::kMaxTensorBytes / DataTypeSize(spec.dtype);
-      const bool members_fit = spec.members.empty() || (spec.members.back() < num_workers_ &&
+      const bool members_fit = spec.members.empty() || (spec.members.back() < num_workers &&
                                                         static_cast<int>(spec.members.size()) == spec.participants);
       const bool compression_fits = !spec.compression.on() || (spec.dtype == DataType::kFloat32 &&
                                                                spec.op == ReduceOp::kSum &&
                                                                spec.scope != TensorScope::kPublished &&
                                                                spec.count <= kMaxCodecElements);
-      if (!compression_fits || spec.count > limit || spec.participants < 1 || spec.participants > num_workers_ || !members_fit ||
-          spec.root < 0 || spec.root >= num_workers_) {
+      if (!compression_fits || spec.count > limit || spec.participants < 1 || spec.participants > num_workers || !members_fit ||
+          spec.root < 0 || spec.root >= num_workers) {
         result = InvalidArgument("a key plan out of this job's bounds");
         break;
       }
@@ -185,65 +169,26 @@ void Server::HandleKeyPlan(const Message& m) {
   transport_->Send(scheduler_, reply.Encode(), nullptr, 0, nullptr);
 }
 
-std::set<int> Server::ContributorsAmong(const KeySpec& spec, const std::set<int>& workers) {
-  if (spec.scope != TensorScope::kMachine) {
-    std::set<int> indices;
-    for (int rank : workers) {
-      const int index = ContributionIndex(spec.scope, spec.members, spec.root, rank, local_size_);
-      if (index >= 0) indices.insert(index);
-    }
-    return indices;
-  }
-  std::map<int, int> per_machine;
-  for (int rank : workers) ++per_machine[rank / local_size_];
-  std::set<int> machines;
-  for (const auto& entry : per_machine) {
-    if (entry.second == local_size_) machines.insert(entry.first);
-  }
-  return machines;
-}
-
 std::set<int> Server::FinishedContributors(const KeySpec& spec) {
   std::lock_guard<std::mutex> lock(keys_mu_);
-  return ContributorsAmong(spec, finished_workers_);
+  return generation_.FinishedContributors(spec);
 }
 
 std::set<int> Server::JoinedContributors(const KeySpec& spec) {
-  if (spec.scope == TensorScope::kPublished) return {};  // a publisher that joined publishes nothing
   std::lock_guard<std::mutex> lock(keys_mu_);
-  return ContributorsAmong(spec, joined_workers_);
+  return generation_.JoinedContributors(spec);
 }
 
 void Server::HandleWorkerFinished(int rank, bool joined) {
-  std::vector<std::pair<uint64_t, KeyEntry*>> keys;
+  std::vector<std::pair<uint64_t, ServerKey*>> keys;
   {
     std::lock_guard<std::mutex> lock(keys_mu_);
-    finished_workers_.insert(rank);
-    if (joined) joined_workers_.insert(rank);
+    generation_.WorkerFinished(rank, joined);
     for (auto& entry : keys_) keys.emplace_back(entry.first, &entry.second);
   }
   for (auto& key : keys) {
-    SumThreadFor(key.first).Post([this, key] { SettleRound(key.first, key.second); });
+    SumThreadFor(key.first).Post([this, key] { settler_.Settle(key.first, key.second); });
   }
-}
-
-void Server::FailRoundWaitingOnFinished(uint64_t key, KeyEntry* entry) {
-  // Readers of a published key may wait before its round has started; pushers only once it has.
-  const bool readers_only = entry->spec.scope == TensorScope::kPublished;
-  if (!entry->round || entry->parked.empty() || (!readers_only && !entry->round->round_started())) return;
-  std::set<int> finished = FinishedContributors(entry->spec);
-  std::set<int> gone;
-  for (int missing : entry->round->MissingWorkers()) {
-    if (finished.count(missing)) gone.insert(ContributorRank(entry->spec.scope, entry->spec.members,
-                                                             entry->spec.root, missing));
-  }
-  if (gone.empty()) return;
-  const char* who = entry->spec.scope == TensorScope::kMachine ? "worker machine(s) " : "worker(s) ";
-  Status error = FailedPrecondition(who + RankList(gone) + " finished (called shutdown() or exited) without pushing "
-                                    "round " + std::to_string(entry->round->accumulating_round()) +
-                                    ": every worker must push_pull the same tensors");
-  for (const ParkedPull& pull : entry->parked) ReplyError(pull.peer, pull, key, error);
-  entry->parked.clear();
 }
 
 // Every worker finished (no push is in flight), or the generation broke (`dropped`): the waiting pulls are
@@ -264,21 +209,19 @@ void Server::HandleReset(bool dropped) {
   for (auto& f : holding) f.wait();
   {
     std::lock_guard<std::mutex> lock(keys_mu_);
-    dropped_generation_ = dropped;
+    const std::set<PeerId> identified = generation_.End(dropped);
     if (dropped) {
       const Status gone = Aborted(kRoundDropped);
       for (auto& key : keys_) {
-        for (const ParkedPull& pull : key.second.parked) ReplyError(pull.peer, pull, key.first, gone);
+        for (const ParkedPull& pull : key.second.parked) settler_.ReplyError(pull, key.first, gone);
         key.second.parked.clear();
       }
       Retired retired;
       retired.keys.swap(keys_);
-      for (const auto& identified : rank_of_) retired.holders.insert(identified.first);
+      retired.holders = identified;
       if (!retired.holders.empty() && !retired.keys.empty()) retired_.push_back(std::move(retired));
     }
     keys_.clear();
-    finished_workers_.clear();
-    joined_workers_.clear();
   }
   release->set_value();
   Message reply;
@@ -293,13 +236,13 @@ void Server::ReleaseRetired(PeerId peer) {
   }
 }
 
-Server::KeyEntry* Server::CheckedKey(PeerId from, const Message& m, Status* error, bool fetch) {
+ServerKey* Server::CheckedKey(PeerId from, const Message& m, Status* error, bool fetch) {
   std::lock_guard<std::mutex> lock(keys_mu_);
-  auto identified = rank_of_.find(from);
-  if (identified == rank_of_.end()) return nullptr;  // not a worker: no reply either
-  const int rank = identified->second;
+  const std::optional<int> identified = generation_.RankOf(from);
+  if (!identified) return nullptr;  // not a worker: no reply either
+  const int rank = *identified;
   auto it = keys_.find(m.key);
-  if (it == keys_.end() && dropped_generation_) {
+  if (it == keys_.end() && generation_.dropped()) {
     *error = Aborted(kRoundDropped);  // a push of the generation that broke, late
     return nullptr;
   }
@@ -308,9 +251,9 @@ Server::KeyEntry* Server::CheckedKey(PeerId from, const Message& m, Status* erro
                                 ", which no tensor of this generation has");
     return nullptr;
   }
-  KeyEntry& entry = it->second;
+  ServerKey& entry = it->second;
   const KeySpec& spec = entry.spec;
-  const int expected = ContributionIndex(spec.scope, spec.members, spec.root, rank, local_size_);
+  const int expected = ContributionIndex(spec.scope, spec.members, spec.root, rank, generation_.local_size());
   if (fetch ? (spec.scope != TensorScope::kPublished || expected != kReader)
             : (m.dtype != spec.dtype || m.num_elements != spec.count || m.participants != spec.participants ||
                m.sender != expected || expected < 0)) {
@@ -341,7 +284,7 @@ void* Server::PayloadDestination(PeerId from, const std::string& header, size_t 
   const bool residual = push.type == MessageType::kLoadResidual;
   if (push.type != MessageType::kPush && !residual) return nullptr;
   Status error;
-  KeyEntry* entry = CheckedKey(from, push, &error);
+  ServerKey* entry = CheckedKey(from, push, &error);
   if (entry == nullptr) return nullptr;
   KeyRound& round = *entry->round;
   if (length != (residual ? round.num_elements() * sizeof(float) : round.wire_bytes())) return nullptr;
@@ -354,21 +297,11 @@ void* Server::PayloadDestination(PeerId from, const std::string& header, size_t 
   }
 }
 
-void Server::ReplyError(PeerId to, const ParkedPull& pull, uint64_t key, const Status& error) {
-  Message reply;
-  reply.type = MessageType::kPullReply;
-  reply.request_id = pull.request_id;
-  reply.key = key;
-  reply.round = pull.round;
-  reply.set_status(error);
-  transport_->Send(to, reply.Encode(), nullptr, 0, nullptr);
-}
-
 // A push is also the request for the round's sum: the reply goes out when every worker has pushed. No
 // separate acknowledgement or pull request crosses the network, so nothing small waits behind data.
 void Server::HandlePush(PeerId from, const Message& m, void* payload) {
   Status error;
-  KeyEntry* entry = CheckedKey(from, m, &error);
+  ServerKey* entry = CheckedKey(from, m, &error);
   if (entry == nullptr && error.ok()) {
     dropped_.Warn("server dropped a push from " + transport_->PeerName(from) + ": not an identified worker");
     return;
@@ -380,7 +313,7 @@ void Server::HandlePush(PeerId from, const Message& m, void* payload) {
     error = InvalidArgument("push payload of worker " + std::to_string(m.sender) + " could not be received");
   }
   ParkedPull pull{from, m.sender, m.share, m.request_id, m.round, NowSeconds()};
-  if (!error.ok()) return ReplyError(from, pull, m.key, error);
+  if (!error.ok()) return settler_.ReplyError(pull, m.key, error);
   const uint64_t key = m.key;
   const bool zeros = m.zeros;
   SumThreadFor(key).Post([this, key, entry, zeros, pull] { SumPush(key, entry, pull.rank, zeros, pull); });
@@ -388,24 +321,24 @@ void Server::HandlePush(PeerId from, const Message& m, void* payload) {
 
 void Server::HandleFetch(PeerId from, const Message& m) {
   Status error;
-  KeyEntry* entry = CheckedKey(from, m, &error, /*fetch=*/true);
+  ServerKey* entry = CheckedKey(from, m, &error, /*fetch=*/true);
   if (entry == nullptr && error.ok()) {
     dropped_.Warn("server dropped a fetch from " + transport_->PeerName(from) + ": not an identified worker");
     return;
   }
   ParkedPull pull{from, kReader, ShareMode::kNone, m.request_id, m.round, NowSeconds()};
-  if (entry == nullptr) return ReplyError(from, pull, m.key, error);
+  if (entry == nullptr) return settler_.ReplyError(pull, m.key, error);
   const uint64_t key = m.key;
   SumThreadFor(key).Post([this, key, entry, pull] {
-    if (pull.round <= entry->round->completed_round()) return AnswerPull(key, entry, pull);
+    if (pull.round <= entry->round->completed_round()) return settler_.Answer(key, entry, pull);
     entry->parked.push_back(pull);
-    FailRoundWaitingOnFinished(key, entry);
+    settler_.FailIfWaitingOnFinished(key, entry);
   });
 }
 
 void Server::HandleResidual(PeerId from, const Message& m, void* payload) {
   Status error;
-  KeyEntry* entry = CheckedKey(from, m, &error);
+  ServerKey* entry = CheckedKey(from, m, &error);
   if (entry == nullptr && error.ok()) {
     dropped_.Warn("server dropped a residual request from " + transport_->PeerName(from) +
                   ": not an identified worker");
@@ -419,12 +352,12 @@ void Server::HandleResidual(PeerId from, const Message& m, void* payload) {
     error = InvalidArgument("the residual loaded by worker " + std::to_string(m.sender) + " could not be received");
   }
   ParkedPull pull{from, m.sender, ShareMode::kNone, m.request_id, m.round};
-  if (!error.ok()) return ReplyError(from, pull, m.key, error);
+  if (!error.ok()) return settler_.ReplyError(pull, m.key, error);
   const uint64_t key = m.key;
   SumThreadFor(key).Post([this, key, entry, pull, load] {
     KeyRound& round = *entry->round;
     if (round.HasPushed(pull.rank)) {
-      return ReplyError(pull.peer, pull, key,
+      return settler_.ReplyError(pull, key,
                         FailedPrecondition("worker " + std::to_string(pull.rank) + " moved the residual of key " +
                                            std::to_string(key) + " after pushing round " +
                                            std::to_string(round.accumulating_round()) + "; only between rounds"));
@@ -442,80 +375,21 @@ void Server::HandleResidual(PeerId from, const Message& m, void* payload) {
   });
 }
 
-void Server::SumPush(uint64_t key, KeyEntry* entry, int rank, bool zeros, const ParkedPull& pull) {
+void Server::SumPush(uint64_t key, ServerKey* entry, int rank, bool zeros, const ParkedPull& pull) {
   auto added = zeros ? entry->round->AddZeros(rank, pull.round) : entry->round->Add(rank, pull.round);
   if (!added.ok()) {
     BPS_LOG(Error) << "key " << key << ": " << added.status().message();
-    return ReplyError(pull.peer, pull, key, added.status());
+    return settler_.ReplyError(pull, key, added.status());
   }
   entry->parked.push_back(pull);
-  SettleRound(key, entry);
-}
-
-void Server::SettleRound(uint64_t key, KeyEntry* entry) {
-  if (!entry->round) return;
-  KeyRound& round = *entry->round;
-  if (round.round_started()) {
-    for (int index : JoinedContributors(entry->spec)) {
-      if (round.HasPushed(index)) continue;
-      auto completed = round.AddAbsent(index, round.accumulating_round());
-      if (!completed.ok()) {
-        BPS_LOG(Error) << "key " << key << ": " << completed.status().message();
-      }
-      if (!completed.ok() || completed.value()) break;
-    }
-  }
-  std::vector<ParkedPull> ready;
-  std::vector<ParkedPull> still_waiting;
-  for (const ParkedPull& parked : entry->parked) {
-    (parked.round <= round.completed_round() ? ready : still_waiting).push_back(parked);
-  }
-  entry->parked.swap(still_waiting);
-  // The round was complete once its last contribution arrived: everyone before waited for it.
-  double last_arrival = 0;
-  for (const ParkedPull& parked : ready) last_arrival = std::max(last_arrival, parked.arrived);
-  for (const ParkedPull& parked : ready) AnswerPull(key, entry, parked, last_arrival - parked.arrived);
-  FailRoundWaitingOnFinished(key, entry);
-}
-
-void Server::AnswerPull(uint64_t key, KeyEntry* entry, const ParkedPull& pull, double held_seconds) {
-  const KeyRound& round = *entry->round;
-  if (pull.round != round.completed_round()) {
-    return ReplyError(pull.peer, pull, key,
-                      FailedPrecondition("pull of round " + std::to_string(pull.round) + " but round " +
-                                         std::to_string(round.completed_round()) + " is the latest"));
-  }
-  Message reply;
-  reply.type = MessageType::kPullReply;
-  reply.request_id = pull.request_id;
-  reply.key = key;
-  reply.round = pull.round;
-  reply.dtype = round.dtype();
-  reply.num_elements = round.num_elements();
-  reply.held_us = static_cast<uint64_t>(held_seconds * 1e6);
-  // A gather's partitions are mostly zeros or one worker's rows: those need no bytes back.
-  reply.zeros = round.result_is_zero();
-  reply.echo = round.result_sole_contributor() == pull.rank;
-  bool payload = !reply.zeros && !reply.echo;
-  if (pull.share != ShareMode::kNone && round.shared()) {
-    // A worker on this host: its next push goes straight into its receive buffer, and once it has mapped
-    // the arena it copies the sum out itself.
-    reply.shared_receive = round.ReceiveOffset(pull.rank);
-    if (pull.share == ShareMode::kOffer) reply.text = arena_->locator();
-    if (pull.share == ShareMode::kMapped && payload) {
-      reply.shared_result = round.result_offset();
-      payload = false;
-    }
-  }
-  transport_->Send(pull.peer, reply.Encode(), payload ? round.result() : nullptr, payload ? round.wire_bytes() : 0,
-                   nullptr);
+  settler_.Settle(key, entry);
 }
 
 // A round that started but did not complete within BYTEPS_TIMEOUT: tell the workers waiting on it who is
 // missing, rather than letting them time out with less to go on.
 void Server::CheckStaleRounds(size_t thread_index) {
   const double now = NowSeconds();
-  std::vector<std::pair<uint64_t, KeyEntry*>> mine;
+  std::vector<std::pair<uint64_t, ServerKey*>> mine;
   {
     std::lock_guard<std::mutex> lock(keys_mu_);
     for (auto& entry : keys_) {
@@ -524,27 +398,7 @@ void Server::CheckStaleRounds(size_t thread_index) {
       }
     }
   }
-  for (auto& item : mine) {
-    KeyEntry* entry = item.second;
-    const KeyRound& round = *entry->round;
-    if (entry->parked.empty() || !round.round_started() ||
-        now - round.round_started_at() < MissingWorkerTimeout(config_)) {
-      continue;
-    }
-    const char* who = entry->spec.scope == TensorScope::kMachine ? "worker machine(s) " : "worker(s) ";
-    std::set<int> missing;
-    for (int index : round.MissingWorkers()) {
-      missing.insert(ContributorRank(entry->spec.scope, entry->spec.members, entry->spec.root, index));
-    }
-    std::ostringstream limit;
-    limit << config_.timeout_s << " s";
-    Status error = DeadlineExceeded(who + RankList(missing) + " did not push round " +
-                                    std::to_string(round.accumulating_round()) + " within BYTEPS_TIMEOUT=" +
-                                    limit.str() + "; every worker must push_pull the same tensors, each as "
-                                    "many times as the others");
-    for (const ParkedPull& pull : entry->parked) ReplyError(pull.peer, pull, item.first, error);
-    entry->parked.clear();
-  }
+  for (auto& item : mine) settler_.FailIfStale(item.first, item.second, now);
 }
 
 void Server::OnPeerLost(PeerId peer, const Status& why) {
@@ -555,11 +409,7 @@ void Server::OnPeerLost(PeerId peer, const Status& why) {
     return;
   }
   std::lock_guard<std::mutex> lock(keys_mu_);
-  auto identified = rank_of_.find(peer);
-  if (identified != rank_of_.end()) {
-    peer_of_.erase(identified->second);
-    rank_of_.erase(identified);
-  }
+  generation_.Forget(peer);
   ReleaseRetired(peer);
   BPS_LOG(Info) << "connection closed: " << why.message();
 }

@@ -28,6 +28,8 @@
 #include "cc/common/work_thread.h"
 #include "cc/ps/key_round.h"
 #include "cc/ps/message.h"
+#include "cc/ps/round_settler.h"
+#include "cc/ps/server_generation.h"
 #include "cc/transport/transport.h"
 
 namespace bps {
@@ -48,19 +50,6 @@ class Server : public MessageHandler {
   void OnPeerLost(PeerId peer, const Status& why) override;
 
  private:
-  struct ParkedPull {
-    PeerId peer;
-    int rank;  // the pusher's contribution index (kReader for a fetch)
-    ShareMode share;
-    uint64_t request_id;
-    uint32_t round;
-    double arrived = 0;  // when the push (or fetch) reached this server
-  };
-  struct KeyEntry {
-    KeySpec spec;
-    std::unique_ptr<KeyRound> round;  // made on the first push
-    std::vector<ParkedPull> parked;   // pushers waiting for their round's sum; summing thread only
-  };
 
   void OnSchedulerMessage(const Message& m);
   void OnAddressBook(const Message& m);
@@ -70,7 +59,7 @@ class Server : public MessageHandler {
   void HandleReset(bool dropped);
   // Dropped keys whose buffers `holders` may still use; freed once none does (see above).
   struct Retired {
-    std::map<uint64_t, KeyEntry> keys;
+    std::map<uint64_t, ServerKey> keys;
     std::set<PeerId> holders;
   };
   // `peer` identified again or is gone: it holds no dropped keys any more. With keys_mu_ held.
@@ -78,29 +67,19 @@ class Server : public MessageHandler {
   void CreateSharedArena();
   // The key a push (or, `fetch`, a fetch) from `from` goes to, checked against its plan and the connection's
   // rank. nullptr with `error` OK: the connection is no identified worker (no answer is due).
-  KeyEntry* CheckedKey(PeerId from, const Message& m, Status* error, bool fetch = false);
+  ServerKey* CheckedKey(PeerId from, const Message& m, Status* error, bool fetch = false);
   WorkThread& SumThreadFor(uint64_t key) { return *sum_threads_[key % sum_threads_.size()]; }
   void HandlePush(PeerId from, const Message& m, void* payload);
   // A reader of a published key: answered with round m.round once the publisher pushed it.
   void HandleFetch(PeerId from, const Message& m);
   // SAVE_RESIDUAL / LOAD_RESIDUAL of a compressed key (checkpoints of its error feedback).
   void HandleResidual(PeerId from, const Message& m, void* payload);
-  void SumPush(uint64_t key, KeyEntry* entry, int rank, bool zeros, const ParkedPull& pull);
-  // After a push or a worker's finish: counts the joined workers as absent from the round, answers the pulls
-  // of a completed round, and fails those of a round that waits on a worker that finished without joining.
-  void SettleRound(uint64_t key, KeyEntry* entry);
-  // `held_seconds`: how long the round's other contributions kept `pull` waiting.
-  void AnswerPull(uint64_t key, KeyEntry* entry, const ParkedPull& pull, double held_seconds = 0);
-  // Fails the parked pulls of a round that waits on contributors who finished: it can never complete.
-  void FailRoundWaitingOnFinished(uint64_t key, KeyEntry* entry);
+  void SumPush(uint64_t key, ServerKey* entry, int rank, bool zeros, const ParkedPull& pull);
   void CheckStaleRounds(size_t thread_index);
-  void ReplyError(PeerId to, const ParkedPull& pull, uint64_t key, const Status& error);
   void Finish(const Status& result);
-  // Contributors of a key that finished: worker ranks, or machines all of whose processes finished.
+  // See ServerGeneration; these take keys_mu_.
   std::set<int> FinishedContributors(const KeySpec& spec);
-  // Those of them that joined (their rounds complete without them).
   std::set<int> JoinedContributors(const KeySpec& spec);
-  std::set<int> ContributorsAmong(const KeySpec& spec, const std::set<int>& workers);  // with keys_mu_ held
 
   static constexpr double kAbortLingerSeconds = 0.5;
   // Address space reserved for keys shared with workers on this host; memory is used only as written.
@@ -113,21 +92,13 @@ class Server : public MessageHandler {
   PeerId scheduler_ = -1;
   OneShot<Message> address_book_;
   OneShot<Status> finished_;
-  // Set by the address book, before any worker can connect.
-  int num_workers_ = 0;
-  int local_size_ = 1;
-  std::vector<std::string> worker_tokens_;
-  std::unique_ptr<SharedArena> arena_;  // null without workers on this host
+  std::unique_ptr<SharedArena> arena_;  // null without workers on this host; made by the first book
 
-  std::mutex keys_mu_;  // guards the maps below; a KeyEntry's round is used by its summing thread once created
-  std::map<uint64_t, KeyEntry> keys_;
-  std::map<PeerId, int> rank_of_;   // identified worker connections
-  std::map<int, PeerId> peer_of_;   // and the other way
-  std::set<int> finished_workers_;  // this generation's
-  std::set<int> joined_workers_;    // those of them that joined
+  std::mutex keys_mu_;  // guards what follows; a ServerKey's round is used by its summing thread once created
+  ServerGeneration generation_;  // the workers, set by each address book before any of them can connect
+  std::map<uint64_t, ServerKey> keys_;
   std::vector<Retired> retired_;
-  bool dropped_generation_ = false;  // the last RESET dropped a generation that broke; no book since
-  int generation_ = 0;              // of the last address book
+  RoundSettler settler_;
   ThrottledLog dropped_{"messages dropped or peers turned away"};
 };
 

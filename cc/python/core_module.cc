@@ -1,12 +1,12 @@
 // bps_tf._core: the framework-neutral Python door to the core. Arrays travel as raw addresses; the
 // Python wrapper (bps_tf/numpy.py) keeps them alive until their push_pull completes.
-#include <algorithm>
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include "cc/common/clock.h"
 #include "cc/common/communication_counters.h"
+#include "cc/common/process_set.h"
 #include "cc/common/timeline.h"
 #include "cc/python/handles.h"
 #include "cc/runtime/process_engine.h"
@@ -56,11 +56,8 @@ int64_t PushPullAsync(uintptr_t input, uintptr_t output, const std::string& dtyp
   if (name.empty()) throw py::value_error("push_pull needs a non-empty tensor name");
   ReduceOp reduce_op;
   if (!ParseReduceOp(op, &reduce_op)) throw py::value_error("unknown op '" + op + "': use sum, min, max or product");
-  if (!process_set.empty() &&
-      std::find(process_set.begin(), process_set.end(), engine->rank()) == process_set.end()) {
-    throw py::value_error("push_pull of '" + name + "': worker " + std::to_string(engine->rank()) +
-                          " is not in its process set");
-  }
+  const Status member = CheckInProcessSet(process_set, engine->rank(), "push_pull of '" + name + "'");
+  if (!member.ok()) throw py::value_error(member.message());
   auto completion = std::make_shared<Completion>();
   PushPullRequest request;
   request.name = name;

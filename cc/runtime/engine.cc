@@ -6,6 +6,7 @@
 #include "cc/common/communication_counters.h"
 #include "cc/common/huge_pages.h"
 #include "cc/common/logging.h"
+#include "cc/common/process_set.h"
 #include "cc/common/timeline.h"
 #include "cc/compress/codec.h"
 
@@ -244,8 +245,7 @@ void Engine::StartPartition(Operation* op, const Partition& part, double queued_
   }
   if (index == kOutsider) {
     ReleaseCredit(bytes);
-    return FinishPartition(op, InvalidArgument("worker " + std::to_string(rank()) + " is not in the process set of "
-                                               "this tensor (" + spec.ToString() + ")"));
+    return FinishPartition(op, CheckInProcessSet(spec.members, rank(), "'" + spec.name + "' (" + spec.ToString() + ")"));
   }
   const int count = ContributorCount(spec);
   if (spec.compression.on()) return PushPullCompressed(op, part, Participant{index, count}, input, output, bytes, started);

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "cc/ps/job_testing.h"
 #include "cc/ps/scheduler.h"
 #include "cc/ps/server.h"
 #include "cc/runtime/engine.h"
@@ -14,24 +15,6 @@
 
 namespace bps {
 namespace testing {
-
-inline Config NodeConfig(Role role, int num_workers, int num_servers, int worker_id, double timeout_s,
-                         size_t credit_bytes = 4 * 4096, int local_size = 1, int local_rank = 0) {
-  Config c;
-  c.local_size = local_size;
-  c.local_rank = local_rank;
-  c.role = role;
-  c.root_uri = "scheduler";
-  c.root_port = 1;
-  c.node_host = role == Role::kScheduler ? "scheduler" : "node";
-  c.num_worker = num_workers;
-  c.num_server = num_servers;
-  c.worker_id = worker_id;
-  c.partition_bytes = 4096;
-  c.scheduling_credit = credit_bytes;
-  c.timeout_s = timeout_s;
-  return c;
-}
 
 // A job of `workers` worker machines with `local_size` engines each (worker(rank), rank = machine *
 // local_size + local rank) and `servers` servers plus a scheduler, all threads of this process.

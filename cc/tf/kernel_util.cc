@@ -1,7 +1,6 @@
 #include "cc/tf/kernel_util.h"
 
-#include <algorithm>
-
+#include "cc/common/process_set.h"
 #include "cc/runtime/process_engine.h"
 #include "cc/tf/adapters.h"
 
@@ -55,9 +54,9 @@ absl::Status ReadCompression(tensorflow::OpKernelConstruction* context, Compress
 
 bool CheckMember(OpKernelContext* context, const Engine& engine, const std::vector<int32_t>& members,
                  const std::string& what) {
-  if (members.empty() || std::find(members.begin(), members.end(), engine.rank()) != members.end()) return true;
-  context->SetStatus(absl::InvalidArgumentError(what + ": worker " + std::to_string(engine.rank()) +
-                                                " is not in its process set"));
+  const Status member = CheckInProcessSet(members, engine.rank(), what);
+  if (member.ok()) return true;
+  context->SetStatus(absl::InvalidArgumentError(member.message()));
   return false;
 }
 

@@ -1,11 +1,11 @@
 // The custom calls of a push_pull compiled by XLA for the CPU (xla_custom_calls.h): start hands the buffer
 // to the engine, which reduces it in place; done waits for it.
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "cc/common/process_set.h"
 #include "cc/common/reduce_op.h"
 #include "cc/compress/compression_spec.h"
 #include "cc/runtime/started_requests.h"
@@ -69,13 +69,9 @@ ffi::Error Start(ffi::AnyBuffer input, ffi::Result<ffi::AnyBuffer> output, std::
   }
   auto request = MakeRequest(input, output->untyped_data(), name, priority, op, members, compression);
   if (!request.ok()) return xla_calls::ToFfiError(request.status());
-  if (!request.value().members.empty() &&
-      std::find(request.value().members.begin(), request.value().members.end(), engine.value()->rank()) ==
-          request.value().members.end()) {
-    return xla_calls::ToFfiError(InvalidArgument("push_pull of '" + request.value().name + "': worker " +
-                                                 std::to_string(engine.value()->rank()) +
-                                                 " is not in its process set"));
-  }
+  const Status member =
+      CheckInProcessSet(request.value().members, engine.value()->rank(), "push_pull of '" + request.value().name + "'");
+  if (!member.ok()) return xla_calls::ToFfiError(member);
   request.value().done = StartedRequests::Process().Start(request.value().name, engine.value()->config().timeout_s);
   engine.value()->Enqueue(std::move(request.value()));
   return ffi::Error::Success();

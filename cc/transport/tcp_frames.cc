@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "cc/common/wire.h"
+#include "cc/transport/stream_frames.h"
 
 namespace bps {
 
@@ -86,33 +87,26 @@ Status FrameReader::ReadFrom(int fd, Sink& sink, size_t budget) {
   size_t total = 0;
   while (total < budget) {
     BPS_RETURN_IF_ERROR(Consume(sink));
-    ssize_t n;
-    if (stage_ == Stage::kPayload && destination_ != nullptr && buffered() == 0) {
-      // A large payload goes straight to its destination, without passing through the buffer.
-      n = recv(fd, destination_ + payload_done_, static_cast<size_t>(payload_bytes_ - payload_done_), 0);
-      if (n > 0) {
-        payload_done_ += static_cast<uint64_t>(n);
-        total += static_cast<size_t>(n);
-        continue;
-      }
-    } else {
+    // A large payload goes straight to its destination, without passing through the buffer.
+    const bool direct = stage_ == Stage::kPayload && destination_ != nullptr && buffered() == 0;
+    if (!direct) {
       if (begin_ == end_) begin_ = end_ = 0;
       if (end_ == buffer_.size()) {
         std::memmove(buffer_.data(), &buffer_[begin_], buffered());
         end_ -= begin_;
         begin_ = 0;
       }
-      n = recv(fd, &buffer_[end_], buffer_.size() - end_, 0);
-      if (n > 0) {
-        end_ += static_cast<size_t>(n);
-        total += static_cast<size_t>(n);
-        continue;
-      }
     }
-    if (n == 0) return Unavailable("the peer closed the connection");
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-    return Unavailable(std::string("connection broke: ") + std::strerror(errno));
+    auto n = direct ? ReceiveSome(fd, destination_ + payload_done_, static_cast<size_t>(payload_bytes_ - payload_done_))
+                    : ReceiveSome(fd, &buffer_[end_], buffer_.size() - end_);
+    if (!n.ok()) return n.status();
+    if (n.value() == 0) break;  // nothing more now
+    if (direct) {
+      payload_done_ += n.value();
+    } else {
+      end_ += n.value();
+    }
+    total += n.value();
   }
   return Consume(sink);
 }

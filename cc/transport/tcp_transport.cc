@@ -9,7 +9,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <list>
 #include <map>
 #include <mutex>
 #include <set>
@@ -21,36 +20,34 @@
 #include "cc/transport/event_loop.h"
 #include "cc/transport/handshake.h"
 #include "cc/transport/tcp_frames.h"
+#include "cc/transport/tcp_listener.h"
 
 namespace bps {
 namespace {
 
-// At most this many connections authenticate at once. When all places are taken, a new connection takes
-// the place of the one that has waited longest, once that one has had kHandshakeGraceS to finish (a member
-// answers within a round trip); otherwise the new one is turned away and its sender tries again after
-// kTurnedAwayPauseMs. Strangers that hold every place and open a connection again whenever one is closed
-// make the listener turn away thousands of connections a second, but a place still comes free every
-// kHandshakeGraceS / kMaxPendingHandshakes (0.4 ms): a member trying 50 times a second gets one within a
-// fraction of a second. With a grace of half a second and a member's pause of 200 ms, such strangers kept
-// members out for up to 10 s (StrangersReopeningEveryClosedConnectionKeepNoMemberOut).
-constexpr size_t kMaxPendingHandshakes = 128;
-constexpr double kHandshakeGraceS = 0.05;
+// A connection turned away by a full listener (tcp_listener.h) tries again after this. With a grace of half a
+// second and a pause of 200 ms, strangers reopening every closed connection kept members out for up to 10 s
+// (StrangersReopeningEveryClosedConnectionKeepNoMemberOut).
 constexpr int kTurnedAwayPauseMs = 20;
 constexpr int kNoListenerPauseMs = 200;
 constexpr double kHeartbeatMaxIntervalS = 5;
 constexpr double kTickS = 0.1;
 
-std::string Describe(const sockaddr_in& addr) {
-  char text[INET_ADDRSTRLEN] = "?";
-  inet_ntop(AF_INET, &addr.sin_addr, text, sizeof(text));
-  return std::string(text) + ":" + std::to_string(ntohs(addr.sin_port));
+TcpListener::Limits ListenerLimits(const TcpOptions& options) {
+  TcpListener::Limits limits;
+  limits.handshake_timeout_s = options.handshake_timeout_s;
+  return limits;
 }
 
 std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
 class TcpTransport : public Transport, private FrameReader::Sink {
  public:
-  explicit TcpTransport(const TcpOptions& options) : options_(options) {}
+  explicit TcpTransport(const TcpOptions& options)
+      : options_(options),
+        listener_(options_.secret, ListenerLimits(options_), &loop_,
+                  [this](int fd, const std::string& name, bool other_host) { Admit(fd, name, other_host); },
+                  [this](int fd, bool other_host) { ConfigureSocket(fd, other_host); }) {}
   ~TcpTransport() override { Shutdown(1); }
 
   Status Init();
@@ -67,9 +64,6 @@ class TcpTransport : public Transport, private FrameReader::Sink {
     PeerId id = -1;  // assigned once authenticated
     std::string name;
     bool other_host = false;
-    std::unique_ptr<ServerHandshake> handshake;  // while an accepted connection authenticates
-    double handshake_started = 0;
-    std::list<Connection*>::iterator in_handshakes;  // its place in handshakes_, while it authenticates
     FrameReader reader;
     FrameWriter writer;
     double last_heard = 0;   // anything arrived
@@ -80,12 +74,8 @@ class TcpTransport : public Transport, private FrameReader::Sink {
   void Loop();
   void RunCommands();
   void Tick(double now);
-  void Accept();
-  // Closes the pending handshake that has waited longest, if it has had its grace, after taking what it sent
-  // (a proof that arrived completes it instead); false if none has had its grace.
-  bool MakeRoomForHandshake(double now);
-  void Evict(Connection* longest);
-  void OnHandshakeBytes(Connection* c);
+  // A connection the listener admitted becomes a peer.
+  void Admit(int fd, const std::string& name, bool other_host);
   void OnReadable(Connection* c);
   void Flush(Connection* c);
   void WatchWrites(Connection* c, bool writes);
@@ -103,6 +93,7 @@ class TcpTransport : public Transport, private FrameReader::Sink {
   std::string local_host_;  // where we listen: peers elsewhere are on other hosts
   int listen_fd_ = -1;
   EventLoop loop_{"the TCP transport's thread"};
+  TcpListener listener_;  // the I/O thread's: connections that have not proven they belong to the job
 
   std::mutex mu_;  // guards names_ (PeerName is called from any thread)
   std::map<PeerId, std::string> names_;
@@ -112,9 +103,7 @@ class TcpTransport : public Transport, private FrameReader::Sink {
   std::map<PeerId, Connection*> peers_;
   std::set<Connection*> dirty_;  // queued frames to write after the current commands
   Connection* current_ = nullptr;
-  std::list<Connection*> handshakes_;  // accepted connections that authenticate, the longest-waiting first
   PeerId next_peer_ = 0;
-  ThrottledLog rejections_{"connections turned away"};
   double closing_deadline_ = -1;  // set by Shutdown: flush until then, then close
 };
 
@@ -137,16 +126,18 @@ void TcpTransport::Loop() {
     for (int i = 0; i < n; ++i) {
       int fd = events[i].data.fd;
       if (fd == listen_fd_) {
-        Accept();
+        listener_.Accept(listen_fd_, loop_.stopping(), NowSeconds());
+        continue;
+      }
+      if (listener_.Pending(fd)) {
+        listener_.OnReadable(fd);
         continue;
       }
       auto it = connections_.find(fd);
       if (it == connections_.end()) continue;
       Connection* c = it->second.get();
       if (events[i].events & EPOLLOUT) Flush(c);
-      if (connections_.count(fd) && (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
-        c->handshake ? OnHandshakeBytes(c) : OnReadable(c);
-      }
+      if (connections_.count(fd) && (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) OnReadable(c);
     }
     const double now = NowSeconds();
     if (now >= next_tick) {
@@ -161,15 +152,8 @@ void TcpTransport::Tick(double now) {
   const double heartbeat = std::min(kHeartbeatMaxIntervalS, options_.liveness_timeout_s / 4);
   std::vector<Connection*> all;
   for (auto& entry : connections_) all.push_back(entry.second.get());
+  listener_.Tick(now);
   for (Connection* c : all) {
-    if (c->handshake) {
-      if (now > c->handshake_started + options_.handshake_timeout_s) {
-        rejections_.Warn("turned away a connection from " + c->name + ": it did not complete the handshake within " +
-                         std::to_string(static_cast<int>(options_.handshake_timeout_s)) + " s");
-        Close(c, DeadlineExceeded("handshake timed out"));
-      }
-      continue;
-    }
     if (now - c->last_heard > options_.liveness_timeout_s) {
       Close(c, Unavailable("no sign of life from " + c->name + " for " +
                            std::to_string(static_cast<int>(options_.liveness_timeout_s)) +
@@ -231,93 +215,14 @@ StatusOr<std::string> TcpTransport::Listen(const std::string& host, int port) {
   return bound;
 }
 
-void TcpTransport::Accept() {
-  loop_.AssertOnThread();
-  while (true) {
-    sockaddr_in peer{};
-    socklen_t length = sizeof(peer);
-    int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &length, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      return;  // EAGAIN: none left; EMFILE and the like: try again on the next event
-    }
-    const std::string name = Describe(peer);
-    const double now = NowSeconds();
-    const bool full = handshakes_.size() >= kMaxPendingHandshakes && !MakeRoomForHandshake(now);
-    if (loop_.stopping() || full) {
-      rejections_.Warn("turned away a connection from " + name + ": " +
-                       (loop_.stopping() ? "shutting down" : "too many connections are authenticating at once"));
-      close(fd);
-      continue;
-    }
-    sockaddr_in mine{};
-    length = sizeof(mine);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&mine), &length);
-    auto c = std::make_unique<Connection>();
-    c->fd = fd;
-    c->name = name;
-    c->other_host = peer.sin_addr.s_addr != mine.sin_addr.s_addr;
-    c->handshake = std::make_unique<ServerHandshake>(options_.secret);
-    c->handshake_started = now;
-    ConfigureSocket(fd, c->other_host);
-    const std::string& hello = c->handshake->hello();
-    // A fresh socket's buffer takes these 40 bytes whole.
-    if (send(fd, hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size())) {
-      close(fd);
-      continue;
-    }
-    if (!loop_.Watch(fd).ok()) {
-      close(fd);
-      continue;
-    }
-    c->in_handshakes = handshakes_.insert(handshakes_.end(), c.get());
-    connections_[fd] = std::move(c);
-  }
-}
-
-bool TcpTransport::MakeRoomForHandshake(double now) {
-  while (!handshakes_.empty()) {
-    Connection* longest = handshakes_.front();
-    if (now - longest->handshake_started < kHandshakeGraceS) return false;
-    // Its proof may have arrived unread: take it first.
-    const int fd = longest->fd;
-    OnHandshakeBytes(longest);
-    auto it = connections_.find(fd);
-    if (it != connections_.end() && it->second.get() == longest && longest->handshake) {
-      Evict(longest);
-      return true;
-    }
-    if (handshakes_.size() < kMaxPendingHandshakes) return true;
-  }
-  return true;
-}
-
-void TcpTransport::Evict(Connection* longest) {
-  rejections_.Warn("turned away a connection from " + longest->name + ": it did not complete the handshake, and "
-                   "a newer connection needed its place");
-  Close(longest, DeadlineExceeded("handshake not completed"));
-}
-
-void TcpTransport::OnHandshakeBytes(Connection* c) {
-  char bytes[kClientProofBytes + 1];
-  ssize_t n = recv(c->fd, bytes, sizeof(bytes), 0);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
-  if (n <= 0) return Close(c, Unavailable("closed during the handshake"));
-  std::string reply, why;
-  switch (c->handshake->Feed(bytes, static_cast<size_t>(n), &reply, &why)) {
-    case ServerHandshake::Result::kNeedMore: return;
-    case ServerHandshake::Result::kRejected:
-      rejections_.Warn("turned away a connection from " + c->name + ": " + why);
-      send(c->fd, reply.data(), reply.size(), MSG_NOSIGNAL);  // best effort: the peer learns why it failed
-      return Close(c, Unauthenticated(why));
-    case ServerHandshake::Result::kAccepted:
-      if (send(c->fd, reply.data(), reply.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(reply.size())) {
-        return Close(c, Unavailable("closed during the handshake"));
-      }
-      handshakes_.erase(c->in_handshakes);
-      c->handshake.reset();
-      Open(c);
-  }
+void TcpTransport::Admit(int fd, const std::string& name, bool other_host) {
+  auto c = std::make_unique<Connection>();
+  c->fd = fd;
+  c->name = name;
+  c->other_host = other_host;
+  Connection* raw = c.get();
+  connections_[fd] = std::move(c);
+  Open(raw);
 }
 
 PeerId TcpTransport::Open(Connection* c) {
@@ -446,11 +351,10 @@ void TcpTransport::Close(Connection* c, const Status& why) {
   loop_.AssertOnThread();
   loop_.Unwatch(c->fd);
   close(c->fd);
-  if (c->handshake) handshakes_.erase(c->in_handshakes);
   c->writer.FailAll(why);
   dirty_.erase(c);
   const PeerId id = c->id;
-  const bool was_open = !c->handshake && id >= 0;
+  const bool was_open = id >= 0;
   auto owned = std::move(connections_[c->fd]);
   connections_.erase(c->fd);
   if (was_open) peers_.erase(id);
@@ -461,6 +365,7 @@ void TcpTransport::CloseAll() {
   std::vector<Connection*> all;
   for (auto& entry : connections_) all.push_back(entry.second.get());
   for (Connection* c : all) Close(c, Aborted("transport is shut down"));
+  listener_.CloseAll();
   if (listen_fd_ >= 0) {
     loop_.Unwatch(listen_fd_);
     close(listen_fd_);

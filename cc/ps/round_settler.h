@@ -1,0 +1,78 @@
+// How a server ends a key's round for the workers waiting on it: each push (or fetch) is parked with its
+// key until the round it asked for is complete, then answered with the sum (over the transport, or where it
+// lies in the server's shared memory for a worker on this host). A round that cannot complete is answered
+// with an error that names who is missing: contributors that finished without pushing, or that did not push
+// within BYTEPS_TIMEOUT. Rounds of workers that joined (join()) complete without them. Runs on the key's
+// summing thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cc/common/config.h"
+#include "cc/common/status.h"
+#include "cc/ps/key_round.h"
+#include "cc/ps/message.h"
+#include "cc/transport/transport.h"
+
+namespace bps {
+
+// A push (or fetch) waiting for its round's sum: the push is also the request for the sum.
+struct ParkedPull {
+  PeerId peer;
+  int rank;  // the pusher's contribution index (kReader for a fetch)
+  ShareMode share;
+  uint64_t request_id;
+  uint32_t round;
+  double arrived = 0;  // when the push (or fetch) reached this server
+};
+
+// A key a server sums: its plan, its rounds, and who waits on them.
+struct ServerKey {
+  KeySpec spec;
+  std::unique_ptr<KeyRound> round;  // made on the first push
+  std::vector<ParkedPull> parked;   // waiting for their round's sum; summing thread only
+};
+
+class RoundSettler {
+ public:
+  // What the settler asks of the server's generation, per key: its contributors that finished, and those
+  // of them that joined.
+  struct Contributors {
+    std::function<std::set<int>(const KeySpec&)> finished;
+    std::function<std::set<int>(const KeySpec&)> joined;
+  };
+
+  // `arena_locator`: the name of the server's shared memory, for workers on its host that have not mapped it.
+  RoundSettler(const Config& config, Transport* transport, Contributors contributors,
+               std::function<std::string()> arena_locator)
+      : config_(config),
+        transport_(transport),
+        contributors_(std::move(contributors)),
+        arena_locator_(std::move(arena_locator)) {}
+
+  // After a push or a worker's finish: counts the joined contributors as absent from the round, answers the
+  // pulls of a completed round, and fails those of a round that waits on a contributor that finished.
+  void Settle(uint64_t key, ServerKey* entry);
+  // Answers `pull` with the completed round's result; `held_seconds`: how long the round's other
+  // contributions kept it waiting.
+  void Answer(uint64_t key, ServerKey* entry, const ParkedPull& pull, double held_seconds = 0);
+  // Fails the parked pulls of a round that waits on contributors who finished: it can never complete.
+  void FailIfWaitingOnFinished(uint64_t key, ServerKey* entry);
+  // Fails the parked pulls of a round that started more than the missing-worker timeout before `now`,
+  // naming who did not push.
+  void FailIfStale(uint64_t key, ServerKey* entry, double now);
+  void ReplyError(const ParkedPull& pull, uint64_t key, const Status& error);
+
+ private:
+  const Config& config_;
+  Transport* const transport_;
+  const Contributors contributors_;
+  const std::function<std::string()> arena_locator_;
+};
+
+}  // namespace bps

@@ -1,0 +1,66 @@
+#include "cc/ps/shared_pushes.h"
+
+#include <cstring>
+#include <utility>
+
+#include "cc/common/logging.h"
+
+namespace bps {
+
+void SharedPushes::SetServers(std::vector<std::string> names, std::vector<bool> on_this_host) {
+  std::lock_guard<std::mutex> lock(mu_);
+  arenas_.resize(names.size());
+  names_ = std::move(names);
+  on_this_host_ = std::move(on_this_host);
+}
+
+SharedPushes::Plan SharedPushes::PlanPush(int server, uint64_t key, size_t bytes, bool has_data) {
+  Plan plan;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!enabled_ || server >= static_cast<int>(arenas_.size()) || !on_this_host_[server]) return plan;
+  const Arena& arena = arenas_[server];
+  if (arena.unusable) return plan;
+  plan.share = arena.view ? ShareMode::kMapped : ShareMode::kOffer;
+  // An offset is good for one push: the server may make that buffer the round's running sum, and only a
+  // successful reply says where the next push goes. After a failed round the next push takes the transport.
+  auto it = next_receive_.find(key);
+  if (it == next_receive_.end()) return plan;
+  if (arena.view && has_data) plan.destination = arena.view->At(it->second, bytes);
+  next_receive_.erase(it);
+  return plan;
+}
+
+Status SharedPushes::TakeReply(int server, uint64_t key, const Message& reply, void* destination, size_t bytes) {
+  if (reply.shared_receive == Message::kNoOffset) return Status::OK();
+  const SharedArenaView* view = nullptr;
+  std::string name;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    name = names_[server];
+    Arena& arena = arenas_[server];
+    if (!arena.view && !arena.unusable && !reply.text.empty()) {
+      auto opened = SharedArenaView::Open(reply.text);
+      if (opened.ok()) {
+        arena.view = std::move(opened.value());
+      } else {
+        arena.unusable = true;
+        BPS_LOG(Info) << name << " is on this host, but its shared memory cannot be mapped ("
+                      << opened.status().message() << "): tensors go through the transport";
+      }
+    }
+    view = arena.view.get();
+    if (view != nullptr) next_receive_[key] = reply.shared_receive;
+  }
+  if (reply.shared_result == Message::kNoOffset) return Status::OK();
+  const char* sum = view == nullptr ? nullptr : view->At(reply.shared_result, bytes);
+  if (sum == nullptr) return Internal("the sum from " + name + " is not in its shared memory");
+  std::memcpy(destination, sum, bytes);
+  return Status::OK();
+}
+
+void SharedPushes::ForgetOffsets() {
+  std::lock_guard<std::mutex> lock(mu_);
+  next_receive_.clear();
+}
+
+}  // namespace bps

@@ -1,0 +1,62 @@
+// A worker's use of the shared memory (cc/common/shared_arena.h) of the servers on its own host: a push to
+// such a server is copied straight into the server's arena, and its sum may be read back from there, so the
+// data crosses in one memcpy instead of the transport. A server names its arena in a reply; this worker maps
+// it then. Each successful reply says where this worker's next push of the key goes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cc/common/shared_arena.h"
+#include "cc/common/status.h"
+#include "cc/ps/message.h"
+
+namespace bps {
+
+class SharedPushes {
+ public:
+  // How a push goes.
+  struct Plan {
+    ShareMode share = ShareMode::kNone;
+    char* destination = nullptr;  // where to copy the pushed bytes; null: they go through the transport
+  };
+
+  // `enabled`: BYTEPS_SHARED_MEMORY.
+  explicit SharedPushes(bool enabled) : enabled_(enabled) {}
+
+  // The job's servers by rank: their names (for messages) and whether each is on this worker's host.
+  void SetServers(std::vector<std::string> names, std::vector<bool> on_this_host);
+
+  // How this worker's next push of `key` (`bytes`, or zeros without `has_data`) to `server` goes. An
+  // offset the server gave is good for one push only.
+  Plan PlanPush(int server, uint64_t key, size_t bytes, bool has_data);
+
+  // Takes what `reply` (to a push of `key` to `server`) says about shared memory: maps the arena it names,
+  // notes where the next push goes, and copies a sum that stayed in the arena into `destination`.
+  Status TakeReply(int server, uint64_t key, const Message& reply, void* destination, size_t bytes);
+
+  // The servers forgot their keys (the generation ended or broke): no offset holds any more.
+  void ForgetOffsets();
+
+ private:
+  // A server's arena, once mapped; a view, once set, stays until this object goes.
+  struct Arena {
+    bool unusable = false;  // mapping failed (another PID namespace, permissions): use the transport
+    std::unique_ptr<SharedArenaView> view;
+  };
+
+  const bool enabled_;
+  std::mutex mu_;
+  std::vector<std::string> names_;
+  std::vector<bool> on_this_host_;
+  std::vector<Arena> arenas_;  // by server rank
+  // key -> arena offset of this worker's next push, from the key's last reply. A key lives on one server,
+  // and this process is its only pusher on this host (a per-machine key has one per machine).
+  std::map<uint64_t, uint64_t> next_receive_;
+};
+
+}  // namespace bps

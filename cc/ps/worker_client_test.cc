@@ -1,0 +1,210 @@
+// A worker's side of the protocol against a real scheduler and server, every node a thread of this process
+// over the in-memory transport: joining, declaring, pushing and pulling, ending the generation, and the
+// failures a worker must answer every request with.
+#include "cc/ps/worker_client.h"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "cc/ps/job_testing.h"
+#include "cc/ps/scheduler.h"
+#include "cc/ps/server.h"
+#include "cc/transport/inmemory_transport.h"
+
+namespace bps {
+namespace {
+
+using testing::NodeConfig;
+
+// A scheduler, `servers` servers and `workers` started WorkerClients.
+class ClientJob {
+ public:
+  ClientJob(int workers, int servers, double timeout_s = 20) : network_(std::make_shared<InMemoryNetwork>()) {
+    scheduler_transport_ = CreateInMemoryTransport(network_);
+    scheduler_ = std::make_unique<Scheduler>(NodeConfig(Role::kScheduler, workers, servers, 0, timeout_s),
+                                             scheduler_transport_.get());
+    scheduler_thread_ = std::thread([this] { scheduler_->Run().IgnoreError(); });
+    for (int s = 0; s < servers; ++s) {
+      server_transports_.push_back(CreateInMemoryTransport(network_));
+      servers_.push_back(std::make_unique<Server>(NodeConfig(Role::kServer, workers, servers, 0, timeout_s),
+                                                  server_transports_.back().get()));
+    }
+    for (int s = 0; s < servers; ++s) server_threads_.emplace_back([this, s] { servers_[s]->Run().IgnoreError(); });
+    std::vector<std::future<Status>> starting;
+    for (int w = 0; w < workers; ++w) {
+      worker_transports_.push_back(CreateInMemoryTransport(network_));
+      clients_.push_back(std::make_unique<WorkerClient>(NodeConfig(Role::kWorker, workers, servers, w, timeout_s),
+                                                        worker_transports_.back().get()));
+    }
+    for (auto& client : clients_) {
+      starting.push_back(std::async(std::launch::async, [c = client.get()] { return c->Start(); }));
+    }
+    for (auto& f : starting) {
+      Status started = f.get();
+      if (!started.ok()) {
+        fprintf(stderr, "job did not start: %s\n", started.ToString().c_str());
+        std::abort();  // a job that did not start cannot be torn down in order
+      }
+    }
+  }
+
+  ~ClientJob() {
+    std::vector<std::thread> ending;  // together: each waits for the others
+    if (!ended_) {
+      for (auto& c : clients_) ending.emplace_back([c = c.get()] { c->EndGeneration().status().IgnoreError(); });
+    }
+    for (auto& t : ending) t.join();
+    for (auto& t : worker_transports_) t->Shutdown(1);  // as a worker process that leaves
+    scheduler_thread_.join();
+    for (auto& t : server_threads_) t.join();
+    clients_.clear();
+    for (auto& t : server_transports_) t->Shutdown(1);
+    scheduler_transport_->Shutdown(1);
+  }
+
+  WorkerClient& client(int w) { return *clients_[w]; }
+  // The test ended the generation itself.
+  void MarkEnded() { ended_ = true; }
+  void KillServer(int s) {
+    server_transports_[s]->Shutdown(0);
+    servers_[s]->Stop(Aborted("killed by the test"));
+  }
+
+ private:
+  std::shared_ptr<InMemoryNetwork> network_;
+  std::unique_ptr<Transport> scheduler_transport_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::thread scheduler_thread_;
+  std::vector<std::unique_ptr<Transport>> server_transports_;
+  std::vector<std::unique_ptr<Server>> servers_;
+  std::vector<std::thread> server_threads_;
+  std::vector<std::unique_ptr<Transport>> worker_transports_;
+  std::vector<std::unique_ptr<WorkerClient>> clients_;
+  bool ended_ = false;
+};
+
+// Every worker declares `spec` (the scheduler plans it once all have) and gets its plan.
+std::vector<StatusOr<PartitionPlan>> DeclareEverywhere(ClientJob& job, int workers, const TensorSpec& spec) {
+  std::vector<std::shared_ptr<std::promise<StatusOr<PartitionPlan>>>> promised;
+  for (int w = 0; w < workers; ++w) {
+    promised.push_back(std::make_shared<std::promise<StatusOr<PartitionPlan>>>());
+    job.client(w).Declare(spec, [p = promised.back()](const StatusOr<PartitionPlan>& plan) { p->set_value(plan); });
+  }
+  std::vector<StatusOr<PartitionPlan>> plans;
+  for (auto& p : promised) plans.push_back(p->get_future().get());
+  return plans;
+}
+
+std::future<Status> PushPull(WorkerClient& client, const Partition& part, uint32_t round, Participant me,
+                             const float* input, float* output) {
+  auto done = std::make_shared<std::promise<Status>>();
+  auto result = done->get_future();
+  client.PushPull(part, round, me, DataType::kFloat32, input, output, nullptr,
+                  [done](const Status& s) { done->set_value(s); });
+  return result;
+}
+
+TensorSpec FloatTensor(const std::string& name, int64_t count) {
+  TensorSpec spec;
+  spec.name = name;
+  spec.dtype = DataType::kFloat32;
+  spec.shape = {count};
+  return spec;
+}
+
+TEST(WorkerClientTest, StartGivesEachWorkerItsPlaceAndTheServers) {
+  ClientJob job(/*workers=*/2, /*servers=*/2);
+  EXPECT_EQ(job.client(0).num_workers(), 2);
+  EXPECT_EQ(job.client(0).rank() + job.client(1).rank(), 1) << "ranks 0 and 1";
+  EXPECT_EQ(job.client(0).generation(), 1);
+  EXPECT_EQ(job.client(1).num_servers(), 2);
+  EXPECT_TRUE(job.client(0).AllServersOnThisHost()) << "every node of this job advertises the host 'node'";
+  EXPECT_TRUE(job.client(0).failure().ok());
+}
+
+TEST(WorkerClientTest, DeclaredPartitionsSumOverBothWorkers) {
+  ClientJob job(2, 2);
+  const int64_t count = 3000;  // more than one 4096-byte partition
+  const TensorSpec spec = FloatTensor("w", count);
+  std::vector<StatusOr<PartitionPlan>> plans = DeclareEverywhere(job, 2, spec);
+  ASSERT_TRUE(plans[0].ok()) << plans[0].status().ToString();
+  ASSERT_TRUE(plans[1].ok());
+  ASSERT_GT(plans[0].value().partitions.size(), 1u);
+  std::vector<float> in[2], out[2];
+  for (int w = 0; w < 2; ++w) {
+    in[w].resize(count);
+    out[w].assign(count, -1);
+    for (int64_t i = 0; i < count; ++i) in[w][i] = static_cast<float>(i * (w + 1));
+  }
+  std::vector<std::future<Status>> done;
+  for (int w = 0; w < 2; ++w) {
+    const Participant me{job.client(w).rank(), 2};
+    for (const Partition& part : plans[w].value().partitions) {
+      done.push_back(PushPull(job.client(w), part, 1, me, in[w].data() + part.offset, out[w].data() + part.offset));
+    }
+  }
+  for (auto& d : done) EXPECT_TRUE(d.get().ok());
+  for (int w = 0; w < 2; ++w) {
+    for (int64_t i = 0; i < count; ++i) ASSERT_EQ(out[w][i], static_cast<float>(3 * i)) << "worker " << w << " at " << i;
+  }
+}
+
+TEST(WorkerClientTest, EndGenerationWaitsForEveryWorkerAndNamesTheLast) {
+  ClientJob job(2, 1);
+  job.MarkEnded();
+  std::future<StatusOr<int>> first = std::async(std::launch::async, [&] { return job.client(0).EndGeneration(); });
+  EXPECT_EQ(first.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout)
+      << "worker 0 waits for worker 1";
+  StatusOr<int> second = job.client(1).EndGeneration();
+  StatusOr<int> first_result = first.get();
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  ASSERT_TRUE(first_result.ok()) << first_result.status().ToString();
+  EXPECT_EQ(first_result.value(), job.client(1).rank());
+  EXPECT_EQ(second.value(), job.client(1).rank());
+}
+
+TEST(WorkerClientTest, AbortFailsPendingRequestsOfEveryWorker) {
+  ClientJob job(2, 1);
+  const TensorSpec spec = FloatTensor("g", 16);
+  auto plans = DeclareEverywhere(job, 2, spec);
+  ASSERT_TRUE(plans[0].ok() && plans[1].ok()) << plans[0].status().ToString();
+  const StatusOr<PartitionPlan>& plan = plans[0];
+  std::vector<float> data(16, 1);
+  // Worker 1 never pushes: worker 0's request waits, until worker 1 aborts the job.
+  auto waiting = PushPull(job.client(0), plan.value().partitions[0], 1, Participant{job.client(0).rank(), 2},
+                          data.data(), data.data());
+  EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  job.client(1).RequestAbort("a test stopped it");
+  Status status = waiting.get();
+  EXPECT_EQ(status.code(), Code::kAborted) << status.ToString();
+  EXPECT_NE(status.message().find("a test stopped it"), std::string::npos) << status.message();
+  EXPECT_FALSE(job.client(1).failure().ok());
+  auto late = PushPull(job.client(1), plan.value().partitions[0], 1, Participant{job.client(1).rank(), 2},
+                       data.data(), data.data());
+  EXPECT_EQ(late.get().code(), Code::kAborted) << "a request after the failure is answered at once";
+  EXPECT_FALSE(job.client(1).rejoinable()) << "an aborted job is not joined again";
+}
+
+TEST(WorkerClientTest, LosingAServerFailsItsRequestsAndNamesIt) {
+  ClientJob job(2, 1);
+  const TensorSpec spec = FloatTensor("h", 16);
+  auto plans = DeclareEverywhere(job, 2, spec);
+  ASSERT_TRUE(plans[0].ok() && plans[1].ok()) << plans[0].status().ToString();
+  const StatusOr<PartitionPlan>& plan = plans[0];
+  std::vector<float> data(16, 1);
+  auto waiting = PushPull(job.client(0), plan.value().partitions[0], 1, Participant{job.client(0).rank(), 2},
+                          data.data(), data.data());
+  job.KillServer(0);
+  Status status = waiting.get();
+  EXPECT_EQ(status.code(), Code::kUnavailable) << status.ToString();
+  // The worker's own connection or the scheduler's ABORT reports it first; both name the server.
+  EXPECT_NE(status.message().find("server 0"), std::string::npos) << status.message();
+  EXPECT_EQ(job.client(0).failure().code(), Code::kUnavailable);
+}
+
+}  // namespace
+}  // namespace bps

@@ -1,0 +1,85 @@
+// A worker's data operations: declaring tensors to the scheduler, pushing partitions to their servers and
+// taking back the round's sum, reading published tensors, and moving a compressed key's residual. Each is
+// one request of the RequestTable; its reply is taken only from the peer the request went to.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "cc/common/config.h"
+#include "cc/common/logging.h"
+#include "cc/ps/message.h"
+#include "cc/ps/request_table.h"
+#include "cc/ps/server_links.h"
+#include "cc/ps/shared_pushes.h"
+#include "cc/ps/worker_lifecycle.h"
+#include "cc/transport/transport.h"
+
+namespace bps {
+
+// Which contribution to a key's round a push is: `index` of `count` (worker rank of the worker processes,
+// or worker machine id of the machines, for TensorScope::kMachine).
+struct Participant {
+  int index;
+  int count;
+};
+
+class WorkerOperations {
+ public:
+  using Done = Request::Done;
+  using DeclareDone = Request::DeclareDone;
+
+  WorkerOperations(const Config& config, Transport* transport, WorkerLifecycle* lifecycle, ServerLinks* servers,
+                   RequestTable* requests, SharedPushes* shared)
+      : config_(config),
+        transport_(transport),
+        lifecycle_(lifecycle),
+        servers_(servers),
+        requests_(requests),
+        shared_(shared) {}
+
+  // Callbacks run on the transport thread (or inline, on failure).
+  void Declare(const TensorSpec& spec, DeclareDone done);
+  // Pushes `input` and receives the round's sum into `output` (which may be `input`). A null `input` is a
+  // partition of zeros: only the header is sent. `on_sent` runs once `input` has left, `done` once the sum
+  // is in `output`.
+  void PushPull(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input, void* output,
+                std::function<void()> on_sent, Done done);
+  // PushPull of an encoded partition (cc/compress/codec.h): `bytes` go out from `encoded` and the encoded sum
+  // of as many bytes comes back into `encoded_sum`. Never through shared memory.
+  void PushPullEncoded(const Partition& part, uint32_t round, Participant me, const void* encoded, void* encoded_sum,
+                       size_t bytes, std::function<void()> on_sent, Done done);
+  // The sum of `round` of a published partition (its publisher's value) into `output`, once pushed.
+  void Fetch(const Partition& part, uint32_t round, DataType dtype, void* output, Done done);
+  // The server's residual of a compressed key with error feedback (count floats), read into `residual` or
+  // replaced by it. Between this worker's rounds of the key only.
+  void SaveResidual(const Partition& part, Participant me, float* residual, Done done);
+  void LoadResidual(const Partition& part, Participant me, const float* residual, Done done);
+
+  // Fails requests that waited longer than BYTEPS_TIMEOUT (and a moment).
+  void FailExpired();
+
+  // Where the payload of a reply with `header` from `from` goes (the caller's memory), or null.
+  void* ReplyDestination(PeerId from, const std::string& header, size_t length);
+  // A reply (PULL_REPLY from a server, DECLARE_REPLY from the scheduler) with its payload, if any.
+  void OnReply(PeerId from, Message& reply, void* payload, size_t length);
+
+ private:
+  void SendPush(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input, void* output,
+                size_t wire_bytes, bool shareable, std::function<void()> on_sent, Done done);
+  void SendResidual(MessageType type, const Partition& part, Participant me, const float* source, float* destination,
+                    Done done);
+  // Sends request `request_id`; a failed send completes it.
+  void SendOrFail(PeerId to, const Message& m, const void* payload, size_t bytes, uint64_t request_id,
+                  std::function<void()> on_sent = nullptr);
+  void Complete(PeerId from, uint64_t request_id, const Message& reply);
+
+  const Config& config_;
+  Transport* const transport_;
+  WorkerLifecycle* const lifecycle_;
+  ServerLinks* const servers_;
+  RequestTable* const requests_;
+  SharedPushes* const shared_;
+};
+
+}  // namespace bps

@@ -1,0 +1,126 @@
+#include "cc/transport/tcp_listener.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <vector>
+
+namespace bps {
+namespace {
+
+std::string Describe(const sockaddr_in& addr) {
+  char text[INET_ADDRSTRLEN] = "?";
+  inet_ntop(AF_INET, &addr.sin_addr, text, sizeof(text));
+  return std::string(text) + ":" + std::to_string(ntohs(addr.sin_port));
+}
+
+}  // namespace
+
+void TcpListener::Accept(int listen_fd, bool stopping, double now) {
+  while (true) {
+    sockaddr_in peer{};
+    socklen_t length = sizeof(peer);
+    int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer), &length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      return;  // EAGAIN: none left; EMFILE and the like: try again on the next event
+    }
+    const std::string name = Describe(peer);
+    const bool full = by_fd_.size() >= limits_.max_pending && !MakeRoom(now);
+    if (stopping || full) {
+      rejections_.Warn("turned away a connection from " + name + ": " +
+                       (stopping ? "shutting down" : "too many connections are authenticating at once"));
+      close(fd);
+      continue;
+    }
+    sockaddr_in mine{};
+    length = sizeof(mine);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&mine), &length);
+    const bool other_host = peer.sin_addr.s_addr != mine.sin_addr.s_addr;
+    auto handshake = std::make_unique<ServerHandshake>(secret_);
+    configure_(fd, other_host);
+    const std::string& hello = handshake->hello();
+    // A fresh socket's buffer takes these 40 bytes whole.
+    if (send(fd, hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size()) ||
+        !loop_->Watch(fd).ok()) {
+      close(fd);
+      continue;
+    }
+    by_fd_[fd] = waiting_.insert(waiting_.end(), Unproven{fd, name, other_host, std::move(handshake), now});
+  }
+}
+
+bool TcpListener::MakeRoom(double now) {
+  while (!waiting_.empty()) {
+    Unproven& longest = waiting_.front();
+    if (now - longest.started < limits_.grace_s) return false;
+    // Its proof may have arrived unread: take it first.
+    const int fd = longest.fd;
+    OnReadable(fd);
+    auto still = by_fd_.find(fd);
+    if (still != by_fd_.end()) {
+      rejections_.Warn("turned away a connection from " + still->second->name + ": it did not complete the "
+                       "handshake, and a newer connection needed its place");
+      Close(still->second);
+      return true;
+    }
+    if (by_fd_.size() < limits_.max_pending) return true;
+  }
+  return true;
+}
+
+void TcpListener::OnReadable(int fd) {
+  auto found = by_fd_.find(fd);
+  if (found == by_fd_.end()) return;
+  const Place place = found->second;
+  char bytes[kClientProofBytes + 1];
+  ssize_t n = recv(fd, bytes, sizeof(bytes), 0);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+  if (n <= 0) return Close(place);  // closed during the handshake
+  std::string reply, why;
+  switch (place->handshake->Feed(bytes, static_cast<size_t>(n), &reply, &why)) {
+    case ServerHandshake::Result::kNeedMore: return;
+    case ServerHandshake::Result::kRejected:
+      rejections_.Warn("turned away a connection from " + place->name + ": " + why);
+      send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);  // best effort: the peer learns why it failed
+      return Close(place);
+    case ServerHandshake::Result::kAccepted: {
+      if (send(fd, reply.data(), reply.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(reply.size())) {
+        return Close(place);  // closed during the handshake
+      }
+      const std::string name = place->name;
+      const bool other_host = place->other_host;
+      by_fd_.erase(fd);
+      waiting_.erase(place);
+      admit_(fd, name, other_host);
+    }
+  }
+}
+
+void TcpListener::Tick(double now) {
+  std::vector<Place> expired;
+  for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+    if (now > it->started + limits_.handshake_timeout_s) expired.push_back(it);
+  }
+  for (Place place : expired) {
+    rejections_.Warn("turned away a connection from " + place->name + ": it did not complete the handshake within " +
+                     std::to_string(static_cast<int>(limits_.handshake_timeout_s)) + " s");
+    Close(place);
+  }
+}
+
+void TcpListener::CloseAll() {
+  while (!waiting_.empty()) Close(waiting_.begin());
+}
+
+void TcpListener::Close(Place place) {
+  loop_->Unwatch(place->fd);
+  close(place->fd);
+  by_fd_.erase(place->fd);
+  waiting_.erase(place);
+}
+
+}  // namespace bps

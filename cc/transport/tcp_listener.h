@@ -1,0 +1,86 @@
+// The admission of TCP connections that have not yet proven they belong to the job (what gloo calls a
+// listener): each accepted connection gets the handshake's hello, and must answer with its proof
+// (handshake.h) within the handshake timeout; one that does is handed to the transport, one that does not,
+// or sends a wrong proof, is closed. Strangers cannot hold places: at most `max_pending` connections
+// authenticate at once, and when all places are taken a new connection takes the place of the one that has
+// waited longest, once that one has had `grace_s` to finish (a member answers within a round trip);
+// otherwise the new one is turned away, and its sender tries again.
+//
+// Strangers that hold every place and open a connection again whenever one is closed make the listener turn
+// away thousands of connections a second, but a place still comes free every grace_s / max_pending (0.4 ms
+// by default): a member trying 50 times a second gets one within a fraction of a second.
+//
+// Runs on the transport's thread.
+#pragma once
+
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "cc/common/logging.h"
+#include "cc/transport/event_loop.h"
+#include "cc/transport/handshake.h"
+#include "cc/transport/job_auth.h"
+
+namespace bps {
+
+class TcpListener {
+ public:
+  struct Limits {
+    size_t max_pending = 128;
+    double grace_s = 0.05;
+    double handshake_timeout_s = 3;
+  };
+  // A connection that proved itself: its socket (watched by the loop already), its peer's address, and
+  // whether that peer is on another host.
+  using Admit = std::function<void(int fd, const std::string& name, bool other_host)>;
+  // Socket options for a new connection (other_host: its peer is on another host).
+  using Configure = std::function<void(int fd, bool other_host)>;
+
+  TcpListener(const JobSecret& secret, Limits limits, EventLoop* loop, Admit admit, Configure configure)
+      : secret_(secret),
+        limits_(limits),
+        loop_(loop),
+        admit_(std::move(admit)),
+        configure_(std::move(configure)) {}
+
+  // Takes every connection waiting on `listen_fd` (turning them all away when `stopping`).
+  void Accept(int listen_fd, bool stopping, double now);
+  // Whether `fd` is a connection that is authenticating.
+  bool Pending(int fd) const { return by_fd_.count(fd) > 0; }
+  size_t pending() const { return by_fd_.size(); }
+  // Bytes arrived on pending connection `fd`: its proof, or part of it.
+  void OnReadable(int fd);
+  // Closes the connections whose handshake timed out.
+  void Tick(double now);
+  // Closes every pending connection.
+  void CloseAll();
+
+ private:
+  struct Unproven {
+    int fd;
+    std::string name;
+    bool other_host;
+    std::unique_ptr<ServerHandshake> handshake;
+    double started;
+  };
+  using Place = std::list<Unproven>::iterator;
+
+  // Closes the connection that has waited longest, if it has had its grace, after taking what it sent (a
+  // proof that arrived completes it instead); false if none has had its grace.
+  bool MakeRoom(double now);
+  void Close(Place place);
+
+  const JobSecret secret_;
+  const Limits limits_;
+  EventLoop* const loop_;
+  const Admit admit_;
+  const Configure configure_;
+  std::list<Unproven> waiting_;  // the longest-waiting first
+  std::map<int, Place> by_fd_;
+  ThrottledLog rejections_{"connections turned away"};
+};
+
+}  // namespace bps

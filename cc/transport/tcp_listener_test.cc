@@ -1,0 +1,161 @@
+// The listener's admission of connections on a real socket, without a transport: members are admitted,
+// strangers and the silent are closed, and a full listener makes room by turning away the longest-waiting.
+#include "cc/transport/tcp_listener.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <future>
+#include <vector>
+
+#include "cc/common/clock.h"
+#include "cc/transport/address.h"
+
+namespace bps {
+namespace {
+
+const char kSecret[] = "the secret of the test job, 32+ bytes";
+
+class TcpListenerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Listen(TcpListener::Limits{}); }
+  void TearDown() override {
+    listener_->CloseAll();
+    close(listen_fd_);
+    for (int fd : admitted_) close(fd);
+  }
+
+  void Listen(TcpListener::Limits limits) {
+    if (listener_) listener_->CloseAll();
+    listener_ = std::make_unique<TcpListener>(
+        JobSecret::From(kSecret).value(), limits, &loop_,
+        [this](int fd, const std::string&, bool) { admitted_.push_back(fd); }, [](int, bool) {});
+    if (listen_fd_ >= 0) return;
+    sockaddr_in addr;
+    ASSERT_TRUE(Ipv4SocketAddress("127.0.0.1", 0, &addr));
+    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    ASSERT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ASSERT_EQ(listen(listen_fd_, 16), 0);
+    socklen_t length = sizeof(addr_);
+    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr_), &length);
+  }
+
+  // A client socket connected to the listener, accepted by it.
+  int Connect() {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr_), sizeof(addr_)), 0);
+    for (int i = 0; i < 100 && !Accepted(); ++i) usleep(10000);
+    return fd;
+  }
+  bool Accepted() {
+    const size_t before = listener_->pending();
+    listener_->Accept(listen_fd_, /*stopping=*/false, NowSeconds());
+    return listener_->pending() > before;
+  }
+  // Feeds the listener what arrived on its pending connections until `done` or a few seconds pass.
+  void Serve(const std::function<bool()>& done) {
+    for (int i = 0; i < 300 && !done(); ++i) {
+      std::vector<int> fds;
+      for (int fd = 0; fd < 1024; ++fd) {
+        if (listener_->Pending(fd)) fds.push_back(fd);
+      }
+      for (int fd : fds) listener_->OnReadable(fd);
+      usleep(10000);
+    }
+  }
+  // Whether the listener closed the other end of `fd` (after reading what it sent).
+  static bool ClosedByPeer(int fd) {
+    char buffer[256];
+    for (int i = 0; i < 100; ++i) {
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 20) == 1) {
+        ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+        if (n <= 0) return true;
+      }
+    }
+    return false;
+  }
+
+  EventLoop loop_{"the test's loop"};  // never started: it only records what is watched
+  std::unique_ptr<TcpListener> listener_;
+  int listen_fd_ = -1;
+  sockaddr_in addr_{};
+  std::vector<int> admitted_;
+};
+
+TEST_F(TcpListenerTest, AMemberIsAdmittedOnceItsProofArrives) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr_), sizeof(addr_)), 0);
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);  // the client's handshake polls a non-blocking socket
+  const JobSecret secret = JobSecret::From(kSecret).value();
+  auto client = std::async(std::launch::async, [&] { return RunClientHandshake(fd, secret, Deadline(5)); });
+  for (int i = 0; i < 100 && !Accepted(); ++i) usleep(10000);
+  EXPECT_EQ(listener_->pending(), 1u);
+  Serve([&] { return !admitted_.empty(); });
+  EXPECT_TRUE(client.get().ok());
+  ASSERT_EQ(admitted_.size(), 1u);
+  EXPECT_EQ(listener_->pending(), 0u) << "an admitted connection is the transport's";
+  close(fd);
+}
+
+TEST_F(TcpListenerTest, AStrangersWrongProofIsTurnedAway) {
+  int fd = Connect();
+  ASSERT_EQ(listener_->pending(), 1u);
+  std::string garbage(kClientProofBytes, 'x');
+  ASSERT_EQ(send(fd, garbage.data(), garbage.size(), MSG_NOSIGNAL), static_cast<ssize_t>(garbage.size()));
+  Serve([&] { return listener_->pending() == 0; });
+  EXPECT_EQ(listener_->pending(), 0u);
+  EXPECT_TRUE(admitted_.empty());
+  EXPECT_TRUE(ClosedByPeer(fd));
+  close(fd);
+}
+
+TEST_F(TcpListenerTest, ASilentConnectionIsClosedAfterTheHandshakeTimeout) {
+  int fd = Connect();
+  ASSERT_EQ(listener_->pending(), 1u);
+  listener_->Tick(NowSeconds() + 1);
+  EXPECT_EQ(listener_->pending(), 1u) << "within the timeout";
+  listener_->Tick(NowSeconds() + TcpListener::Limits{}.handshake_timeout_s + 1);
+  EXPECT_EQ(listener_->pending(), 0u);
+  EXPECT_TRUE(ClosedByPeer(fd));
+  close(fd);
+}
+
+TEST_F(TcpListenerTest, AFullListenerTurnsAwayTheLongestWaitingOnceItHadItsGrace) {
+  Listen(TcpListener::Limits{/*max_pending=*/2, /*grace_s=*/0.2, /*handshake_timeout_s=*/30});
+  int first = Connect();
+  int second = Connect();
+  ASSERT_EQ(listener_->pending(), 2u);
+  // Within the grace the newcomer is turned away: the two keep their places.
+  int early = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(connect(early, reinterpret_cast<sockaddr*>(&addr_), sizeof(addr_)), 0);
+  usleep(50000);
+  listener_->Accept(listen_fd_, false, NowSeconds());
+  EXPECT_EQ(listener_->pending(), 2u);
+  EXPECT_TRUE(ClosedByPeer(early));
+  // After it, the first takes the place of the longest-waiting.
+  int late = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(connect(late, reinterpret_cast<sockaddr*>(&addr_), sizeof(addr_)), 0);
+  usleep(50000);
+  listener_->Accept(listen_fd_, false, NowSeconds() + 1);
+  EXPECT_EQ(listener_->pending(), 2u);
+  EXPECT_TRUE(ClosedByPeer(first)) << "the longest-waiting lost its place";
+  for (int fd : {first, second, early, late}) close(fd);
+}
+
+TEST_F(TcpListenerTest, AStoppingListenerTurnsEveryoneAway) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr_), sizeof(addr_)), 0);
+  usleep(50000);
+  listener_->Accept(listen_fd_, /*stopping=*/true, NowSeconds());
+  EXPECT_EQ(listener_->pending(), 0u);
+  EXPECT_TRUE(ClosedByPeer(fd));
+  close(fd);
+}
+
+}  // namespace
+}  // namespace bps
