@@ -29,7 +29,7 @@ import tempfile
 import time
 
 MODES = ("mirrored", "bps", "bps_server", "bps_per_gpu", "bps_per_gpu_server")
-CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # for benchmarks.lib in the runs
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # for benchmarks.lib and testing in the runs
 BATCH = {"mlp": 512, "bert": 64}
 SMOKE_BATCH, SMOKE_WIDTH, SMOKE_BERT = 8, 64, dict(hidden=32, heads=2, ffn=64, layers=1)
 
@@ -37,26 +37,21 @@ SMOKE_BATCH, SMOKE_WIDTH, SMOKE_BERT = 8, 64, dict(hidden=32, heads=2, ffn=64, l
 def build_model(name, smoke=False):
     import tensorflow as tf
 
-    keras = tf.keras
-    if name == "mlp":  # 1024 -> 6 x 4096 -> 10: 88.1M parameters
-        inputs = keras.Input((1024,))
-        x = inputs
-        for _ in range(6):
-            x = keras.layers.Dense(SMOKE_WIDTH if smoke else 4096, activation="relu")(x)
-        return keras.Model(inputs, keras.layers.Dense(10)(x))
-    from benchmarks.lib import models
+    from testing import models
 
-    sizes = SMOKE_BERT if smoke else dict(hidden=512, heads=8, ffn=2048, layers=6)
-    return models.bert(**dict(models.BERT, **sizes))
+    if name == "mlp":  # 1024 -> 6 x 4096 -> 10: 88.1M parameters
+        return models.mlp(tf.keras, inputs=1024, width=SMOKE_WIDTH if smoke else 4096, layers=6, classes=10)
+    from benchmarks.lib.models import bert
+
+    return bert(**(SMOKE_BERT if smoke else dict(hidden=512, heads=8, ffn=2048, layers=6)))
 
 
 def data(name, examples):
-    import numpy as np
+    from testing import models
 
-    rng = np.random.default_rng(0)
     if name == "mlp":
-        return rng.standard_normal((examples, 1024), dtype=np.float32), rng.integers(0, 10, examples, dtype=np.int32)
-    return (rng.integers(0, 8192, (examples, 128), dtype=np.int32), rng.integers(0, 2, examples, dtype=np.int32))
+        return models.random_features(examples, 1024, 10)
+    return models.random_sequences(examples, 8192, 128)
 
 
 def worker(args):

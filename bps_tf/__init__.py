@@ -27,6 +27,10 @@ _STRATEGY_NAMES = ("BytePSStrategy",)
 
 
 def __getattr__(name):
+    if name == "elastic":  # a subpackage, with the names of bps_tf.tensorflow.elastic
+        import importlib
+
+        return importlib.import_module("bps_tf.elastic")
     if name in _TENSORFLOW_NAMES:
         from bps_tf import tensorflow
 

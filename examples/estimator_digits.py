@@ -9,19 +9,35 @@ Every step trains on the same global batch of 64 whatever the number of workers 
 of it), so the job follows the single-process training of the same model.
 """
 
+import hashlib
 import os
 import sys
 import tempfile
 
 import numpy as np
 import tensorflow as tf
+from sklearn import datasets
 
 import bps_tf.tensorflow as bps
 import bps_tf.tensorflow.estimator as bps_estimator
-from digits_data import fingerprint, load
 
 GLOBAL_BATCH = 64
 STEPS = 400
+
+
+def load(rank, size):
+    """scikit-learn's handwritten digits (shipped with it, no download): this worker's share of a fixed 80%
+    training split, and the whole test split; pixels scaled to [0, 1]."""
+    digits = datasets.load_digits()
+    order = np.random.default_rng(0).permutation(len(digits.target))
+    x, y = (digits.data[order] / 16.0).astype(np.float32), digits.target[order].astype(np.int64)
+    split = int(0.8 * len(x))
+    return x[:split][rank::size], y[:split][rank::size], x[split:], y[split:]
+
+
+def fingerprint(weights):
+    """A short hash of the weights: the same on every worker that holds the same model."""
+    return hashlib.sha256(b"".join(np.ascontiguousarray(w).tobytes() for w in weights)).hexdigest()[:16]
 
 
 def model_fn(features, labels, mode, params):

@@ -5,10 +5,21 @@ the strategy makes it data-parallel across every worker of the job. `make demo` 
 """
 
 import keras
+import numpy as np
+from sklearn import datasets
 
 import bps_tf
 from bps_tf.strategy import BytePSStrategy
-from digits_data import load
+
+
+def load(rank, size):
+    """scikit-learn's handwritten digits (shipped with it, no download): this worker's share of a fixed 80%
+    training split, and the whole test split; pixels scaled to [0, 1]."""
+    digits = datasets.load_digits()
+    order = np.random.default_rng(0).permutation(len(digits.target))
+    x, y = (digits.data[order] / 16.0).astype(np.float32), digits.target[order].astype(np.int64)
+    split = int(0.8 * len(x))
+    return x[:split][rank::size], y[:split][rank::size], x[split:], y[split:]
 
 
 def main():

@@ -1,6 +1,6 @@
 """How the benchmarks measure: repeated calls timed (the median is reported, since these machines are noisy;
 min and max kept too), and the link's bounds they compare against (tc rate strings such as 1gbit, 500mbit,
-100mbps as bytes per second; the bounds M/B and 2(N-1)/N*M/B)."""
+100mbps as bytes per second; the bounds M/B and 2(N-1)/N*M/B); and Keras fit timed in rounds (RoundTimer)."""
 
 import re
 import statistics
@@ -53,3 +53,26 @@ def bounds(rate, workers, servers, colocate):
     ring = 2 * (workers - 1) / workers
     return {"rate": rate, "link_bytes_s": rate_bytes_per_s(rate), "ring_factor": ring,
             "push_pull_factor": ring if colocate else 1.0}
+
+
+class RoundTimer:
+    """Seconds and steps of each epoch of a Keras fit from its first step's end to its last's (the first step
+    of an epoch also waits for the epoch to begin); each step's loss is read back, so its GPU work has
+    finished. `keras`: the Keras module the model is built with."""
+
+    def __init__(self, keras):
+        timer = self
+        self.rounds = []
+
+        class Callback(keras.callbacks.Callback):
+            def on_train_batch_end(self, batch, logs=None):
+                float(logs["loss"])
+                now = time.perf_counter()
+                if batch == 0:
+                    timer.started = now
+                timer.last, timer.steps = now, batch
+
+            def on_epoch_end(self, epoch, logs=None):
+                timer.rounds.append((timer.last - timer.started, timer.steps))
+
+        self.callback = Callback()

@@ -7,6 +7,8 @@ import platform
 import subprocess
 from pathlib import Path
 
+_CHECKOUT = Path(__file__).resolve().parents[2]
+
 
 def save_result(output, result):
     """Writes `result` to `output` as indented JSON; does nothing when no output file was asked for."""
@@ -64,3 +66,13 @@ def describe_machine():
         "tensorflow": _tensorflow_version(),
         "ucx": _ucx_version(),
     }
+
+
+def product_version():
+    """The commit measured, and whether the product's code differed from it (bps_tf/, cc/)."""
+    def git(*argv):
+        done = subprocess.run(["git", *argv], cwd=_CHECKOUT, capture_output=True, text=True, timeout=30)
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    changed = git("status", "--porcelain", "--", "bps_tf", "cc")
+    return {"commit": git("rev-parse", "HEAD"), "uncommitted_changes": None if changed is None else bool(changed)}

@@ -19,7 +19,7 @@ SWITCH_BUFFER_BYTES = 16 << 20
 
 
 def bert_like_tensors(vocab=8192, seq=128, hidden=256, ffn=1024, layers=4, classes=2):
-    """Gradient bytes per tensor of benchmarks/lib/models.py's BERT-like model (float32)."""
+    """Gradient bytes per tensor of benchmarks/lib/models.py's BERT-like model (testing.models.encoder) (float32)."""
     h = hidden
     elements = [vocab * h, seq * h]
     for _ in range(layers):

@@ -1,5 +1,7 @@
 """Markdown tables of result files, printed by the drivers and pasted into docs/performance.md."""
 
+import statistics
+
 
 def human_bytes(n):
     for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
@@ -113,3 +115,51 @@ def accuracy_table(result):
     return markdown(["strategy, compression", f"test accuracy (target {result['target']})", "steps",
                      "training s", "ms per step", "steps / uncompressed steps",
                      "speed-up to target over uncompressed"], rows)
+
+
+# --- elastic recovery (benchmarks/elastic_recovery.py) ---------------------------------------------------
+
+def _median(values):
+    return statistics.median(values) if values else None
+
+
+def ms_cell(value):
+    return "-" if value is None else f"{value * 1e3:.0f}"
+
+
+def s_cell(value):
+    return "-" if value is None else f"{value:.2f}"
+
+
+def elastic_recovery_table(result):
+    lines = ["| kill -9 of worker | survivors' next step, s (each) | median, s | next generation formed, s | "
+             "state synchronised, s | restarted: process up, s | joined, s | first step with all, s | "
+             "survivors' pause at the join, s |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for kill in result["recovery"]["kills"]:
+        restart = kill["restart"]
+        each = ", ".join(f"{s['next_step_s']:.2f}" for s in kill["survivors"])
+        resets = [s["reset_s"] for s in kill["survivors"] if s["reset_s"] is not None]
+        synced = [s["synchronised_s"] for s in kill["survivors"] if s["synchronised_s"] is not None]
+        lines.append(f"| {kill['worker']} | {each} | {s_cell(kill['median_next_step_s'])} | "
+                     f"{s_cell(_median(resets))} | {s_cell(_median(synced))} | "
+                     f"{s_cell(restart['process_started_s'])} | {s_cell(restart['joined_s'])} | "
+                     f"{s_cell(restart['first_step_s'])} | {s_cell(restart['join_pause_s'])} |")
+    r = result["recovery"]
+    lines.append(f"| all | median of {len(r['all_next_step_s'])}: {s_cell(r['median_next_step_s'])}, "
+                 f"max {s_cell(r['max_next_step_s'])} | | | | | | "
+                 f"{s_cell(r['median_rejoin_first_step_s'])} (median) | "
+                 f"{s_cell(r['median_join_pause_s'])} (median) |")
+    return "\n".join(lines)
+
+
+def elastic_commit_table(result):
+    lines = ["| elastic callbacks | steps timed | mean step, ms | median step, ms | push_pull in flight, ms/step | "
+             "one commit, ms (median) | commit per step, ms | mean step against none |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for c in result["commit_costs"]:
+        name = "none" if c["setting"] == "none" else f"batches_per_commit={c['setting']}"
+        against = "-" if c["vs_none"] is None or c["setting"] == "none" else f"{c['vs_none'] * 100:+.1f}%"
+        lines.append(f"| {name} | {c['steps']} | {ms_cell(c['mean_step_s'])} | {ms_cell(c['median_step_s'])} | "
+                     f"{ms_cell(c['mean_push_pull_s'])} | {ms_cell(c['median_commit_s'])} | "
+                     f"{c['commit_s_per_step'] * 1e3:.1f} | {against} |")
+    return "\n".join(lines)

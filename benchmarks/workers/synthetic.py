@@ -1,5 +1,5 @@
 """One process of the synthetic-data training benchmark (benchmarks/synthetic_benchmark.py): Keras fit of a
-model of examples/synthetic_benchmark.py (or the MLP) on one random batch, repeated, timed over rounds of steps
+model of testing/models.py (ResNet-50, a BERT-base-sized encoder or an MLP) on one random batch, repeated, timed over rounds of steps
 after a warm-up round. Writes {"rates" (per round, of this process's replicas), "unit", "ms_per_step",
 "replicas" (in sync, every process's), "parameters", "jit_compile"} to DIR/rank<R>.json (R: the bps_tf rank, 0
 without a job)."""
@@ -8,41 +8,33 @@ import argparse
 import json
 import os
 
-import numpy as np
 import tensorflow as tf
 
-from examples.synthetic_benchmark import BERT_BASE, RoundTimer, encoder, resnet50, synthetic_batch
+from benchmarks.lib.measure import RoundTimer
+from testing import models
 
 PER_GPU_BATCH = {"resnet50": 64, "bert": 32, "mlp": 512}
 # --smoke: tiny versions, a check of this code on a CPU.
-SMOKE_BATCH, SMOKE_IMAGE, SMOKE_BERT, SMOKE_MLP_WIDTH = 2, 32, dict(vocabulary=100, length=8, width=16, heads=2,
-                                                                     inner=32, layers=1), 32
-
-
-def mlp(keras, width):
-    """1024 -> 6 x Dense(width) -> 10: 88.1M parameters at width 4096."""
-    inputs = keras.Input((1024,))
-    x = inputs
-    for _ in range(6):
-        x = keras.layers.Dense(width, activation="relu")(x)
-    return keras.Model(inputs, keras.layers.Dense(10, dtype="float32")(x))
+SMOKE_BATCH, SMOKE_IMAGE, SMOKE_BERT, SMOKE_MLP_WIDTH = 2, 32, dict(models.BERT_BASE, vocab=100, seq=8, hidden=16,
+                                                                     heads=2, ffn=32, layers=1), 32
+MLP = dict(inputs=1024, width=4096, layers=6, classes=10)  # 88.1M parameters
 
 
 def build(keras, name, smoke):
     if name == "resnet50":
-        return resnet50(keras, SMOKE_IMAGE if smoke else 224)
+        return models.resnet50(keras, SMOKE_IMAGE if smoke else 224)
     if name == "mlp":
-        return mlp(keras, SMOKE_MLP_WIDTH if smoke else 4096)
-    return encoder(keras, **(SMOKE_BERT if smoke else BERT_BASE))
+        return models.mlp(keras, **dict(MLP, width=SMOKE_MLP_WIDTH if smoke else MLP["width"]))
+    return models.encoder(keras, **(SMOKE_BERT if smoke else models.BERT_BASE))
 
 
 def batch_of(name, examples, smoke):
     if name == "mlp":
-        rng = np.random.default_rng(0)
-        return rng.standard_normal((examples, 1024), dtype=np.float32), rng.integers(0, 10, examples)
-    bert = SMOKE_BERT if smoke else BERT_BASE
-    return synthetic_batch(name, examples, image_size=SMOKE_IMAGE if smoke else 224,
-                           vocabulary=bert["vocabulary"], length=bert["length"])
+        return models.random_features(examples, MLP["inputs"], MLP["classes"])
+    if name == "resnet50":
+        return models.random_images(examples, SMOKE_IMAGE if smoke else 224)
+    bert = SMOKE_BERT if smoke else models.BERT_BASE
+    return models.random_sequences(examples, bert["vocab"], bert["seq"])
 
 
 def main():

@@ -21,7 +21,7 @@ if not os.path.exists(_LIBRARY):
     raise ImportError(
         f"bps_tf's TensorFlow ops are not built for TensorFlow {tf.__version__}: {_LIBRARY} is missing (built: "
         f"{', '.join(_built) or 'none'}). Build them for this Python with `scripts/build_ops.sh {sys.executable}` "
-        "(README.md, \"Another TensorFlow\").")
+        "(docs/launch.md, \"Another TensorFlow\").")
 ops = tf.load_op_library(_LIBRARY)
 
 OP_TYPES = frozenset({"BytepsPushPull", "BytepsGather", "BytepsBroadcast", "BytepsPublish"})

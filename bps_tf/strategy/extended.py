@@ -7,7 +7,8 @@ import contextlib
 
 import tensorflow as tf
 
-from bps_tf import compat, elastic_common
+from bps_tf import compat
+from bps_tf.elastic import generations
 from bps_tf.ops import publish
 from bps_tf.process import rank, size
 from bps_tf.strategy.cross_device_ops import BytePSCrossDeviceOps
@@ -28,9 +29,9 @@ _counted_since = None
 def _occurrence(name):
     """How many variables named `name` this process created before, since the last elastic meeting point."""
     global _counted_since
-    if _counted_since != elastic_common.meeting_points():
+    if _counted_since != generations.meeting_points():
         _variables_by_name.clear()
-        _counted_since = elastic_common.meeting_points()
+        _counted_since = generations.meeting_points()
     occurrence = _variables_by_name[name]
     _variables_by_name[name] += 1
     return occurrence
@@ -65,8 +66,8 @@ class BytePSExtended(compat.target("MirroredExtended")):
         self._task_type = "worker"
         self._task_id = self._id_in_cluster
 
-    # Elastic jobs: after a reset the job has another size and this worker another rank (bps_tf.elastic_common
-    # calls this then). Keras traces its train function anew (bps_tf.keras.elastic.KerasState); the next
+    # Elastic jobs: after a reset the job has another size and this worker another rank (bps_tf.elastic.generations
+    # calls this then). Keras traces its train function anew (bps_tf.elastic.keras_state.KerasState); the next
     # dataset distributed is sharded and rebatched for the new replica count.
     def follow_job(self):
         self._num_workers = size()
@@ -154,8 +155,8 @@ class BytePSExtended(compat.target("MirroredExtended")):
     # on some workers only (Keras's saving code makes one on worker 0) keeps nobody waiting. Variables are
     # matched by name and by how many of that name this worker created before.
     def _get_variable_creator_initial_value(self, replica_id, device, primary_var, **kwargs):
-        # In an elastic run the State's sync gives every worker worker 0's values (bps_tf.elastic_common.in_run).
-        if replica_id != 0 or elastic_common.in_run():
+        # In an elastic run the State's sync gives every worker worker 0's values (bps_tf.elastic.generations.in_run).
+        if replica_id != 0 or generations.in_run():
             return super()._get_variable_creator_initial_value(replica_id, device, primary_var, **kwargs)
         name = kwargs.get("name") or "variable"
         occurrence = _occurrence(name)

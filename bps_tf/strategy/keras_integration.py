@@ -25,7 +25,7 @@ import tensorflow as tf
 
 import bps_tf.numpy as bps_numpy
 from bps_tf import compat, compression_state
-from bps_tf.elastic_common import collectives_are_local
+from bps_tf.elastic.generations import collectives_are_local
 from bps_tf.objects import broadcast_object
 from bps_tf.ops import broadcast_variables
 from bps_tf.strategy import loss_scaling, xla

@@ -3,7 +3,7 @@ through bps_tf's parameter servers."""
 
 import tensorflow as tf
 
-from bps_tf import elastic_common
+from bps_tf.elastic import generations
 from bps_tf.ops.compression import from_environment as compression_from_environment
 from bps_tf.ops.compression import parse as parse_compression
 from bps_tf.process import init, is_initialized, local_rank, local_size
@@ -56,4 +56,4 @@ class BytePSStrategy(tf.distribute.MirroredStrategy):
         # Skip MirroredStrategy.__init__ (it would build its own extended); keep its base class's.
         super(tf.distribute.MirroredStrategy, self).__init__(extended)
         keras_integration.install()
-        elastic_common.on_reset(extended.follow_job)
+        generations.on_reset(extended.follow_job)

@@ -19,12 +19,12 @@ def test_the_training_thread_never_waits_for_an_interrupted_fits_iterator(monkey
     import keras
     import tensorflow as tf
 
-    from bps_tf import elastic_common
-    from bps_tf.elastic_collection import SETTLE_S
-    from bps_tf.elastic_common import HorovodInternalError, ObjectState, run_fn
+    from bps_tf.elastic import HorovodInternalError, ObjectState, generations
+    from bps_tf.elastic.collection import SETTLE_S
+    from bps_tf.elastic.generations import run_fn
 
     # One process without a job: the next generation is this process again.
-    monkeypatch.setattr(elastic_common, "process", types.SimpleNamespace(size=lambda: 1, rank=lambda: 0))
+    monkeypatch.setattr(generations, "process", types.SimpleNamespace(size=lambda: 1, rank=lambda: 0))
 
     x = np.random.default_rng(0).random((256, 16), dtype=np.float32)
     data = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).repeat().batch(32)
@@ -60,6 +60,6 @@ def test_the_training_thread_never_waits_for_an_interrupted_fits_iterator(monkey
                                              f"{recovery:.1f} s to the next attempt, {waited:.1f} s in its next "
                                              "collection")
     for thread in threading.enumerate():
-        if thread.name == "bps_tf.elastic.collect":
+        if thread.name == "bps_tf.elastic.collection":
             thread.join(timeout=60)
     assert gc.isenabled(), "automatic collection stays paused after the collection aside"

@@ -1,4 +1,4 @@
-"""The Python package's layers (docs/strategy.md, "Package layout"): each imports only the layers below it,
+"""The Python package's layers (docs/dev/layout.md, "The Python package"): each imports only the layers below it,
 the Horovod-compatible API and the strategy do not import each other, and no module imports itself back
 through others. Read from the source (every import statement, also inside functions), not at run time."""
 
@@ -20,16 +20,16 @@ ALLOWED = {
     "objects": {"_native", "process", "numpy", "process_sets"},
     "compression_state": {"_native", "process", "numpy", "process_sets", "objects"},
     "communication_metrics": {"_native", "process", "numpy"},
-    "elastic_collection": set(),
-    "elastic_common": {"_native", "process", "numpy", "process_sets", "objects", "elastic_collection"},
+    # Elastic training: the framework-neutral state machine, and each framework's states over the ops.
+    "elastic": {"_native", "process", "numpy", "process_sets", "objects", "ops"},
     "launcher": {"_native", "tf_environment"},
     "plan": set(),
     "ops": {"compat", "process", "process_sets", "tf_environment"},
-    "tensorflow": {"compat", "process", "numpy", "process_sets", "objects", "compression_state", "elastic_common",
+    "tensorflow": {"compat", "process", "numpy", "process_sets", "objects", "compression_state", "elastic",
                    "communication_metrics", "ops"},
-    "strategy": {"compat", "process", "numpy", "process_sets", "objects", "compression_state", "elastic_common",
+    "strategy": {"compat", "process", "numpy", "process_sets", "objects", "compression_state", "elastic",
                  "ops"},
-    "keras": {"compat", "process", "numpy", "process_sets", "objects", "compression_state", "elastic_common",
+    "keras": {"compat", "process", "numpy", "process_sets", "objects", "compression_state", "elastic",
               "communication_metrics", "ops", "tensorflow"},
 }
 
@@ -71,6 +71,24 @@ def test_each_module_imports_only_the_layers_below_it(module):
     assert layer in ALLOWED, f"{module}: a layer the layout does not name"
     outside = {m for m in GRAPH[module] if _layer(m) not in ALLOWED[layer] | {layer, None}}
     assert not outside, f"{module} reaches past its layer: {sorted(outside)}"
+
+
+# Horovod's split (horovod/common/elastic.py apart from each framework's states): these know no framework.
+FRAMEWORK_NEUTRAL_ELASTIC = ("bps_tf.elastic.generations", "bps_tf.elastic.state", "bps_tf.elastic.collection")
+
+
+@pytest.mark.parametrize("module", FRAMEWORK_NEUTRAL_ELASTIC)
+def test_the_elastic_state_machine_knows_no_framework(module):
+    path = PACKAGE.parent.joinpath(*module.split(".")).with_suffix(".py")
+    top_level = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            top_level |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            top_level.add(node.module.split(".")[0])
+    assert not top_level & {"tensorflow", "keras", "tf_keras"}, f"{module} imports a framework"
+    framework = {m for m in GRAPH[module] if m.startswith("bps_tf.ops") or m.endswith("_state")}
+    assert not framework, f"{module} imports framework code: {sorted(framework)}"
 
 
 def test_no_import_cycle():

@@ -66,7 +66,7 @@ HOROVOD_KERAS_ELASTIC = HOROVOD_ELASTIC + "KerasState CommitStateCallback Update
 def test_horovods_elastic_api_is_offered_as_hvd_elastic(module_name, names):
     import importlib
 
-    from bps_tf.elastic_common import HorovodInternalError, HostsUpdatedInterrupt
+    from bps_tf.elastic import HorovodInternalError, HostsUpdatedInterrupt
 
     elastic = importlib.import_module(module_name).elastic
     missing = [name for name in names if not hasattr(elastic, name)]

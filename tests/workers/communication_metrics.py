@@ -17,7 +17,7 @@ import tensorflow as tf
 
 import bps_tf as bps
 import bps_tf.keras as bps_keras
-from examples.digits_data import load
+from testing.digits import load
 
 STRAGGLER_SECONDS = 0.05
 EPOCHS = 3

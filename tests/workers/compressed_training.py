@@ -13,7 +13,7 @@ import tensorflow as tf
 
 import bps_tf as bps
 from bps_tf.strategy import BytePSStrategy
-from examples.digits_data import load
+from testing.digits import load
 from testing.agreement import assert_identical_everywhere
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 import bps_tf.numpy as bps
-from bps_tf.elastic_common import ObjectState, run_fn
+from bps_tf.elastic import ObjectState
+from bps_tf.elastic.generations import run_fn
 
 
 def at_exit(worker_id):

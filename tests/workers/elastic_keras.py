@@ -27,7 +27,7 @@ import tensorflow as tf
 
 import bps_tf.keras as hvd
 from bps_tf import BytePSStrategy, process
-from examples.digits_data import fingerprint, load
+from testing.digits import fingerprint, load
 
 keras = tf.keras
 PER_WORKER_BATCH = 32

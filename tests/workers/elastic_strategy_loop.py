@@ -25,7 +25,7 @@ import tensorflow as tf
 
 import bps_tf.tensorflow as hvd
 from bps_tf import BytePSStrategy
-from examples.digits_data import fingerprint, load
+from testing.digits import fingerprint, load
 from testing.elastic_steps import log_step, wait_until_the_others_went_on
 
 keras = tf.keras

@@ -1,4 +1,4 @@
-"""An elastic job on NumPy arrays (bps_tf.elastic_common, no TensorFlow): every step push_pulls a tensor of
+"""An elastic job on NumPy arrays (bps_tf.elastic, no TensorFlow): every step push_pulls a tensor of
 every dtype and checks its sum exactly against the generation's workers, adds the float64 sum to a "model"
 kept in the elastic state, and commits. Workers are killed and started again meanwhile; every worker must
 end with the same model, and no sum may be wrong.
@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 
 import bps_tf.numpy as bps
-from bps_tf.elastic_common import ObjectState, run_fn
+from bps_tf.elastic import ObjectState
+from bps_tf.elastic.generations import run_fn
 
 DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64")
 ELEMENTS = 20_000  # several partitions of 4 MB in all, on every server

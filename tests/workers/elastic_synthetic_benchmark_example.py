@@ -31,7 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 import bps_tf.tensorflow as hvd
-from examples.digits_data import fingerprint
+from testing.digits import fingerprint
 from testing.elastic_steps import log_step, wait_until_the_others_went_on
 
 KERAS3 = os.environ.get("TF_USE_LEGACY_KERAS") != "1"

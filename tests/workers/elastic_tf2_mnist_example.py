@@ -24,7 +24,7 @@ import sys
 import tensorflow as tf
 
 import bps_tf.tensorflow as hvd
-from examples.digits_data import fingerprint, load
+from testing.digits import fingerprint, load
 from testing.elastic_steps import log_step, wait_until_the_others_went_on
 
 KERAS3 = os.environ.get("TF_USE_LEGACY_KERAS") != "1"

@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 import bps_tf.keras as hvd
-from examples.digits_data import load
+from testing.digits import load
 from testing.agreement import assert_identical_everywhere
 
 keras = tf.keras

@@ -1,6 +1,6 @@
-"""Elastic training, framework-neutral (the state machine of Horovod's horovod.common.elastic, whose
-TensorFlow and Keras API is bps_tf.tensorflow.elastic and bps_tf.keras.elastic): the State a
-training function carries across changes of the job's workers, run_fn, and the two exceptions.
+"""How a process moves from one generation of the job's workers to the next, framework-neutral (the state
+machine of Horovod's horovod.common.elastic): run_fn, reset, the two exceptions, and what this process knows
+of the elastic job.
 
 In an elastic job (bpslaunch --min-workers/--max-workers, docs/elastic.md) a lost worker breaks the current
 generation: every survivor's collectives fail at once, which surfaces as HorovodInternalError; run_fn then
@@ -8,22 +8,17 @@ restores the last commit, starts the next generation (shutdown(), init(): renumb
 runs the reset callbacks, synchronises the state from rank 0 (the longest-serving worker) and calls the
 training function again. A worker that registers meanwhile waits; commit() finds it (a collective, so every
 worker decides alike at the same step) and raises HostsUpdatedInterrupt everywhere, and the next generation
-takes it in. The framework's State classes live in bps_tf.tensorflow.elastic and bps_tf.keras.elastic.
+takes it in. What a training function carries across generations is a State (bps_tf/elastic/state.py).
 """
 
-import copy
 import functools
 import sys
 import time
 import weakref
 
-import numpy as np
-
-import bps_tf.numpy as bps_numpy
 from bps_tf import process, process_sets
 from bps_tf._native import load_core
-from bps_tf.elastic_collection import DeferredCollection
-from bps_tf.objects import broadcast_object
+from bps_tf.elastic.collection import DeferredCollection
 
 _core = load_core()
 
@@ -66,7 +61,7 @@ def collectives_are_local():
     return bool(_core.elastic_state()["local_collectives"])
 
 
-def _internal_errors(fn):
+def internal_errors(fn):
     """`fn` with its failures caused by a change of workers raised as HorovodInternalError."""
     @functools.wraps(fn)
     def calling(*args, **kwargs):
@@ -138,84 +133,6 @@ def reset():
             method()
 
 
-class State:
-    """What a training function carries across changes of the job's workers. `bcast_object` broadcasts a
-    Python object from rank 0; `get_rank` returns this worker's rank."""
-
-    def __init__(self, bcast_object, get_rank):
-        self._bcast_object = bcast_object
-        self._rank = get_rank
-        self._reset_callbacks = []
-
-    def register_reset_callbacks(self, callbacks):
-        """Functions to call after every reset (workers added or removed), before the state is synchronised:
-        to rescale the learning rate by the new size(), for instance."""
-        self._reset_callbacks.extend(callbacks)
-
-    def on_reset(self):
-        self.reset()
-        for callback in self._reset_callbacks:
-            callback()
-
-    def commit(self):
-        """Saves the state (model and optimizer variables copied to host memory, attributes copied) and checks
-        whether workers wait to join, raising HostsUpdatedInterrupt on every worker at once if they do.
-        Commits cost a copy of the state and a tiny collective: commit every few batches rather than every one
-        if that shows (docs/elastic.md measures it)."""
-        self.save()
-        self.check_host_updates()
-
-    @_internal_errors
-    def check_host_updates(self):
-        """Raises HostsUpdatedInterrupt on every worker, at the same step, when workers wait to join. Every
-        worker calls it at the same point: the decision is the maximum over the workers of what they heard."""
-        heard = np.array([workers_waiting()], np.int32)
-        agreed = bps_numpy.push_pull(heard, "elastic.workers_waiting", average=False, op="max")
-        if agreed[0] > 0:
-            raise HostsUpdatedInterrupt(skip_sync=False)
-
-    def save(self):
-        """Saves the state to host memory."""
-        raise NotImplementedError()
-
-    def restore(self):
-        """Restores the last committed state, undoing any uncommitted modifications."""
-        raise NotImplementedError()
-
-    def sync(self):
-        """Gives every worker rank 0's state."""
-        raise NotImplementedError()
-
-    def reset(self):
-        """Resets objects and variables after a reset event, before the state is synchronised."""
-
-
-class ObjectState(State):
-    """State of plain Python objects, given as keyword arguments and kept as attributes. `bcast_object`
-    broadcasts the dictionary of them from rank 0."""
-
-    def __init__(self, bcast_object=broadcast_object, get_rank=process.rank, **kwargs):
-        self._bcast_object = bcast_object
-        self._saved_state = copy.deepcopy(kwargs)
-        self._set_attrs()
-        super().__init__(bcast_object=bcast_object, get_rank=get_rank)
-
-    def save(self):
-        self._saved_state = {attr: copy.deepcopy(getattr(self, attr)) for attr in self._saved_state}
-
-    def restore(self):
-        self._set_attrs()
-
-    def sync(self):
-        if self._saved_state:
-            self._saved_state = self._bcast_object(self._saved_state)
-            self._set_attrs()
-
-    def _set_attrs(self):
-        for attr, value in self._saved_state.items():
-            setattr(self, attr, copy.deepcopy(value))
-
-
 def run_fn(func, reset_fn=reset):
     """`func(state, ...)` run elastically: on a change of the job's workers it restores the last commit (a
     lost worker), starts the next generation (`reset_fn`), runs the reset callbacks, synchronises the state
@@ -234,7 +151,7 @@ def run_fn(func, reset_fn=reset):
             _meeting_points += 1
 
     def run(state, *args, **kwargs):
-        collection = DeferredCollection()  # an interrupted attempt's garbage (bps_tf/elastic_collection.py)
+        collection = DeferredCollection()  # an interrupted attempt's garbage (collection.py)
         try:
             return attempts(state, collection, *args, **kwargs)
         finally:
@@ -248,13 +165,13 @@ def run_fn(func, reset_fn=reset):
             try:
                 _core.set_local_collectives(False)  # from here on the collectives are the job's again
                 if not skip_sync:
-                    _internal_errors(state.sync)()
+                    internal_errors(state.sync)()
                 collection.collect_aside()
                 if changed_at is not None:
                     _report(f"the job's workers changed: generation {_core.elastic_state()['generation']} has "
                             f"{process.size()} workers; this worker is rank {process.rank()} (restored, reset "
                             f"and synchronised in {time.monotonic() - changed_at:.2f} s)")
-                return _internal_errors(func)(state, *args, **kwargs)
+                return internal_errors(func)(state, *args, **kwargs)
             except HorovodInternalError:
                 changed_at = time.monotonic()
                 state.restore()
@@ -268,3 +185,10 @@ def run_fn(func, reset_fn=reset):
             state.on_reset()
 
     return wrapper
+
+
+def run(func):
+    """Decorator that runs `func(state, ...)` elastically (Horovod's hvd.elastic.run): when the job's workers
+    change it restores the last commit (a worker was lost), starts the next generation, runs the state's reset
+    callbacks, synchronises the state from rank 0 and calls `func` again."""
+    return run_fn(func, reset)

@@ -1,14 +1,17 @@
-"""The data of the examples: scikit-learn's handwritten digits (shipped with scikit-learn, no download),
-split into a fixed train and test set; each worker trains on its own shard."""
+"""The digits task of the tests and benchmarks: scikit-learn's handwritten digits (shipped with scikit-learn,
+no download), split into a fixed train and test set, each worker training on its own shard; and a fingerprint
+of a model's weights, to check that the workers hold the same model."""
 
 import hashlib
 
 import numpy as np
-from sklearn.datasets import load_digits
 
 
 def load(rank, size):
-    """(x_train shard, y_train shard, x_test, y_test); pixels scaled to [0, 1]."""
+    """(x_train shard, y_train shard, x_test, y_test); pixels scaled to [0, 1]. scikit-learn is imported only
+    here, when the data is wanted."""
+    from sklearn.datasets import load_digits
+
     digits = load_digits()
     x = (digits.data / 16.0).astype(np.float32)
     y = digits.target.astype(np.int64)

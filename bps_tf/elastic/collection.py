@@ -41,7 +41,7 @@ class DeferredCollection:
             if not self._paused or self._collecting_for == self._interruptions:
                 return
             interruptions = self._collecting_for = self._interruptions
-        threading.Thread(target=self._collect, args=(interruptions,), name="bps_tf.elastic.collect",
+        threading.Thread(target=self._collect, args=(interruptions,), name="bps_tf.elastic.collection",
                          daemon=True).start()
 
     def _collect(self, interruptions):

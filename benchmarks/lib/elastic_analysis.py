@@ -1,0 +1,158 @@
+"""The analysis of an elastic recovery run from its workers' events: each kill's recovery and rejoin, the
+job's throughput over time and with fewer workers, and the cost of commits."""
+
+import math
+import statistics
+
+from benchmarks.lib.elastic_events import full_size_step_after, steps_of
+
+
+def median(values):
+    return statistics.median(values) if values else None
+
+
+def commit_costs(args, events):
+    """Per setting: worker 0's step intervals inside the commit-cost segments (the first step of a segment
+    also holds fit's start: left out) and the time its commit callback took at the batches that committed."""
+    rows = steps_of(events[0], "commit")
+    by_setting = {}
+    for previous, row in zip(rows, rows[1:]):
+        if row["segment"] != previous["segment"] or row["pid"] != previous["pid"]:
+            continue
+        entry = by_setting.setdefault(row["setting"], {"intervals": [], "commits": [], "push_pull": []})
+        entry["intervals"].append(row["t"] - previous["t"])
+        entry["push_pull"].append(row["push_pull_s"] - previous["push_pull_s"])
+    for row in rows:
+        if row["setting"] != "none" and row["batch"] % int(row["setting"]) == 0:
+            by_setting.setdefault(row["setting"], {"intervals": [], "commits": [], "push_pull": []})["commits"].append(
+                row["commit_s"])
+    none_mean = None
+    if "none" in by_setting and by_setting["none"]["intervals"]:
+        none_mean = statistics.mean(by_setting["none"]["intervals"])
+    costs = []
+    for setting in args.commit_settings.split(","):
+        entry = by_setting.get(setting, {"intervals": [], "commits": [], "push_pull": []})
+        intervals = entry["intervals"]
+        mean = statistics.mean(intervals) if intervals else None
+        costs.append({
+            "setting": setting, "batches_per_commit": None if setting == "none" else int(setting),
+            "steps": len(intervals), "mean_step_s": mean, "median_step_s": median(intervals),
+            "commits": len(entry["commits"]), "median_commit_s": median(entry["commits"]),
+            "commit_s_per_step": (median(entry["commits"]) / int(setting)) if entry["commits"] else 0.0,
+            "vs_none": (mean / none_mean - 1) if mean and none_mean else None,
+            "mean_push_pull_s": statistics.mean(entry["push_pull"]) if entry["push_pull"] else None,
+        })
+    return costs
+
+
+def recovery(args, events, kills):
+    """For each kill: every survivor's first completed step in a later generation than the one the kill broke,
+    when its reset callback ran (the next generation formed) and when fit began again (the state synchronised
+    from rank 0); the restarted process's start, join and first step with every worker."""
+    results = []
+    for kill in kills:
+        at, target = kill["t"], kill["worker"]
+        survivors = []
+        for worker in range(args.workers):
+            if worker == target:
+                continue
+            before = [r for r in steps_of(events[worker]) if r["t"] <= at]
+            broken = before[-1]["gen"]  # the generation the kill broke
+            after = [r for r in events[worker] if r["t"] > at]
+            step = next(r for r in after if r["event"] == "step" and r["gen"] > broken)
+            reset = next((r for r in after if r["event"] == "reset" and r["t"] <= step["t"]), None)
+            begin = next((r for r in after if r["event"] == "begin" and reset and reset["t"] <= r["t"] <= step["t"]),
+                         None)
+            survivors.append({
+                "worker": worker, "next_step_s": step["t"] - at, "rank_after": step["rank"],
+                "size_after": step["size"], "reset_s": reset["t"] - at if reset else None,
+                "synchronised_s": begin["t"] - at if begin else None,
+                # steps whose sums were complete before the kill, logged just after it
+                "steps_of_broken_generation_after_kill": sum(r["event"] == "step" and r["gen"] == broken
+                                                             for r in after),
+            })
+        own = [r for r in events[target] if r["t"] > at]
+        start = next((r for r in own if r["event"] == "start"), None)
+        ready = next((r for r in own if r["event"] == "ready"), None)
+        first_full = full_size_step_after(events, target, at, args.workers, broken)
+        # The survivors' pause when the restarted worker joins: their last step with one worker fewer, then the
+        # first with every worker.
+        reference = survivors[0]["worker"]
+        full = full_size_step_after(events, reference, at, args.workers, broken)
+        short = [r for r in steps_of(events[reference]) if at < r["t"] < (full["t"] if full else float("inf"))
+                 and r["size"] == args.workers - 1]
+        results.append({
+            "worker": target, "pid": kill["pid"], "survivors": survivors,
+            "median_next_step_s": median([s["next_step_s"] for s in survivors]),
+            "max_next_step_s": max(s["next_step_s"] for s in survivors),
+            "restart": {
+                "process_started_s": start["t"] - at if start else None,
+                "joined_s": ready["t"] - at if ready else None,
+                "first_step_s": first_full["t"] - at if first_full else None,
+                "rank_after": first_full["rank"] if first_full else None,
+                "steps_with_fewer_workers": len(short),
+                "join_pause_s": (full["t"] - short[-1]["t"]) if short and full else None,
+            },
+        })
+    return results
+
+
+def throughput_series(args, events, start, end):
+    """Samples/s of the whole job in bins of --bin-s from `start` (time.time) to `end`: every worker's completed
+    steps of the recovery phase, each worth --batch-per-worker samples; and the job's size at each bin."""
+    steps = sorted((r["t"], r["size"]) for rows in events.values() for r in steps_of(rows, "recovery"))
+    count = max(1, math.ceil((end - start) / args.bin_s))
+    samples = [0] * count
+    sizes = [0] * count
+    for t, size in steps:
+        index = int((t - start) / args.bin_s)
+        if 0 <= index < count:
+            samples[index] += args.batch_per_worker
+            sizes[index] = max(sizes[index], size)
+    return {"bin_s": args.bin_s, "t": [round(i * args.bin_s, 3) for i in range(count)],
+            "samples_per_s": [s / args.bin_s for s in samples], "workers": sizes}
+
+
+def steady_rates(args, events, start, kills):
+    """Samples/s with every worker (before the first kill) and with one fewer (between each kill and the
+    restarted worker's first step, after the survivors' first step)."""
+    steps = sorted((r["t"], r["size"]) for rows in events.values() for r in steps_of(rows, "recovery"))
+
+    def rate(since, until):
+        inside = [t for t, _ in steps if since < t <= until]
+        return len(inside) * args.batch_per_worker / (until - since) if until > since and inside else None
+
+    full = rate(start, kills[0]["t"]) if kills else None
+    fewer = []
+    for kill in kills:
+        survivors = [s["next_step_s"] for s in kill["survivors"]]
+        if kill["restart"]["first_step_s"] is not None and kill["restart"]["join_pause_s"] is not None:
+            since = kill["t"] + max(survivors)
+            until = kill["t"] + kill["restart"]["first_step_s"] - kill["restart"]["join_pause_s"]
+            value = rate(since, until)
+            if value:
+                fewer.append(value)
+    return {"all_workers_samples_per_s": full, "one_fewer_samples_per_s": median(fewer)}
+
+
+def analyse(args, events, start, kills, end):
+    kills_out = recovery(args, events, kills)
+    for kill, raw in zip(kills_out, kills):
+        kill["t"] = raw["t"]
+    every = [s["next_step_s"] for k in kills_out for s in k["survivors"]]
+    ready = next(r for r in events[0] if r["event"] == "ready")
+    series = throughput_series(args, events, start, end)
+    rates = steady_rates(args, events, start, kills_out)
+    for kill in kills_out:
+        kill["t"] = round(kill["t"] - start, 3)  # on the series' clock
+    return {
+        "gradient_bytes": ready["gradient_bytes"],
+        "recovery": {"kills": kills_out, "median_next_step_s": median(every), "max_next_step_s": max(every),
+                     "all_next_step_s": every,
+                     "median_rejoin_first_step_s": median([k["restart"]["first_step_s"] for k in kills_out
+                                                            if k["restart"]["first_step_s"] is not None]),
+                     "median_join_pause_s": median([k["restart"]["join_pause_s"] for k in kills_out
+                                                     if k["restart"]["join_pause_s"] is not None])},
+        "throughput": dict(series, **rates),
+        "commit_costs": commit_costs(args, events),
+    }
