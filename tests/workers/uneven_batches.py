@@ -9,6 +9,7 @@ MirroredStrategy with several devices cannot)
 """
 
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -101,10 +102,43 @@ def reference_strategy():
     return strategy
 
 
+def check_unequal_reduce_fails_at_once(strategy):
+    """A user's strategy.reduce of tensors whose shape differs on one worker (its batch is smaller): a clear
+    error at once on every worker, eagerly and in a tf.function; the job goes on."""
+    rows = 10 if bps_tf.rank() == WORKERS - 1 else 11
+    equal = strategy.reduce(tf.distribute.ReduceOp.SUM, tf.ones([11, 4]), axis=None)  # warms the engine up
+    assert float(equal[0, 0]) == WORKERS, equal
+
+    def eagerly():
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, tf.ones([rows, 4]), axis=None)
+
+    @tf.function
+    def traced():
+        return strategy.reduce(tf.distribute.ReduceOp.MEAN, tf.ones([rows, 4]), axis=None)
+
+    traced.get_concrete_function()  # traced before the clock starts
+    for how, reduce in (("eagerly", eagerly), ("in a tf.function", traced)):
+        started = time.monotonic()
+        try:
+            reduce()
+        except (ValueError, tf.errors.InvalidArgumentError) as error:
+            elapsed, text = time.monotonic() - started, str(error)
+        else:
+            raise AssertionError(f"reducing [{rows}, 4] {how} where others have other shapes did not fail")
+        assert elapsed < 1.0, f"the error {how} came after {elapsed:.1f} s"
+        assert "differ in shape" in text and "10" in text and "11" in text, text
+        assert "Batches of different sizes" in text and "axis=0" in text, text
+        print(f"rank {bps_tf.rank()}: unequal reduce {how} failed after {elapsed:.2f} s: {text[:400]}", flush=True)
+    together = strategy.reduce(tf.distribute.ReduceOp.SUM, tf.ones([rows, 4]), axis=0)  # over the batch axis
+    assert float(together[0]) == 32, together
+    print(f"rank {bps_tf.rank()}: unequal reduce fails at once", flush=True)
+
+
 def main():
     strategy = BytePSStrategy(devices=["/device:CPU:0"])
     rank = bps_tf.rank()
     assert bps_tf.size() == WORKERS and strategy.num_replicas_in_sync == WORKERS
+    check_unequal_reduce_fails_at_once(strategy)
     np.savez(OUT / f"rank{rank}.npz", **run_cases(strategy, JIT))
     print(f"rank {rank}: uneven batches trained", flush=True)
     bps_tf.shutdown()
