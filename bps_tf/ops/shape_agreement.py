@@ -11,24 +11,28 @@ exactly when every worker's shape is the same.
 import tensorflow as tf
 
 from bps_tf.ops import naming
-from bps_tf.ops.collectives import Max, push_pull
+from bps_tf.ops.library import ops
 
 LIKELY_CAUSE = (
     "A reduction needs the same shape on every worker. Batches of different sizes cause this: a global batch "
-    "that does not divide by the number of replicas (32 over 3 workers: 11, 11, 10), or a last partial batch. "
-    "Reduce over the batch axis instead (strategy.reduce(op, value, axis=0)), gather the values "
-    "(strategy.gather), or reduce per-example values to a scalar before reducing across workers.")
+    "that does not divide by the number of replicas (32 over 3 workers: 11, 11, 10), or a last partial batch.")
+STRATEGY_REMEDY = ("Reduce over the batch axis instead (strategy.reduce(op, value, axis=0)), gather the values "
+                   "(strategy.gather), or reduce per-example values to a scalar before reducing across workers.")
+HOROVOD_REMEDY = ("Gather per-example values instead (allgather), or reduce them to a sum and a count of examples "
+                  "before reducing those across workers.")
 
 
 def _dimensions(local_tensors):
     return tf.concat([tf.shape(t, out_type=tf.int64) for t in local_tensors], 0)
 
 
-def _bounds(local_tensors, name):
-    """(smallest, largest) of every dimension of these local tensors across workers."""
+def _bounds(local_tensors, name, members):
+    """(smallest, largest) of every dimension of these local tensors across workers (`members`: the ranks of
+    a process set, empty for all)."""
     dims = _dimensions(local_tensors)
     with tf.device("/cpu:0"):
-        extremes = push_pull(tf.concat([dims, -dims], 0), name=name, op=Max)
+        extremes = ops.byteps_push_pull(tf.concat([dims, -dims], 0), tensor_name=name, reduce_op="max",
+                                        process_set=members)
     half = tf.shape(dims)[0]
     return -extremes[half:], extremes[:half]
 
@@ -45,25 +49,34 @@ def _ranges_text(smallest, largest, count):
     return ", ".join("[" + ", ".join(parts[i * rank:(i + 1) * rank]) + "]" for i in range(count))
 
 
-def message(what, mine, smallest, largest, count=1):
+def message(what, mine, smallest, largest, count, remedy):
     return (f"{what}: the workers' tensors differ in shape (this worker's: {_shape_text(mine, count)}; across "
-            f"workers: {_ranges_text(smallest, largest, count)}). {LIKELY_CAUSE}")
+            f"workers: {_ranges_text(smallest, largest, count)}). {LIKELY_CAUSE} {remedy}")
 
 
-def check(local_tensors, name, what):
-    """Raises ValueError on every worker, eagerly, if these local tensors' shapes differ from other workers';
-    in a graph returns an op that fails so (run the reduction after it), else None. `name`: the same on
-    every worker whatever the shapes."""
-    # The check's own size (rank x local tensors) names it: one eager name serves tensors of any rank.
+def needs_check(tensor):
+    """Tensors of rank 1 or more may have another shape elsewhere; scalars cannot (nor can an unknown rank
+    be checked with a name every worker agrees on)."""
+    return bool(tensor.shape.rank)
+
+
+def check(local_tensors, name, what, remedy, members=()):
+    """Raises ValueError on every worker (of the process set whose ranks are `members`, empty for all),
+    eagerly, if these local tensors' shapes differ from other workers'; in a graph returns an op that fails
+    so (run the reduction after it), else None. `name`: the same on every worker whatever the shapes
+    (None: derived from the graph tensor or the calling code); `remedy`: what to do instead, for the
+    message."""
+    # The check's own size (rank x local tensors) is in its name: one eager name serves tensors of any rank.
     size = 2 * len(local_tensors) * local_tensors[0].shape.rank
-    name = naming.tensor_name(local_tensors[0], name and f"{name}.dims{size}", "shapes", with_shape=False)
-    smallest, largest = _bounds(local_tensors, name)
+    kind = "shapes" + "".join(f".{r}" for r in members)
+    name = f"{naming.tensor_name(local_tensors[0], name, kind, with_shape=False)}.dims{size}"
+    smallest, largest = _bounds(local_tensors, name, list(members))
     if tf.executing_eagerly():
         if not bool(tf.reduce_all(tf.equal(smallest, largest))):
             raise ValueError(message(what, _dimensions(local_tensors).numpy().tolist(), smallest.numpy().tolist(),
-                                     largest.numpy().tolist(), len(local_tensors)))
+                                     largest.numpy().tolist(), len(local_tensors), remedy))
         return None
     mine = _dimensions(local_tensors)
     return tf.debugging.Assert(tf.reduce_all(tf.equal(smallest, largest)), [
         f"{what}: the workers' tensors differ in shape (this worker's dimensions, then the smallest and largest "
-        "of each across workers, follow).", mine, smallest, largest, LIKELY_CAUSE], summarize=64)
+        "of each across workers, follow).", mine, smallest, largest, f"{LIKELY_CAUSE} {remedy}"], summarize=64)

@@ -77,12 +77,12 @@ def _shapes_checked(value):
     follow the batch. Variables (metrics) and scalars have one shape everywhere; gradients go in batches."""
     local = _local_values(value)
     first = local[0]
-    if (isinstance(first, (tf.Variable, tf.IndexedSlices)) or not first.shape.rank or xla.active()
-            or size() == 1):
+    if (isinstance(first, (tf.Variable, tf.IndexedSlices)) or not shape_agreement.needs_check(first)
+            or xla.active() or size() == 1):
         return value
     label = _label(value)
     checked = shape_agreement.check([_dense(t) for t in local], label and f"strategy.{label}",
-                                    "BytePSStrategy.reduce")
+                                    "BytePSStrategy.reduce", shape_agreement.STRATEGY_REMEDY)
     if checked is None:
         return value
     after = []

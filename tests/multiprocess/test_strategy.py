@@ -100,8 +100,11 @@ def _assert_uneven_results(out):
                          ids=["keras3", "tf_keras", "keras3_xla"])
 def test_uneven_batches_train_as_mirrored_strategy(tmp_path, legacy_keras, compiled):
     """3 workers, global batch 32 (11, 11, 10 per worker; a last batch of 29): fit from numpy, a finite and a
-    repeated tf.data pipeline, evaluate and predict equal single-process MirroredStrategy with 3 replicas."""
+    repeated tf.data pipeline, evaluate and predict equal single-process MirroredStrategy with 3 replicas.
+    First, in the same job: strategy.reduce and the Horovod API's allreduce of tensors whose shapes differ
+    between workers fail within a second on every worker, naming the shapes and uneven batches."""
     result = run_local("uneven_batches.py", 3, 1, tmp_path, *(["xla"] if compiled else []),
                        TF_USE_LEGACY_KERAS=legacy_keras)
-    assert_job_ok(result, 3, "uneven batches trained")
+    for marker in ("unequal reduce fails at once", "unequal allreduce fails at once", "uneven batches trained"):
+        assert_job_ok(result, 3, marker)
     _assert_uneven_results(tmp_path)

@@ -1,6 +1,7 @@
 """Keras fit, evaluate and predict under BytePSStrategy with a global batch that does not split evenly over
 the workers (32 over 3: 11, 11, 10), from numpy arrays, a finite tf.data pipeline (a partial last batch) and
-a repeated one. Each worker writes what it got to OUT/rank<R>.npz; worker 0 then trains the same models in a
+a repeated one; before them, reductions of tensors whose shapes differ between workers (strategy.reduce,
+the Horovod API's allreduce), which must fail at once. Each worker writes what it got to OUT/rank<R>.npz; worker 0 then trains the same models in a
 single process under MirroredStrategy with one replica per worker (the same split of every batch) and writes
 OUT/reference.npz. The test compares the files.
 
@@ -24,6 +25,9 @@ split_cpu(WORKERS)  # this process's CPU as 3 devices: BytePSStrategy uses one, 
 keras = tf.keras
 
 import bps_tf  # noqa: E402
+import bps_tf.numpy as bps_numpy  # noqa: E402
+import bps_tf.keras as hvd_keras  # noqa: E402
+import bps_tf.tensorflow as hvd  # noqa: E402
 from bps_tf.strategy import BytePSStrategy  # noqa: E402
 from examples.digits_data import load  # noqa: E402
 
@@ -118,6 +122,7 @@ def check_unequal_reduce_fails_at_once(strategy):
 
     traced.get_concrete_function()  # traced before the clock starts
     for how, reduce in (("eagerly", eagerly), ("in a tf.function", traced)):
+        bps_numpy.barrier()  # the clock measures the error, not other workers arriving later
         started = time.monotonic()
         try:
             reduce()
@@ -134,11 +139,41 @@ def check_unequal_reduce_fails_at_once(strategy):
     print(f"rank {bps_tf.rank()}: unequal reduce fails at once", flush=True)
 
 
+def check_horovod_unequal_allreduce_fails_at_once():
+    """The Horovod API's allreduce of per-example values whose shape differs on one worker, eagerly (names
+    derived from the call site hold the shape) and in a tf.function: a clear error at once on every worker."""
+    rows = 10 if bps_tf.rank() == WORKERS - 1 else 11
+
+    @tf.function
+    def traced():
+        return hvd.allreduce(tf.ones([rows, 4]))
+
+    traced.get_concrete_function()
+    for how, reduce in (("eagerly", lambda: hvd.allreduce(tf.ones([rows, 4]))),
+                        ("through bps_tf.keras", lambda: hvd_keras.allreduce(np.ones([rows, 4], np.float32))),
+                        ("in a tf.function", traced)):
+        bps_numpy.barrier()  # the clock measures the error, not other workers arriving later
+        started = time.monotonic()
+        try:
+            reduce()
+        except (ValueError, tf.errors.InvalidArgumentError) as error:
+            elapsed, text = time.monotonic() - started, str(error)
+        else:
+            raise AssertionError(f"allreduce of [{rows}, 4] {how} where others have other shapes did not fail")
+        assert elapsed < 1.0, f"the error {how} came after {elapsed:.1f} s"
+        # Eagerly bps_tf checks the shapes; in a tf.function the names agree and the servers compare shapes.
+        assert "10" in text and "11" in text and ("differ in shape" in text or "declared it as" in text), text
+        assert "Batches of different sizes" in text, text
+        print(f"rank {bps_tf.rank()}: unequal allreduce {how} failed after {elapsed:.2f} s: {text[:400]}", flush=True)
+    print(f"rank {bps_tf.rank()}: unequal allreduce fails at once", flush=True)
+
+
 def main():
     strategy = BytePSStrategy(devices=["/device:CPU:0"])
     rank = bps_tf.rank()
     assert bps_tf.size() == WORKERS and strategy.num_replicas_in_sync == WORKERS
     check_unequal_reduce_fails_at_once(strategy)
+    check_horovod_unequal_allreduce_fails_at_once()
     np.savez(OUT / f"rank{rank}.npz", **run_cases(strategy, JIT))
     print(f"rank {rank}: uneven batches trained", flush=True)
     bps_tf.shutdown()
