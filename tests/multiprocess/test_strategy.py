@@ -86,8 +86,9 @@ def _assert_uneven_results(out):
 
     ranks = [dict(np.load(out / f"rank{r}.npz")) for r in range(3)]
     reference = dict(np.load(out / "reference.npz"))
-    assert sorted(ranks[0]) == sorted(reference), (sorted(ranks[0]), sorted(reference))
-    for key, want in reference.items():
+    assert sorted(ranks[0]) == sorted(list(reference) + [f"xla/{key}" for key in reference]), sorted(ranks[0])
+    for key in ranks[0]:
+        want = reference[key.removeprefix("xla/")]  # XLA's results too equal MirroredStrategy's without it
         for r in (1, 2):
             assert np.array_equal(ranks[r][key], ranks[0][key]), f"{key}: worker {r} differs from worker 0"
         assert ranks[0][key].shape == want.shape, (key, ranks[0][key].shape, want.shape)
@@ -96,15 +97,14 @@ def _assert_uneven_results(out):
 
 
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize("legacy_keras,compiled", [(0, False), (1, False), (0, True)],
-                         ids=["keras3", "tf_keras", "keras3_xla"])
-def test_uneven_batches_train_as_mirrored_strategy(tmp_path, legacy_keras, compiled):
+@pytest.mark.parametrize("legacy_keras", [0, 1], ids=["keras3", "tf_keras"])
+def test_uneven_batches_train_as_mirrored_strategy(tmp_path, legacy_keras):
     """3 workers, global batch 32 (11, 11, 10 per worker; a last batch of 29): fit from numpy, a finite and a
-    repeated tf.data pipeline, evaluate and predict equal single-process MirroredStrategy with 3 replicas.
+    repeated tf.data pipeline, evaluate and predict, with and without XLA, equal single-process
+    MirroredStrategy with 3 replicas.
     First, in the same job: strategy.reduce and the Horovod API's allreduce of tensors whose shapes differ
     between workers fail within a second on every worker, naming the shapes and uneven batches."""
-    result = run_local("uneven_batches.py", 3, 1, tmp_path, *(["xla"] if compiled else []),
-                       TF_USE_LEGACY_KERAS=legacy_keras)
+    result = run_local("uneven_batches.py", 3, 1, tmp_path, TF_USE_LEGACY_KERAS=legacy_keras)
     for marker in ("unequal reduce fails at once", "unequal allreduce fails at once", "uneven batches trained"):
         assert_job_ok(result, 3, marker)
     _assert_uneven_results(tmp_path)

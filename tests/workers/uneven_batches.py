@@ -1,12 +1,13 @@
 """Keras fit, evaluate and predict under BytePSStrategy with a global batch that does not split evenly over
 the workers (32 over 3: 11, 11, 10), from numpy arrays, a finite tf.data pipeline (a partial last batch) and
-a repeated one; before them, reductions of tensors whose shapes differ between workers (strategy.reduce,
-the Horovod API's allreduce), which must fail at once. Each worker writes what it got to OUT/rank<R>.npz; worker 0 then trains the same models in a
-single process under MirroredStrategy with one replica per worker (the same split of every batch) and writes
+a repeated one, each also compiled with XLA (jit_compile=True); before them, reductions of tensors whose
+shapes differ between workers (strategy.reduce, the Horovod API's allreduce), which must fail at once. Each
+worker writes what it got to OUT/rank<R>.npz (the compiled runs' under "xla/"); worker 0 then trains the same
+models in a single process under MirroredStrategy with one replica per worker (the same split of every
+batch), without XLA (MirroredStrategy with several devices cannot compile it), and writes
 OUT/reference.npz. The test compares the files.
 
-argv: OUT [xla]  (xla: BytePSStrategy's models compile with jit_compile=True; the reference does not, as
-MirroredStrategy with several devices cannot)
+argv: OUT
 """
 
 import sys
@@ -19,7 +20,6 @@ import tensorflow as tf
 from testing.worker_setup import split_cpu
 
 OUT = Path(sys.argv[1])
-JIT = "xla" in sys.argv[2:]
 WORKERS = 3
 split_cpu(WORKERS)  # this process's CPU as 3 devices: BytePSStrategy uses one, the reference all three
 keras = tf.keras
@@ -174,7 +174,9 @@ def main():
     assert bps_tf.size() == WORKERS and strategy.num_replicas_in_sync == WORKERS
     check_unequal_reduce_fails_at_once(strategy)
     check_horovod_unequal_allreduce_fails_at_once()
-    np.savez(OUT / f"rank{rank}.npz", **run_cases(strategy, JIT))
+    results = run_cases(strategy)
+    results.update({f"xla/{key}": value for key, value in run_cases(strategy, jit_compile=True).items()})
+    np.savez(OUT / f"rank{rank}.npz", **results)
     print(f"rank {rank}: uneven batches trained", flush=True)
     bps_tf.shutdown()
     if rank == 0:
