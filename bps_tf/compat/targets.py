@@ -117,6 +117,13 @@ TARGETS = (
            "reduce_per_replica", "predict() gathers every worker's outputs", ("values", "strategy", "reduction")),
     Target("trainer._multi_worker_concat", STRATEGY, "keras", "keras.src.backend.tensorflow.trainer",
            "_multi_worker_concat", "predict() gathers every worker's outputs", ("v", "strategy")),
+    Target("TensorFlowTrainer._maybe_symbolic_build", STRATEGY, "keras", "keras.src.backend.tensorflow.trainer",
+           "TensorFlowTrainer._maybe_symbolic_build", "the model is built from this worker's first batch, whose size "
+           "may differ from other workers' (uneven batches)", ("self", "iterator", "data_batch")),
+    Target("tf_keras.reduce_per_replica", STRATEGY, "tf_keras", "tf_keras.src.engine.training",
+           "reduce_per_replica", "predict() gathers every worker's outputs", ("values", "strategy", "reduction")),
+    Target("tf_keras._multi_worker_concat", STRATEGY, "tf_keras", "tf_keras.src.engine.training",
+           "_multi_worker_concat", "predict() gathers every worker's outputs", ("v", "strategy")),
     Target("TFEpochIterator", STRATEGY, "keras", "keras.src.backend.tensorflow.trainer", "TFEpochIterator",
            "the strategy an epoch iterates under", assigns=("_distribute_strategy",)),
     Target("EpochIterator.__init__", STRATEGY, "keras", "keras.src.trainers.epoch_iterator",

@@ -4,7 +4,7 @@ load_model, which wraps the loaded optimizer in a DistributedOptimizer."""
 import tensorflow as tf
 
 from bps_tf import compat
-from bps_tf.ops import Average, Compression
+from bps_tf.ops import Average, Compression, shape_agreement
 from bps_tf.tensorflow import collectives, functions
 from bps_tf.tensorflow.optimizer import DistributedOptimizer
 
@@ -18,6 +18,9 @@ def allreduce(value, name=None, average=None, prescale_factor=1.0, postscale_fac
               compression=Compression.none):
     """`value` reduced across workers (Average unless op= says otherwise), as a tensor."""
     tensor = tf.convert_to_tensor(value)
+    if tf.executing_eagerly() and shape_agreement.needs_check(tensor):
+        # The name holds the shape: workers whose shapes differ would wait for each other.
+        shape_agreement.check([tensor], _name(name, "allreduce"), "allreduce", shape_agreement.HOROVOD_REMEDY)
     return collectives.allreduce(tensor, average=average, compression=compression, op=op,
                                  prescale_factor=prescale_factor, postscale_factor=postscale_factor,
                                  name=f"{_name(name, 'allreduce')}.{tensor.dtype.name}{tensor.shape}",

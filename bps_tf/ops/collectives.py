@@ -6,7 +6,7 @@ import contextlib
 import tensorflow as tf
 
 from bps_tf import process_sets
-from bps_tf.ops import naming
+from bps_tf.ops import naming, shape_agreement
 from bps_tf.ops.compression import Compression, wire_codec
 from bps_tf.ops.library import ops
 from bps_tf.ops.wire_dtypes import SUPPORTED_DTYPES  # noqa: F401 (re-exported)
@@ -73,6 +73,9 @@ def push_pull(tensor, name=None, op=Average, compression=Compression.none, prior
         raise ValueError(f"{what}: op=Average needs a floating dtype, got {tensor.dtype.name}; use op=bps.Sum")
     if tensor.dtype == tf.bool:
         raise ValueError(f"{what}: bool tensors cannot be reduced; cast them to an integer dtype")
+    if name is None and tf.executing_eagerly() and shape_agreement.needs_check(tensor):
+        # Eagerly a derived name holds the shape: workers whose shapes differ would wait for each other.
+        shape_agreement.check([tensor], None, what, shape_agreement.HOROVOD_REMEDY, members)
     # The op and the set are part of the name: one call site may reduce the same tensor several ways.
     kind = "push_pull" + ("" if _SERVER_OP[op] == "sum" else f".{_SERVER_OP[op]}") + set_label(members)
     full_name = naming.tensor_name(tensor, name, kind, uses=int(local_devices), ignore_name_scope=ignore_name_scope)

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from bps_tf import compat
 from bps_tf.ops import Average, Compression, Sum, all_gather, gather_is_smaller, naming, push_pull, push_pull_slices
+from bps_tf.ops import shape_agreement
 from bps_tf.ops.batched import push_pull_batch
 from bps_tf.ops.compression import wire_codec
 from bps_tf.ops.together import function_of_its_own
@@ -68,6 +69,27 @@ def _signature(tensor):
 
 def _dense(tensor):
     return tf.convert_to_tensor(tensor)  # IndexedSlices become dense, as in push_pull
+
+
+def _shapes_checked(value):
+    """`value`, once every worker's shape was found equal (a clear error at once on every worker otherwise).
+    Checked: a single reduction (a user's strategy.reduce) of tensors of rank 1 or more, whose shape may
+    follow the batch. Variables (metrics) and scalars have one shape everywhere; gradients go in batches."""
+    local = _local_values(value)
+    first = local[0]
+    if (isinstance(first, (tf.Variable, tf.IndexedSlices)) or not shape_agreement.needs_check(first)
+            or xla.active() or size() == 1):
+        return value
+    label = _label(value)
+    checked = shape_agreement.check([_dense(t) for t in local], label and f"strategy.{label}",
+                                    "BytePSStrategy.reduce", shape_agreement.STRATEGY_REMEDY)
+    if checked is None:
+        return value
+    after = []
+    for tensor in local:
+        with tf.device(tensor.device), tf.control_dependencies([checked]):
+            after.append(tf.identity(tensor))
+    return _values.PerReplica(after) if len(after) > 1 else after[0]
 
 
 def _stays_sparse(local_values):
@@ -166,7 +188,7 @@ class BytePSCrossDeviceOps(_CrossDeviceOps):
         return function(groups)
 
     def reduce_implementation(self, reduce_op, per_replica_value, destinations, options):
-        reduced = self._reduce_batch(reduce_op, [per_replica_value])[0]
+        reduced = self._reduce_batch(reduce_op, [_shapes_checked(per_replica_value)])[0]
         return _to_destinations(reduced, destinations)
 
     def batch_reduce_implementation(self, reduce_op, value_destination_pairs, options):

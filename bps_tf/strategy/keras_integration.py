@@ -3,8 +3,12 @@ from bps_tf.compat, which checks it against the supported Keras versions.
 
 - LossScaleOptimizer checks the gradients once they are reduced (bps_tf/strategy/loss_scaling.py), so that
   every worker takes the same decision and the push_pulls overlap the backward pass.
-- predict() concatenates the local replicas' outputs only; under BytePSStrategy it gathers every worker's,
-  in the order MultiWorkerMirroredStrategy uses (the data is sharded the same way).
+- predict() concatenates the local replicas' outputs only (Keras 3 and tf-keras); under BytePSStrategy it
+  gathers every worker's, in the order MultiWorkerMirroredStrategy uses (the data is sharded the same way),
+  with batches of different sizes on different workers.
+- Keras 3 builds the model from a reduction of the replicas' first batches across every worker; under
+  BytePSStrategy from this worker's own first batch (workers' batch sizes differ when the global batch does
+  not split evenly, e.g. 32 over 3 workers: 11, 11, 10).
 - Files: only worker 0 writes checkpoints (ModelCheckpoint, BackupAndRestore) and deletes backups, and every
   worker waits until it has written them, so any worker may read a checkpoint once its callback returns;
   other workers write TensorBoard logs to a temporary directory. BackupAndRestore restores on worker 0 and
@@ -52,6 +56,43 @@ def _install_global_predict_concat():
         return local_reduce(values, strategy, reduction)
 
     compat.replace("trainer.reduce_per_replica", reduce_per_replica)
+
+
+def _install_tf_keras_global_predict_concat():
+    local_reduce = compat.target("tf_keras.reduce_per_replica")
+    multi_worker_concat = compat.target("tf_keras._multi_worker_concat")
+
+    def reduce_per_replica(values, strategy, reduction):
+        if reduction == "concat" and _multi_worker(strategy):
+            return tf.nest.map_structure(lambda v: multi_worker_concat(v, strategy), values)
+        return local_reduce(values, strategy, reduction)
+
+    compat.replace("tf_keras.reduce_per_replica", reduce_per_replica)
+
+
+def _first_local_replica(value, strategy):
+    if isinstance(value, tf.distribute.DistributedValues):
+        return strategy.experimental_local_results(value)[0]
+    return value
+
+
+def _install_build_from_own_batch():
+    """Keras 3 builds the model from the mean of the replicas' first batches (a reduction across every
+    worker); only the batch's shapes and dtypes matter, and the replicas' batch sizes differ when the global
+    batch does not split evenly. Under BytePSStrategy this worker's first replica's batch is used: nothing
+    crosses processes."""
+    local_build = compat.target("TensorFlowTrainer._maybe_symbolic_build")
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        strategy = getattr(self, "_distribute_strategy", None)
+        if iterator is None or not is_bps_strategy(strategy):
+            return local_build(self, iterator, data_batch)
+        for _, _, batches in iterator:
+            data_batch = tf.nest.map_structure(lambda v: _first_local_replica(v, strategy), next(batches))
+            break
+        return local_build(self, data_batch=data_batch)
+
+    compat.replace("TensorFlowTrainer._maybe_symbolic_build", _maybe_symbolic_build)
 
 
 def _agreed_number_of_batches(local):
@@ -190,10 +231,12 @@ def install():
     _installed = True
     if compat.keras_in_use() == "tf_keras":
         _worker_zero_writes_then_all_wait("tf_keras.ModelCheckpoint._save_model", every_worker_runs=True)
+        _install_tf_keras_global_predict_concat()
     if compat.installed_version("keras") is None:
         return
     loss_scaling.install(is_bps_strategy)
     _install_global_predict_concat()
+    _install_build_from_own_batch()
     _install_uniform_epoch_length()
     _install_worker_zero_files()
     _install_xla_by_default()

@@ -104,10 +104,18 @@ Status Declarations::Declare(PeerId from, int rank, uint64_t request_id, const T
   }
   d.waiting[rank] = {from, request_id};
   if (d.error.ok() && !(spec == d.spec)) {
+    // Shapes that differ only in size, not in rank, are most often batches of different sizes.
+    const bool sizes_differ = spec.dtype == d.spec.dtype && spec.shape.size() == d.spec.shape.size() &&
+                              spec.shape != d.spec.shape;
     d.error = InvalidArgument("tensor '" + d.spec.name + "': worker " + std::to_string(d.first_rank) +
                               " declared it as " + d.spec.ToString() + " but worker " + std::to_string(rank) +
                               " as " + spec.ToString() +
-                              "; every worker must push_pull the same tensors with the same shapes and dtypes.");
+                              "; every worker must push_pull the same tensors with the same shapes and dtypes." +
+                              (sizes_differ ? " Batches of different sizes on different workers (a global batch "
+                                              "that does not divide by the number of workers, a last partial "
+                                              "batch) give this: gather per-example values, or reduce them to a "
+                                              "sum and a count first."
+                                            : ""));
   }
   const int participant = participant_of(d.spec, rank);
   if (participant == kReader) {  // a published tensor's reader waits for the publisher's declaration

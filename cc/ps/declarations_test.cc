@@ -145,6 +145,28 @@ TEST_F(DeclarationsTest, ADifferentShapeFailsTheTensorForEveryWorkerAndNamesBoth
   }
 }
 
+TEST_F(DeclarationsTest, SizesThatDifferNameTheLikelyCauseUnevenBatches) {
+  ASSERT_TRUE(Declare(0, Spec("w", {11, 64})).ok());
+  ASSERT_TRUE(Declare(1, Spec("w", {10, 64})).ok());
+  std::vector<Sent> replies = Take(MessageType::kDeclareReply);
+  ASSERT_EQ(replies.size(), 2u);
+  for (const Sent& reply : replies) {
+    EXPECT_TRUE(Contains(reply.m.status(), "float32[11,64] but worker 1 as float32[10,64]"))
+        << reply.m.status().ToString();
+    EXPECT_TRUE(Contains(reply.m.status(), "Batches of different sizes")) << reply.m.status().ToString();
+  }
+}
+
+TEST_F(DeclarationsTest, AnotherRankDoesNotBlameBatches) {
+  ASSERT_TRUE(Declare(0, Spec("w", {12})).ok());
+  ASSERT_TRUE(Declare(1, Spec("w", {3, 4})).ok());
+  std::vector<Sent> replies = Take(MessageType::kDeclareReply);
+  ASSERT_EQ(replies.size(), 2u);
+  for (const Sent& reply : replies) {
+    EXPECT_FALSE(Contains(reply.m.status(), "Batches of different sizes")) << reply.m.status().ToString();
+  }
+}
+
 TEST_F(DeclarationsTest, AWorkerThatFinishedWithoutDeclaringFailsTheTensor) {
   ASSERT_TRUE(Declare(0, Spec("w", {8})).ok());
   ASSERT_TRUE(members_->Finish(1, false));

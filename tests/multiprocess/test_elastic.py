@@ -297,3 +297,25 @@ def test_a_job_whose_workers_finish_exits_0_once_they_exited_on_their_own():
     assert "joined it" not in out, out[-4000:]
     for worker in (0, 1):
         assert f"[worker {worker}] worker {worker}: exited after the job" in out, out[-4000:]
+
+
+@pytest.mark.timeout(400)
+def test_a_global_batch_that_stops_dividing_evenly_trains_through_4_3_4_workers():
+    """BytePSStrategy with a global batch of 32: 8 per worker on 4 workers; one killed, the 3 left split each
+    batch 11, 11, 10 and train on (Keras builds the model again at the new fit from each worker's own
+    batch); the restarted worker rejoins (4 again). Every worker ends with the same weights, and the test
+    accuracy is within a point of the same training uninterrupted."""
+    with ElasticJob("elastic_keras.py", ["strategy", "{log_dir}", 8, "global_batch=32"], workers=4, servers=1,
+                    min_workers=3, max_workers=4, max_restarts=1) as job:
+        job.wait_for_step(3, lambda s: s[1] == 1 and s[2] >= 5)
+        killed_at = job.signal(3, signal.SIGKILL)
+        job.wait_for_step(0, lambda s: s[0] > killed_at and s[3] == 3, timeout=120)  # 3 workers stepped
+        job.wait_for_step(0, lambda s: s[0] > killed_at and s[3] == 4, timeout=180)  # and 4 again
+        code, out = job.wait(timeout=240)
+    assert code == 0, out[-6000:]
+    ends = final_lines(out, r"rank (\d): weights (\w+) accuracy ([0-9.]+) epochs (\d+) size (\d)")
+    assert sorted(int(e[0]) for e in ends) == [0, 1, 2, 3], out[-4000:]
+    assert len({e[1] for e in ends}) == 1, f"weights differ: {ends}"
+    assert all(e[3] == "8" and e[4] == "4" for e in ends), ends
+    reference = float(re.search(r"rank 0: uninterrupted accuracy ([0-9.]+)", out).group(1))
+    assert abs(float(ends[0][2]) - reference) <= 0.01, (ends, reference)

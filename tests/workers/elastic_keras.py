@@ -12,7 +12,10 @@ With HOLD (a fourth argument "hold"), a worker holds every report that it is rea
 until the file LOG_DIR/release exists: a survivor slow to report ready, as a tf-keras worker is while a
 restarted one imports TensorFlow on the same cores.
 
-Usage: elastic_keras.py hvd|strategy LOG_DIR [EPOCHS (20)] [hold]. Keras 3, or tf-keras with
+With GLOBAL_BATCH (an argument "global_batch=N"), the strategy's global batch is N instead of 32 per first
+worker: 32 over 4 workers is 8 each, over 3 workers 11, 11 and 10.
+
+Usage: elastic_keras.py hvd|strategy LOG_DIR [EPOCHS (20)] [hold] [global_batch=N]. Keras 3, or tf-keras with
 TF_USE_LEGACY_KERAS=1."""
 
 import faulthandler
@@ -106,10 +109,12 @@ def main():
     epochs = int(sys.argv[3]) if len(sys.argv) > 3 else 20
     worker_id = os.environ["DMLC_WORKER_ID"]
     hvd.init()
-    if sys.argv[4:] == ["hold"]:
+    options = sys.argv[4:]
+    if "hold" in options:
         hold_ready_reports(log_dir / "release")
     x, y, x_test, y_test = load(0, 1)
-    global_batch = PER_WORKER_BATCH * FIRST_WORKERS
+    given = [int(o.split("=")[1]) for o in options if o.startswith("global_batch=")]
+    global_batch = given[0] if given else PER_WORKER_BATCH * FIRST_WORKERS
     steps = len(x) // global_batch
     if api == "strategy":
         strategy = BytePSStrategy()
