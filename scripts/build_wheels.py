@@ -157,6 +157,12 @@ def main():
             skipped += [(version, line, f"no Python {version} (looked for ~/.pyenv/versions/{version}.*/bin/"
                          f"python{version} and python{version} on PATH)") for line in lines]
             continue
+        headers = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"],
+                                 capture_output=True, text=True).stdout.strip()
+        if not Path(headers, "Python.h").exists():
+            skipped += [(version, line, f"{python} has no Python.h (Debian: apt-get install python{version}-dev)")
+                        for line in lines]
+            continue
         try:
             builder, core_module = core_module_for(version, python, main_python)
             for line in lines:
