@@ -9,7 +9,7 @@ BAZEL_FLAGS := --repo_env=PYTHON_BIN_PATH=$(PY) --disk_cache=$(BAZEL_CACHE)
 CORE_TARGETS := //cc:libbps_core.so //cc/python:_core.so //cc/tf:_bps_ops.so
 CUDA_TARGETS := //cc/cuda:cuda //cc/cuda:gpu_local_test //cc/cuda:gpu_job //cc/cuda:gpu_bench //cc/tf:_bps_ops.so
 
-.PHONY: demo test setup setup-slurm build build-tf2.15 wheel test-cc test-py
+.PHONY: demo test setup setup-slurm build build-tf2.15 wheel wheels wheels-check test-cc test-py
 
 # TF_CPP_MIN_LOG_LEVEL=2 keeps TensorFlow's start-up notices out of the demo's output.
 demo: build
@@ -30,6 +30,17 @@ build: setup
 # A wheel of bps_tf for .venv's Python and TensorFlow, in dist/ (setup.py builds the native parts with Bazel).
 wheel: setup
 	$(PY) -m pip wheel . --no-build-isolation --no-deps -w dist
+
+# The wheels for each supported Python and TensorFlow line (2.21: Python 3.10 to 3.13; 2.15: 3.10, 3.11) whose
+# Python this machine has (pyenv), in dist/, from the native libraries above; it says which it built and which
+# it skipped, and why (scripts/build_wheels.py, docs/install.md).
+wheels: build build-tf2.15
+	$(PY) scripts/build_wheels.py
+
+# Each of those wheels pip-installed with TensorFlow from the package index into a new virtual environment,
+# which trains examples/keras_strategy.py on 2 workers (`make test` tries the one for Python 3.12).
+wheels-check: build build-tf2.15
+	BPS_TF_WHEEL_CHECK=all $(PY) -m pytest -q tests/multiprocess/test_wheel.py
 
 # The second TensorFlow line: its environment (.venv-tf2.15) and its op library.
 build-tf2.15: build

@@ -12,19 +12,20 @@ still checked).
 
 Modules, each importing only those before it: keras_flavour (the packages, their installed versions, which
 Keras is Keras 2 and which one tf.keras resolves to), versions (the version policy), op_library (the op
-library's file name), targets (the registry), checker (checking, `target` and `replace`). Callers use the
-names below; tests patch a name in the module that owns it.
+library's file name and its wheel's), targets (the registry), checker (checking, `target` and `replace`).
+Callers use the names below; tests patch a name in the module that owns it.
 """
 
 from bps_tf.compat.keras_flavour import PACKAGES, installed_version, keras2, keras2_module_name, keras_in_use
 from bps_tf.compat.versions import (HOROVOD_API, OPS, STRATEGY, SUPPORTED_VERSIONS, TF_LINES,
                                     IncompatibleVersionError)
-from bps_tf.compat.op_library import op_library_name
+from bps_tf.compat.op_library import op_library_name, wheel_name
 from bps_tf.compat.targets import TARGETS, Target
 from bps_tf.compat.checker import check, check_part, module_of, problem, replace, target
 
 __all__ = [
     "PACKAGES", "installed_version", "keras2", "keras2_module_name", "keras_in_use",
     "OPS", "HOROVOD_API", "STRATEGY", "TF_LINES", "SUPPORTED_VERSIONS", "IncompatibleVersionError",
-    "op_library_name", "Target", "TARGETS", "check", "check_part", "module_of", "problem", "replace", "target",
+    "op_library_name", "wheel_name", "Target", "TARGETS", "check", "check_part", "module_of", "problem", "replace",
+    "target",
 ]

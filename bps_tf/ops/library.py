@@ -20,8 +20,9 @@ if not os.path.exists(_LIBRARY):
     _built = sorted(os.path.basename(p) for p in glob.glob(os.path.join(_PACKAGE_DIR, "_bps_ops_tf*.so")))
     raise ImportError(
         f"bps_tf's TensorFlow ops are not built for TensorFlow {tf.__version__}: {_LIBRARY} is missing (built: "
-        f"{', '.join(_built) or 'none'}). Build them for this Python with `scripts/build_ops.sh {sys.executable}` "
-        "(docs/launch.md, \"Another TensorFlow\").")
+        f"{', '.join(_built) or 'none'}). Install the bps_tf wheel for this TensorFlow in place of this one: "
+        f"{compat.wheel_name()} (docs/install.md); or, in a checkout, build them for this Python with "
+        f"`scripts/build_ops.sh {sys.executable}` (docs/launch.md, \"Another TensorFlow\").")
 ops = tf.load_op_library(_LIBRARY)
 
 OP_TYPES = frozenset({"BytepsPushPull", "BytepsGather", "BytepsBroadcast", "BytepsPublish"})

@@ -2,6 +2,7 @@
 that names the installed and supported versions (never a silent skip)."""
 
 import importlib
+import importlib.metadata
 import sys
 import types
 
@@ -169,6 +170,8 @@ def test_keras_2_is_the_keras_package_on_tensorflow_2_15(monkeypatch):
     target = next(t for t in compat.TARGETS if t.key == "BatchNormalization._calculate_mean_and_var")
     assert compat.module_of(target) == "keras.src.layers.normalization.batch_normalization"
     assert compat.op_library_name() == "_bps_ops_tf2.15.so"
+    python, release = f"cp{sys.version_info.major}{sys.version_info.minor}", importlib.metadata.version("bps_tf")
+    assert compat.wheel_name() == f"bps_tf-{release.split('+')[0]}+tf2.15-{python}-{python}-linux_x86_64.whl"
 
 
 def test_tf_use_legacy_keras_chooses_tf_keras_even_beside_keras_2(monkeypatch):

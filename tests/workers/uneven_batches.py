@@ -29,7 +29,7 @@ import bps_tf.numpy as bps_numpy  # noqa: E402
 import bps_tf.keras as hvd_keras  # noqa: E402
 import bps_tf.tensorflow as hvd  # noqa: E402
 from bps_tf.strategy import BytePSStrategy  # noqa: E402
-from examples.digits_data import load  # noqa: E402
+from testing.digits import load  # noqa: E402
 
 GLOBAL_BATCH = 32
 
