@@ -34,7 +34,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -47,7 +46,7 @@ from benchmarks.lib.process_cpu import TICK_S, machine_busy_s, tree_context_swit
 from benchmarks.lib.processes import benchmark_env
 from benchmarks.lib.results import describe_machine, save_result
 from benchmarks.report.tables import human_bytes, markdown
-from testing.jobs import BPSLAUNCH, REPO_ROOT, free_port
+from testing.jobs import BPSLAUNCH, REPO_ROOT, free_port, kill_process_groups
 
 FLOOR_TARGET = "//cc/tools:tcp_floor"
 REPLY_BYTES = 96  # about a PULL_REPLY's header (cc/ps/message.h) with its frame prefix
@@ -167,13 +166,7 @@ class Job:
 
     def kill(self):
         """Kills every process (also from another thread: a read of the worker's output then ends)."""
-        for process in self.processes.values():
-            if process.poll() is None:
-                try:
-                    os.killpg(process.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            process.wait()
+        kill_process_groups(self.processes.values())
 
     def stop(self, why):
         self.stopped = f" ({why})"

@@ -123,13 +123,7 @@ class ManualJob:
         return process.returncode, self.output(name)
 
     def close(self):
-        for process in self.processes.values():
-            if process.poll() is None:
-                try:
-                    os.killpg(process.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            process.wait()
+        kill_process_groups(self.processes.values())
         for output in self._outputs.values():
             output.close()
         self._directory.cleanup()
@@ -139,6 +133,18 @@ class ManualJob:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def kill_process_groups(processes):
+    """SIGKILL to the process group of each of `processes` (started with start_new_session) still running,
+    then reaps them all."""
+    for process in processes:
+        if process.poll() is None:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        process.wait()
 
 
 def wait_for_line(path, text, timeout):

@@ -19,7 +19,7 @@ import yaml
 
 from bps_tf.launcher import cluster_managers
 from testing.elastic_jobs import processes_with
-from testing.jobs import BPSLAUNCH, REPO_ROOT, WORKERS_DIR, clean_env, free_port
+from testing.jobs import BPSLAUNCH, REPO_ROOT, WORKERS_DIR, clean_env, free_port, kill_process_groups
 
 PYTHON = str(REPO_ROOT / ".venv" / "bin" / "python")
 STEPS, STEP_SECONDS = 300, 0.05
@@ -114,13 +114,7 @@ class TFJobPods:
 
     def close(self):
         for starts in self.processes.values():
-            for process in starts:
-                if process.poll() is None:
-                    try:
-                        os.killpg(process.pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                process.wait()
+            kill_process_groups(starts)
         self._directory.cleanup()
 
     def __enter__(self):
