@@ -46,28 +46,18 @@ def _multi_worker(strategy):
     return is_bps_strategy(strategy) and strategy.extended._num_workers > 1
 
 
-def _install_global_predict_concat():
-    local_reduce = compat.target("trainer.reduce_per_replica")
-    multi_worker_concat = compat.target("trainer._multi_worker_concat")
+def _install_global_predict_concat(keras_module):
+    """predict's outputs gathered from every worker, in order (`keras_module`: "trainer" for Keras 3,
+    "tf_keras" for tf-keras, the prefixes of their targets)."""
+    local_reduce = compat.target(f"{keras_module}.reduce_per_replica")
+    multi_worker_concat = compat.target(f"{keras_module}._multi_worker_concat")
 
     def reduce_per_replica(values, strategy, reduction):
         if reduction == "concat" and _multi_worker(strategy):
             return tf.nest.map_structure(lambda v: multi_worker_concat(v, strategy), values)
         return local_reduce(values, strategy, reduction)
 
-    compat.replace("trainer.reduce_per_replica", reduce_per_replica)
-
-
-def _install_tf_keras_global_predict_concat():
-    local_reduce = compat.target("tf_keras.reduce_per_replica")
-    multi_worker_concat = compat.target("tf_keras._multi_worker_concat")
-
-    def reduce_per_replica(values, strategy, reduction):
-        if reduction == "concat" and _multi_worker(strategy):
-            return tf.nest.map_structure(lambda v: multi_worker_concat(v, strategy), values)
-        return local_reduce(values, strategy, reduction)
-
-    compat.replace("tf_keras.reduce_per_replica", reduce_per_replica)
+    compat.replace(f"{keras_module}.reduce_per_replica", reduce_per_replica)
 
 
 def _first_local_replica(value, strategy):
@@ -231,11 +221,11 @@ def install():
     _installed = True
     if compat.keras_in_use() == "tf_keras":
         _worker_zero_writes_then_all_wait("tf_keras.ModelCheckpoint._save_model", every_worker_runs=True)
-        _install_tf_keras_global_predict_concat()
+        _install_global_predict_concat("tf_keras")
     if compat.installed_version("keras") is None:
         return
     loss_scaling.install(is_bps_strategy)
-    _install_global_predict_concat()
+    _install_global_predict_concat("trainer")
     _install_build_from_own_batch()
     _install_uniform_epoch_length()
     _install_worker_zero_files()
