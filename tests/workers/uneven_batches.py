@@ -106,6 +106,20 @@ def reference_strategy():
     return strategy
 
 
+def time_the_failure(reduce, what):
+    """(seconds, error text) of `reduce`, which must fail within a second of every worker calling it."""
+    bps_numpy.barrier()  # the clock measures the error, not other workers arriving later
+    started = time.monotonic()
+    try:
+        reduce()
+    except (ValueError, tf.errors.InvalidArgumentError) as error:
+        elapsed, text = time.monotonic() - started, str(error)
+    else:
+        raise AssertionError(f"{what} where others have other shapes did not fail")
+    assert elapsed < 1.0, f"the error of {what} came after {elapsed:.1f} s"
+    return elapsed, text
+
+
 def check_unequal_reduce_fails_at_once(strategy):
     """A user's strategy.reduce of tensors whose shape differs on one worker (its batch is smaller): a clear
     error at once on every worker, eagerly and in a tf.function; the job goes on."""
@@ -122,15 +136,7 @@ def check_unequal_reduce_fails_at_once(strategy):
 
     traced.get_concrete_function()  # traced before the clock starts
     for how, reduce in (("eagerly", eagerly), ("in a tf.function", traced)):
-        bps_numpy.barrier()  # the clock measures the error, not other workers arriving later
-        started = time.monotonic()
-        try:
-            reduce()
-        except (ValueError, tf.errors.InvalidArgumentError) as error:
-            elapsed, text = time.monotonic() - started, str(error)
-        else:
-            raise AssertionError(f"reducing [{rows}, 4] {how} where others have other shapes did not fail")
-        assert elapsed < 1.0, f"the error {how} came after {elapsed:.1f} s"
+        elapsed, text = time_the_failure(reduce, f"reducing [{rows}, 4] {how}")
         assert "differ in shape" in text and "10" in text and "11" in text, text
         assert "Batches of different sizes" in text and "axis=0" in text, text
         print(f"rank {bps_tf.rank()}: unequal reduce {how} failed after {elapsed:.2f} s: {text[:400]}", flush=True)
@@ -152,15 +158,7 @@ def check_horovod_unequal_allreduce_fails_at_once():
     for how, reduce in (("eagerly", lambda: hvd.allreduce(tf.ones([rows, 4]))),
                         ("through bps_tf.keras", lambda: hvd_keras.allreduce(np.ones([rows, 4], np.float32))),
                         ("in a tf.function", traced)):
-        bps_numpy.barrier()  # the clock measures the error, not other workers arriving later
-        started = time.monotonic()
-        try:
-            reduce()
-        except (ValueError, tf.errors.InvalidArgumentError) as error:
-            elapsed, text = time.monotonic() - started, str(error)
-        else:
-            raise AssertionError(f"allreduce of [{rows}, 4] {how} where others have other shapes did not fail")
-        assert elapsed < 1.0, f"the error {how} came after {elapsed:.1f} s"
+        elapsed, text = time_the_failure(reduce, f"allreduce of [{rows}, 4] {how}")
         # Eagerly bps_tf checks the shapes; in a tf.function the names agree and the servers compare shapes.
         assert "10" in text and "11" in text and ("differ in shape" in text or "declared it as" in text), text
         assert "Batches of different sizes" in text, text
