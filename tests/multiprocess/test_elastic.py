@@ -303,10 +303,11 @@ def test_a_job_whose_workers_finish_exits_0_once_they_exited_on_their_own():
 def test_a_global_batch_that_stops_dividing_evenly_trains_through_4_3_4_workers():
     """BytePSStrategy with a global batch of 32: 8 per worker on 4 workers; one killed, the 3 left split each
     batch 11, 11, 10 and train on (Keras builds the model again at the new fit from each worker's own
-    batch); the restarted worker rejoins (4 again). Every worker ends with the same weights, and the test
+    batch); the restarted worker rejoins (4 again; the survivors wait for it from epoch 2 on, so that they
+    cannot finish first however slowly it starts). Every worker ends with the same weights, and the test
     accuracy is within a point of the same training uninterrupted."""
-    with ElasticJob("elastic_keras.py", ["strategy", "{log_dir}", 8, "global_batch=32"], workers=4, servers=1,
-                    min_workers=3, max_workers=4, max_restarts=1) as job:
+    with ElasticJob("elastic_keras.py", ["strategy", "{log_dir}", 8, "global_batch=32", "await_rejoin"], workers=4,
+                    servers=1, min_workers=3, max_workers=4, max_restarts=1) as job:
         job.wait_for_step(3, lambda s: s[1] == 1 and s[2] >= 5)
         killed_at = job.signal(3, signal.SIGKILL)
         job.wait_for_step(0, lambda s: s[0] > killed_at and s[3] == 3, timeout=120)  # 3 workers stepped
