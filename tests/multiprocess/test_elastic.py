@@ -305,7 +305,7 @@ def test_a_global_batch_that_stops_dividing_evenly_trains_through_4_3_4_workers(
     batch 11, 11, 10 and train on (Keras builds the model again at the new fit from each worker's own
     batch); the restarted worker rejoins (4 again; the survivors wait for it from epoch 2 on, so that they
     cannot finish first however slowly it starts). Every worker ends with the same weights, and the test
-    accuracy is within a point of the same training uninterrupted."""
+    accuracy is at most a point below the same training uninterrupted."""
     with ElasticJob("elastic_keras.py", ["strategy", "{log_dir}", 8, "global_batch=32", "await_rejoin"], workers=4,
                     servers=1, min_workers=3, max_workers=4, max_restarts=1) as job:
         job.wait_for_step(3, lambda s: s[1] == 1 and s[2] >= 5)
@@ -319,4 +319,6 @@ def test_a_global_batch_that_stops_dividing_evenly_trains_through_4_3_4_workers(
     assert len({e[1] for e in ends}) == 1, f"weights differ: {ends}"
     assert all(e[3] == "8" and e[4] == "4" for e in ends), ends
     reference = float(re.search(r"rank 0: uninterrupted accuracy ([0-9.]+)", out).group(1))
-    assert abs(float(ends[0][2]) - reference) <= 0.01, (ends, reference)
+    # After the reset each worker's data iterator starts again, so this is another trajectory than the
+    # uninterrupted one (8 epochs on 360 test examples: either may lead by a point or so); it must train as well.
+    assert float(ends[0][2]) >= reference - 0.01, (ends, reference)
