@@ -1,10 +1,11 @@
 // What this process's push_pulls have cost since it started, for per-step metrics
 // (bps_tf.numpy.communication_counters(), bps_tf.keras.callbacks.CommunicationMetrics): wall time spent in
-// push_pull, the part of it a server held this worker's pushes waiting for the other workers, and the bytes
-// pushed and pulled. Shared by the engine, the worker's client and the GPU path, like the timeline.
+// push_pull, the part of it a server held this worker's pushes waiting for the other workers, the bytes
+// pushed and pulled, and the messages that carried them (per server, to compare with the partition plan). Shared by the engine, the worker's client and the GPU path, like the timeline.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <mutex>
 
 #include "cc/common/covered_time.h"
@@ -17,6 +18,11 @@ struct CommunicationTotals {
   uint64_t bytes_pushed = 0;     // as they travel (encoded when compressed), over the network or shared memory
   uint64_t bytes_pulled = 0;     // the sums received, likewise
   uint64_t uncompressed_bytes_pushed = 0;  // what the same pushes would have been without compression
+  // Messages to and from servers (pushes, fetches, residuals; their replies), whatever carried their
+  // payloads: a message holding several partitions counts once.
+  uint64_t messages_sent = 0;
+  uint64_t messages_received = 0;
+  std::map<int, uint64_t> messages_sent_to_server;  // by server index
 };
 
 class CommunicationCounters {
@@ -29,6 +35,8 @@ class CommunicationCounters {
   void WaitEnded(double seconds);
   void Pushed(uint64_t bytes, uint64_t uncompressed_bytes);
   void Pulled(uint64_t bytes);
+  void MessageSent(int server);
+  void MessageReceived();
 
   CommunicationTotals Totals();
 

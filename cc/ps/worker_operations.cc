@@ -82,6 +82,7 @@ void WorkerOperations::SendPush(const Partition& part, uint32_t round, Participa
     return;
   }
   CommunicationCounters::OfProcess().Pushed(bytes, input == nullptr ? 0 : part.count * DataTypeSize(dtype));
+  CommunicationCounters::OfProcess().MessageSent(part.server);
   SendOrFail(server, m, payload ? input : nullptr, payload ? bytes : 0, m.request_id, std::move(on_sent));
 }
 
@@ -108,6 +109,7 @@ void WorkerOperations::Fetch(const Partition& part, uint32_t round, DataType dty
   const PeerId server = r.peer;
   m.request_id = requests_->Track(std::move(r));
   if (m.request_id == 0) return;  // answered: the job or the generation failed
+  CommunicationCounters::OfProcess().MessageSent(part.server);
   SendOrFail(server, m, nullptr, 0, m.request_id);
 }
 
@@ -143,6 +145,7 @@ void WorkerOperations::SendResidual(MessageType type, const Partition& part, Par
   const PeerId server = r.peer;
   m.request_id = requests_->Track(std::move(r));
   if (m.request_id == 0) return;  // answered: the job or the generation failed
+  CommunicationCounters::OfProcess().MessageSent(part.server);
   SendOrFail(server, m, source, source == nullptr ? 0 : bytes, m.request_id);
 }
 
@@ -181,6 +184,7 @@ void WorkerOperations::OnReply(PeerId from, Message& reply, void* payload, size_
       !reply.zeros && !reply.echo) {
     reply.set_status(Internal("the pulled data could not be received"));
   }
+  if (reply.type == MessageType::kPullReply) CommunicationCounters::OfProcess().MessageReceived();
   Complete(from, reply.request_id, reply);
 }
 

@@ -190,6 +190,9 @@ PYBIND11_MODULE(_core, m) {
     counters["bytes_pushed"] = totals.bytes_pushed;
     counters["bytes_pulled"] = totals.bytes_pulled;
     counters["uncompressed_bytes_pushed"] = totals.uncompressed_bytes_pushed;
+    counters["messages_sent"] = totals.messages_sent;
+    counters["messages_received"] = totals.messages_received;
+    counters["messages_sent_to_server"] = totals.messages_sent_to_server;
     return counters;
   });
   m.def("leave", [] {

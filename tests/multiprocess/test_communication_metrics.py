@@ -11,8 +11,8 @@ import tensorflow as tf
 
 from testing.jobs import assert_job_ok, run_local
 
-FIGURES = ["bps/push_pull_ms", "bps/wait_ms", "bps/bytes_pushed", "bps/bytes_pulled", "bps/compression_ratio",
-           "bps/workers"]
+FIGURES = ["bps/push_pull_ms", "bps/wait_ms", "bps/bytes_pushed", "bps/bytes_pulled", "bps/messages_sent",
+           "bps/messages_received", "bps/compression_ratio", "bps/workers"]
 EVERY_N_STEPS = 3  # as the worker sets it
 MIN_COMPRESS_BYTES = 65536  # BYTEPS_MIN_COMPRESS_BYTES's default: smaller gradients travel as they are
 STRAGGLER_MS = 50  # worker 1 starts every step this late (tests/workers/communication_metrics.py)
@@ -64,6 +64,11 @@ def test_tensorboard_gets_every_figure_with_the_models_gradient_bytes_per_step(t
             assert fit["batch_bps/bytes_pulled"][step] == pushed, (step, pushed)
             assert fit["batch_bps/compression_ratio"][step] == pytest.approx(pushed / gradient_bytes, rel=1e-6)
             assert fit["batch_bps/workers"][step] == 2
+            # One server, gradients far below a partition: each travels whole, alone or with others for the
+            # same server, and every push gets one reply.
+            sent = fit["batch_bps/messages_sent"][step]
+            assert 1 <= sent <= len(report["gradient_elements"]) and sent == round(sent), (step, sent)
+            assert fit["batch_bps/messages_received"][step] == sent, step
             assert fit["batch_bps/push_pull_ms"][step] >= fit["batch_bps/wait_ms"][step] >= 0
         for epoch in (1, 2):
             assert fit["epoch_bps/bytes_pushed"][epoch] == pushed, fit["epoch_bps/bytes_pushed"]
@@ -73,5 +78,6 @@ def test_tensorboard_gets_every_figure_with_the_models_gradient_bytes_per_step(t
         loop = scalars(tmp_path / str(rank) / "loop")
         assert set(FIGURES) <= set(loop), sorted(loop)
         assert loop["bps/bytes_pushed"] == {1: pushed, 3: pushed}, loop["bps/bytes_pushed"]
+        assert loop["bps/messages_sent"] == loop["bps/messages_received"], loop["bps/messages_sent"]
     # Worker 0 waits at the servers for worker 1 in every step; worker 1 pushes last and hardly waits.
     assert waits[0] > 0.5 * STRAGGLER_MS and waits[1] < waits[0] / 3, waits
