@@ -58,3 +58,28 @@ def test_prediction_matches_a_bandwidth_bound_push_pull(tmp_path):
     predicted, bound = push_pull_time(link, [TENSOR_BYTES], MEASURED)
     assert bound == "worker link"
     assert abs(measured / predicted - 1) <= TOLERANCE, f"measured {measured:.3f} s, planner {predicted:.3f} s"
+
+
+# A model-like step: a scalar, many small tensors (biases, norms), medium ones kept whole, and large ones
+# spread over the servers in pieces of at least the planner's minimum spread.
+PLAN_ELEMENTS = ([1] + [256, 1024, 768] * 12 + [65536 + 3] * 8 + [300_001] * 4 + [2_000_000, 1_500_007])
+PLAN_SERVERS = 16
+PLAN_PARTITION_BYTES = 1 << 20
+
+
+@pytest.mark.timeout(300)
+def test_each_of_16_servers_gets_the_messages_the_plan_counts(tmp_path):
+    from bps_tf.plan.partitions import plan
+    from testing.jobs import assert_job_ok, run_local
+
+    steps = 3
+    result = run_local("plan_messages.py", 2, PLAN_SERVERS, tmp_path / "messages.json", json.dumps(PLAN_ELEMENTS),
+                       steps, BYTEPS_PARTITION_BYTES=PLAN_PARTITION_BYTES)
+    assert_job_ok(result, 2, "done")
+    expected = plan([4 * n for n in PLAN_ELEMENTS], PLAN_SERVERS, PLAN_PARTITION_BYTES)
+    assert all(expected.server_units), expected  # every server has its share
+    for rank in (0, 1):
+        report = json.loads((tmp_path / f"messages_{rank}.json").read_text())
+        sent = [report["sent_to_server"].get(str(s), 0) for s in range(PLAN_SERVERS)]
+        assert sent == list(expected.server_units), (rank, sent, expected.server_units)
+        assert report["received"] == expected.units, report
