@@ -21,7 +21,7 @@ examples:
       show the output of worker rank 0 only (a failing worker's last stderr lines are still shown)
   bpslaunch --local --workers 3 --min-workers 2 --max-workers 4 --max-restarts 3 -- python train.py
       an elastic job (bps_tf.keras.elastic / bps_tf.tensorflow.elastic): it goes on when a worker is lost, and
-      a lost worker process is started again, at most 3 times per place, and rejoins (docs/elastic.md)
+      a lost worker or server process is started again, at most 3 times per place, and rejoins (docs/elastic.md)
   DMLC_ROLE=worker DMLC_PS_ROOT_URI=10.0.0.1 ... bpslaunch python train.py
       play the role named by DMLC_ROLE in a cluster job; a worker with BYTEPS_LOCAL_SIZE=K (and no
       BYTEPS_LOCAL_RANK) runs K processes, BYTEPS_LOCAL_RANK=0..K-1
@@ -89,8 +89,8 @@ def _build_parser():
                         help="--local: an elastic job that takes workers that join, up to X (BYTEPS_MAX_WORKERS; "
                              "default: --workers when --min-workers is given)")
     parser.add_argument("--max-restarts", type=int, metavar="K",
-                        help="elastic jobs: start a worker process that failed again, at most K times per worker "
-                             "place (default 0); it rejoins the job")
+                        help="elastic jobs: start a worker or server process that failed again, at most K times "
+                             "per place (default 0); it rejoins the job")
     parser.add_argument("--roles", type=_roles_argument, metavar="ROLES",
                         help="SLURM and TF_CONFIG jobs: of this machine's processes, start only these roles "
                              "(comma-separated: scheduler, server, worker; default: all of them), e.g. the "

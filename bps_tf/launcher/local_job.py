@@ -46,8 +46,8 @@ def run_local_job(command, num_workers, num_servers, *, local_size=1, timeout=No
     role_command: argv that runs a scheduler or server (DMLC_ROLE tells which); tests pass stand-ins.
     output_ranks: the worker ranks whose output is shown (None: all); the scheduler's and servers' always is.
     stdout, stderr: text streams that receive the prefixed output (default: ours).
-    elastic: (min workers, max workers) of an elastic job, whose lost workers do not end it; each is started
-    again at most `max_restarts` times (docs/elastic.md).
+    elastic: (min workers, max workers) of an elastic job, whose lost workers (and servers, while another is
+    left) do not end it; each is started again at most `max_restarts` times (docs/elastic.md).
     """
     job_env = job_environment(os.environ, num_workers, num_servers, find_free_port(), elastic)
     launches = [Launch("scheduler", list(role_command), role_environment(job_env, "scheduler"))]
@@ -81,8 +81,8 @@ class _JobProcess:
 
 
 class WorkerRestarts:
-    """An elastic job's worker processes that fail are started again, at most `limit` times per place (its
-    label): the job goes on meanwhile and the new process rejoins it."""
+    """An elastic job's worker and server processes that fail are started again, at most `limit` times per
+    place (its label): the job goes on meanwhile and the new process rejoins it."""
 
     def __init__(self, limit):
         self.limit = limit
@@ -107,8 +107,8 @@ class Supervisor:
 
     def __init__(self, launches, timeout, shutdown_grace, kill_grace, output, restarts=None):
         self._launches = launches
-        # An elastic job (restarts given): a failed worker is started again or left behind, while the
-        # scheduler and servers of this machine run; only their failure ends the job here.
+        # An elastic job (restarts given): a failed worker, or server while the scheduler goes on without it,
+        # is started again or left behind; only the scheduler's failure ends the job here.
         self._restarts = restarts
         self._joined_files = JoinedFiles() if restarts is not None else None
         self._left_behind = []
@@ -158,23 +158,25 @@ class Supervisor:
         return _JobProcess(launch.label, popen, launch, joined_file)
 
     def _job_goes_on_without(self, lost):
-        """Elastic: whether the job goes on without worker `lost`, which failed. A worker also fails when the
-        whole job does (the scheduler aborted it), and one may fail just as the job ends: then it is reported
-        as in any job, or once the job ended, and nothing restarts."""
+        """Elastic: whether the job goes on without worker or server `lost`, which failed. A process also fails
+        when the whole job does (the scheduler aborted it: the last server was lost, say), and one may fail
+        just as the job ends: then it is reported as in any job, or once the job ended, and nothing restarts."""
+        others = [role for role in self._roles if role is not lost]
         deadline = time.monotonic() + _JOB_FAILURE_GRACE_S
-        while time.monotonic() < deadline and all(role.popen.poll() is None for role in self._roles):
+        while time.monotonic() < deadline and all(role.popen.poll() is None for role in others):
             time.sleep(_POLL_INTERVAL_S)
-        return all(role.popen.poll() is None for role in self._roles)
+        return all(role.popen.poll() is None for role in others)
 
-    def _replace_lost_worker(self, lost):
-        """Elastic: starts worker `lost` again if it may be, else leaves it behind; the job goes on."""
-        self._workers.remove(lost)
+    def _replace_lost(self, lost):
+        """Elastic: starts worker or server `lost` again if it may be, else leaves it behind; the job goes on."""
+        group = self._workers if lost in self._workers else self._roles
+        group.remove(lost)
         how = describe_exit(lost.popen.returncode)
         if self._restarts.take(lost.label):
             self._output.report(f"{lost.label} {how}; starting it again (restart {self._restarts.used(lost.label)} "
                                 f"of {self._restarts.limit}): it rejoins the job")
             try:
-                self._workers.append(self._start(lost.launch))
+                group.append(self._start(lost.launch))
                 self._left_behind.append(lost)
                 return
             except OSError as error:
@@ -197,9 +199,9 @@ class Supervisor:
                 # The elastic job ended well: its workers are still exiting, or never joined it.
                 return end_of_elastic_job(self._workers, self._shutdown_grace, self._output)
             failed = self._first_failed()
-            if failed is not None and self._restarts is not None and failed in self._workers and self._roles:
+            if failed is not None and self._restarts is not None and self._may_go_on_without(failed):
                 if self._job_goes_on_without(failed):
-                    self._replace_lost_worker(failed)
+                    self._replace_lost(failed)
                     if not self._workers:
                         self._output.report("no worker of this machine is left; stopping all processes")
                         return exit_code_of(failed.popen.returncode)
@@ -229,9 +231,17 @@ class Supervisor:
                 return TIMEOUT_EXIT_CODE
             time.sleep(_POLL_INTERVAL_S)
 
+    def _may_go_on_without(self, failed):
+        """Elastic: an elastic job may go on without a worker, or a server while the scheduler runs here."""
+        if not self._roles:
+            return False
+        return failed in self._workers or (failed.label.startswith("server") and
+                                           any(role.label == "scheduler" for role in self._roles))
+
     def _first_failed(self):
         # Workers first: when a worker dies, the scheduler and servers often fail right after, in reaction. In
-        # an elastic job workers are lost while it goes on: once the job failed, its scheduler or server says why.
+        # an elastic job workers and servers are lost while it goes on: once the job failed, its scheduler says
+        # why (or the server, where no other is left).
         elastic_job_failed = self._restarts is not None and any(r.popen.poll() not in (None, 0) for r in self._roles)
         for process in (self._roles + self._workers if elastic_job_failed else self._workers + self._roles):
             if process.popen.poll() not in (None, 0):

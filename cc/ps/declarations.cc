@@ -1,5 +1,6 @@
 #include "cc/ps/declarations.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "cc/common/clock.h"
@@ -35,7 +36,8 @@ void Declarations::StartGeneration(size_t slice_bytes) {
   declarations_.clear();
   plan_requests_.clear();
   key_owner_.clear();
-  planner_ = std::make_unique<PartitionPlanner>(config_.num_server, config_.partition_bytes);
+  // Over this generation's servers: an elastic job goes on with fewer when one is lost.
+  planner_ = std::make_unique<PartitionPlanner>(std::max(1, members_.active_servers()), config_.partition_bytes);
   planner_->set_slice_bytes(slice_bytes);
 }
 

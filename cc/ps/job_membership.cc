@@ -24,7 +24,8 @@ Status JobMembership::Admit(PeerId peer, const RegisterBody& b, const std::strin
                            " (0: not elastic): every process of a job needs the same values.");
   }
   const bool server = b.role == static_cast<int32_t>(Role::kServer);
-  if (started_ && (!elastic() || server)) {
+  const bool server_place_free = active_servers() + WaitingServers() < num_server_;
+  if (started_ && (!elastic() || (server && !server_place_free))) {
     return FailedPrecondition(who + " registered after the job started: every place in the job is taken (a "
                                     "second start of a worker, or a process of another job on the same port?).");
   }
@@ -32,11 +33,15 @@ Status JobMembership::Admit(PeerId peer, const RegisterBody& b, const std::strin
   member.role = static_cast<Role>(b.role);
   member.address = b.address;
   if (server) {
-    if (static_cast<int>(servers_.size()) >= num_server_) {
+    if (!server_place_free) {
       return InvalidArgument("more servers registered than DMLC_NUM_SERVER=" + std::to_string(num_server_) +
                              " (the extra one is " + who + ").");
     }
-    servers_.push_back(peer);
+    if (started_) {
+      member.part = Part::kWaiting;  // elastic: a lost server's place, taken at the next generation
+    } else {
+      servers_.push_back(peer);
+    }
     members_[peer] = member;
     return Status::OK();
   }
@@ -206,7 +211,9 @@ std::vector<PeerId> JobMembership::NextGeneration() {
   for (const auto& worker : workers_) {
     Member& m = members_.at(worker.second);
     if (m.part == Part::kLeft) continue;
-    m.part = Part::kIdle;
+    m.part = m.asked_early ? Part::kReady : Part::kIdle;
+    if (m.asked_early) m.completed = false;
+    m.asked_early = false;
     m.joined = false;
     staying.push_back(worker.second);
   }
@@ -243,8 +250,27 @@ std::vector<PeerId> JobMembership::Break(PeerId lost) {
   return NextGeneration();
 }
 
+std::vector<PeerId> JobMembership::LoseServer(PeerId lost) {
+  RemoveServer(lost);
+  return NextGeneration();
+}
+
+void JobMembership::RemoveServer(PeerId lost) {
+  if (Member* m = Mutable(lost)) m->part = Part::kLeft;
+  servers_.erase(std::remove(servers_.begin(), servers_.end(), lost), servers_.end());
+}
+
+int JobMembership::WaitingServers() const {
+  int count = 0;
+  for (const auto& entry : members_) {
+    count += entry.second.role == Role::kServer && entry.second.part == Part::kWaiting ? 1 : 0;
+  }
+  return count;
+}
+
 bool JobMembership::Ready(PeerId peer) {
   Member* m = Mutable(peer);
+  if (m != nullptr && elastic() && m->role == Role::kWorker && m->part == Part::kActive) m->asked_early = true;
   if (m == nullptr || m->role != Role::kWorker || m->part != Part::kIdle) return false;
   m->part = Part::kReady;
   m->completed = false;  // it goes on: only finishing a later generation counts
@@ -318,7 +344,12 @@ void JobMembership::Form() {
     if (entry.second.role == Role::kWorker && entry.second.part == Part::kActive) {
       workers_[entry.second.rank] = entry.first;
     }
+    if (entry.second.role == Role::kServer && entry.second.part == Part::kWaiting) {
+      entry.second.part = Part::kActive;
+      servers_.push_back(entry.first);
+    }
   }
+  for (size_t i = 0; i < servers_.size(); ++i) members_[servers_[i]].rank = static_cast<int>(i);
   last_finished_ = -1;
 }
 
@@ -343,7 +374,10 @@ int JobMembership::Candidates() const {
 }
 
 std::vector<PeerId> JobMembership::DismissWaiting() {
-  std::vector<PeerId> waiting = Waiting();
+  std::vector<PeerId> waiting;
+  for (const auto& entry : members_) {
+    if (entry.second.part == Part::kWaiting) waiting.push_back(entry.first);
+  }
   for (PeerId peer : waiting) members_.at(peer).part = Part::kLeft;
   return waiting;
 }

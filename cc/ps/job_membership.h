@@ -12,6 +12,11 @@
 // ones, never more than max_workers, and needs at least min_workers of them and one worker of the last
 // generation. Ranks are renumbered 0..n-1 for every generation, the longest-serving workers first, so rank 0
 // holds the state the others take (bps_tf.elastic's sync), and every generation has fresh tokens.
+//
+// An elastic job with more than one server also goes on when a server is lost (LoseServer): the generation
+// ends for every worker, none of them lost, and the next one plans its tensors over the servers left. A
+// server that registers later (a restarted one takes the lost one's place) waits like a late worker and is
+// taken into the next generation, whose servers are ranked anew: those of the last generation first.
 #pragma once
 
 #include <map>
@@ -57,6 +62,9 @@ class JobMembership {
     bool completed = false;
     // Elastic, waiting: it was waiting when the last generation ended, so the next one takes it.
     bool admissible = false;
+    // Elastic, working: it asked for the next generation before this one broke (it saw a server's connection
+    // break before the scheduler did): once the generation breaks, it is ready.
+    bool asked_early = false;
   };
   // What a member's lost connection means.
   enum class Departure {
@@ -103,7 +111,8 @@ class JobMembership {
   const std::map<int, PeerId>& workers() const { return workers_; }  // this generation's, by worker rank
   // Worker machines and processes in this generation (elastic: one process per machine).
   int num_worker() const { return elastic() ? worker_processes() : num_worker_; }
-  int num_server() const { return num_server_; }
+  int num_server() const { return num_server_; }  // the job's DMLC_NUM_SERVER
+  int active_servers() const { return static_cast<int>(servers_.size()); }  // this generation's
   int local_size() const { return local_size_; }  // processes per worker machine, from the first worker
   int worker_processes() const;
   int registered_workers() const;  // worker processes that registered and have not left
@@ -135,7 +144,15 @@ class JobMembership {
   // Worker `lost`, working in this generation, is gone: the generation is over for everyone (it left, the
   // others are idle). Returns the others' connections.
   std::vector<PeerId> Break(PeerId lost);
-  // Idle worker `peer` asks to be in the next generation. False if it is not idle.
+  // Server `lost` of this generation is gone, and others are left: it leaves, the generation is over for
+  // every worker (each is idle, none lost). Returns the workers' connections.
+  std::vector<PeerId> LoseServer(PeerId lost);
+  // Server `lost` is gone while no generation runs (one ends or forms): it leaves, the next one goes without.
+  void RemoveServer(PeerId lost);
+  // Servers that registered after the start and wait to be taken into the next generation.
+  int WaitingServers() const;
+  // Idle worker `peer` asks to be in the next generation. False if it is not idle (a working one is noted:
+  // see Member::asked_early).
   bool Ready(PeerId peer);
   // Worker `peer` reported a failure (an uncaught exception) while not working in a generation: between two
   // of them, or after it finished. It is lost as if its connection had closed, and what it finished no longer
@@ -145,14 +162,15 @@ class JobMembership {
   bool LastGenerationFinished() const;
   Formation NextFormation() const;
   // Forms the next generation (NextFormation() is kForms): the ready workers and the admissible waiting ones
-  // (the others too where the minimum needs them), ranked by seniority, with fresh tokens, start it.
+  // (the others too where the minimum needs them), ranked by seniority, with fresh tokens, start it; the
+  // waiting servers join the last generation's ones.
   void Form();
   // Workers that wait to join, and those of them that stay: the idle workers of the last generation.
   std::vector<PeerId> Waiting() const;
   std::vector<std::string> Idle() const;  // their addresses, for messages
   // Workers that may still come to the next generation: ready, idle and waiting ones.
   int Candidates() const;
-  // The waiting workers are told the job ended: they leave.
+  // The waiting workers and servers are told the job ended: they leave.
   std::vector<PeerId> DismissWaiting();
 
  private:

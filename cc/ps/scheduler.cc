@@ -131,7 +131,8 @@ void Scheduler::HandleRegister(PeerId from, const Message& m) {
     if (membership_.complete()) SendAddressBooks();
     return;
   }
-  // Elastic: it waits for the next generation, which the running one's workers learn of.
+  // Elastic: it waits for the next generation, which the running one's workers learn of (a server takes the
+  // place of a lost one).
   BPS_LOG(Info) << who << " waits to join at the next generation";
   Message pending;
   pending.type = MessageType::kJoinPending;
@@ -166,16 +167,26 @@ void Scheduler::SendAddressBook(PeerId to) {
 void Scheduler::HandleServerReady(PeerId from) {
   // A generation that broke before its servers were ready never reaches its workers.
   if (!membership_.started() || !resetting_.empty() || forming_ || !ready_servers_.insert(from).second) return;
-  if (static_cast<int>(ready_servers_.size()) < config_.num_server) return;
+  if (static_cast<int>(ready_servers_.size()) < membership_.active_servers()) return;
   for (const auto& worker : membership_.workers()) SendAddressBook(worker.second);
   if (membership_.generation() == 1) {
     BPS_LOG(Info) << "job started: " << membership_.servers().size() << " servers, "
                   << membership_.workers().size() << " workers";
   } else {
-    BPS_LOG(Info) << "generation " << membership_.generation() << " started: " << membership_.workers().size()
-                  << " workers";
+    // A change of servers is news (an elastic job lost one, or took one in); a change of workers the workers
+    // report themselves.
+    std::ostringstream started;
+    started << "generation " << membership_.generation() << " started: " << membership_.workers().size()
+            << " workers, " << membership_.active_servers() << " servers";
+    if (membership_.active_servers() != serving_servers_) {
+      BPS_LOG(Warning) << started.str();
+    } else {
+      BPS_LOG(Info) << started.str();
+    }
   }
-  if (!membership_.Waiting().empty()) AnnounceWaiting();  // registered while this generation formed
+  serving_servers_ = membership_.active_servers();
+  // Registered while this generation formed.
+  if (!membership_.Waiting().empty() || membership_.WaitingServers() > 0) AnnounceWaiting();
 }
 
 void Scheduler::HandleDeclare(PeerId from, const JobMembership::Member& worker, const Message& m) {
@@ -223,6 +234,10 @@ void Scheduler::EndGenerationIfAllFinished() {
 
 void Scheduler::HandleResetReply(PeerId from) {
   if (!resetting_.erase(from) || !resetting_.empty()) return;
+  ResetDone();
+}
+
+void Scheduler::ResetDone() {
   declarations_.StartGeneration(address_book_.slice_bytes);
   if (!broken_) {
     BPS_LOG(Info) << "generation " << membership_.generation() << " ended: every worker finished";
@@ -247,10 +262,50 @@ void Scheduler::BreakGeneration(PeerId lost, const Status& why) {
   if (others.empty()) return Abort(Status(why.code(), "every worker of the job was lost; the last: " + why.message()));
   BPS_LOG(Warning) << "generation " << generation << " broke: " << why.message() << " The other "
                    << others.size() << " worker(s) go on.";
+  AnnounceBroken(others, why);
+}
+
+void Scheduler::LoseServer(PeerId lost, const Status& why) {
+  const JobMembership::Member* server = membership_.Find(lost);
+  if (server->part == JobMembership::Part::kWaiting) {  // it had no part in the job yet
+    membership_.RemoveServer(lost);
+    return AnnounceWaiting();
+  }
+  if (membership_.active_servers() <= 1) {
+    return Abort(Unavailable(why.message() + " It was the job's last server: an elastic job goes on while at "
+                                             "least one server is left."));
+  }
+  const int generation = membership_.generation();
+  const bool running = membership_.started() && resetting_.empty() && !forming_;
+  const bool books_out = static_cast<int>(ready_servers_.size()) >= membership_.active_servers();
+  ready_servers_.erase(lost);
+  if (!running) {
+    // A generation ends or forms: the next one goes without it.
+    membership_.RemoveServer(lost);
+    BPS_LOG(Warning) << why.message() << " The next generation goes on with " << membership_.active_servers()
+                     << " server(s).";
+    if (resetting_.erase(lost) && resetting_.empty()) ResetDone();
+    return;
+  }
+  if (!books_out) {
+    // The generation starts: no worker has its book yet. The servers left get theirs again, without it.
+    membership_.RemoveServer(lost);
+    BPS_LOG(Warning) << why.message() << " Generation " << generation << " starts with "
+                     << membership_.active_servers() << " server(s).";
+    return SendGenerationBooks();
+  }
+  std::vector<PeerId> workers = membership_.LoseServer(lost);
+  BPS_LOG(Warning) << "generation " << generation << " broke: " << why.message() << " The "
+                   << workers.size() << " worker(s) go on with " << membership_.active_servers() << " server(s).";
+  last_lost_ = why;
+  AnnounceBroken(workers, why);
+}
+
+void Scheduler::AnnounceBroken(const std::vector<PeerId>& workers, const Status& why) {
   Message broken;
   broken.type = MessageType::kGenerationBroken;
   broken.set_status(Aborted("the job's workers changed: " + why.message()));
-  for (PeerId worker : others) Send(worker, broken);
+  for (PeerId worker : workers) Send(worker, broken);
   // The servers drop the unfinished rounds; the next generation forms once they did.
   Message reset;
   reset.type = MessageType::kReset;
@@ -287,11 +342,12 @@ void Scheduler::CheckFormation() {
 }
 
 void Scheduler::AnnounceWaiting() {
-  const bool workers_have_books = static_cast<int>(ready_servers_.size()) >= config_.num_server;
+  const bool workers_have_books = static_cast<int>(ready_servers_.size()) >= membership_.active_servers();
   if (!membership_.elastic() || forming_ || !resetting_.empty() || !workers_have_books) return;
+  // Workers end a generation for a waiting server as for a waiting worker (bps_tf.elastic's commit).
   Message waiting;
   waiting.type = MessageType::kWorkersWaiting;
-  waiting.sender = static_cast<int32_t>(membership_.Waiting().size());
+  waiting.sender = static_cast<int32_t>(membership_.Waiting().size() + membership_.WaitingServers());
   for (const auto& worker : membership_.workers()) {
     if (membership_.Find(worker.second)->part != JobMembership::Part::kLeft) Send(worker.second, waiting);
   }
@@ -342,6 +398,9 @@ void Scheduler::OnPeerLost(PeerId peer, const Status& why) {
   if (done_) return;
   const JobMembership::Member* node = membership_.Find(peer);
   if (node == nullptr) return;  // never registered: nothing depends on it
+  if (membership_.elastic() && membership_.started() && node->role == Role::kServer) {
+    return LoseServer(peer, Unavailable(NodeName(peer) + " exited or lost its connection (" + why.message() + ")."));
+  }
   if (membership_.elastic() && node->role == Role::kWorker) {
     if (membership_.started() && node->part == JobMembership::Part::kActive) {
       return BreakGeneration(peer, Unavailable(NodeName(peer) + " exited or lost its connection (" + why.message() +
@@ -369,7 +428,6 @@ void Scheduler::OnPeerLost(PeerId peer, const Status& why) {
     return EndGenerationIfAllFinished();
   }
   Status lost = Unavailable(NodeName(peer) + " exited or lost its connection (" + why.message() + ").");
-  if (membership_.elastic()) lost = Unavailable(lost.message() + " A lost server ends an elastic job too.");
   if (node->role == Role::kWorker) {
     // A worker often exits because a server died; wait a moment so the abort names the server instead.
     if (pending_abort_.ok()) {
@@ -389,6 +447,12 @@ void Scheduler::EndElasticJob() {
                                                last_lost_.message()));
   }
   for (PeerId waiting : membership_.DismissWaiting()) {
+    if (membership_.Find(waiting)->role == Role::kServer) {
+      Message bye;  // a server that waited to join has nothing left to do
+      bye.type = MessageType::kShutdown;
+      Send(waiting, bye);
+      continue;
+    }
     Reject(waiting, NodeName(waiting), FailedPrecondition("the job ended before this worker could join it: its "
                                                           "last generation finished"));
   }

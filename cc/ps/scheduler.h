@@ -16,7 +16,9 @@
 // together (bps_tf.elastic's commit). Below BYTEPS_MIN_WORKERS the next generation waits
 // BYTEPS_ELASTIC_TIMEOUT for workers, then the job fails. It ends well once a worker of the last generation
 // finished and none is left; when every one of them failed or was lost it fails, naming the last. A lost
-// server or scheduler still ends the job.
+// server breaks the generation as a lost worker does, all workers going on, while another server is left; a
+// server that registers later takes a lost one's place at the next generation. A lost scheduler still ends
+// the job.
 //
 // This class runs the protocol. Who is in the job is JobMembership's (job_membership.h), the tensors' plans
 // Declarations' (declarations.h); what nodes learn at the start is made in address_books.h.
@@ -67,8 +69,15 @@ class Scheduler : public MessageHandler {
   // Every worker that has not left finished: the servers forget the generation's keys.
   void EndGenerationIfAllFinished();
   void HandleResetReply(PeerId from);
+  // Every server forgot the generation's keys: the next generation may form.
+  void ResetDone();
   // Elastic jobs: a worker lost in a generation ends it for all (the others' requests fail at once).
   void BreakGeneration(PeerId lost, const Status& why);
+  // Elastic jobs: a server is lost. While another is left, the job goes on without it (a running generation
+  // breaks, every worker going on); the last one lost fails the job.
+  void LoseServer(PeerId lost, const Status& why);
+  // Tells the workers their generation broke, and has the servers drop its unfinished rounds.
+  void AnnounceBroken(const std::vector<PeerId>& workers, const Status& why);
   void HandleNextGeneration(PeerId from);
   // Forms the next generation once it can (every worker of the last one asked or left, enough of them);
   // ends the job when none is left.
@@ -97,6 +106,7 @@ class Scheduler : public MessageHandler {
   Declarations declarations_;
   AddressBook address_book_;
   std::set<PeerId> ready_servers_;
+  int serving_servers_ = 0;  // the servers of the last generation that started
   double start_time_ = 0;
   std::deque<std::string> turned_away_;  // the last registrations turned away, for the start timeout
   std::set<PeerId> resetting_;           // servers still forgetting the generation's keys

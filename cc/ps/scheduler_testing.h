@@ -54,7 +54,8 @@ class SchedulerTest : public ::testing::Test {
  protected:
   // A job of two worker machines of one process each and one server.
   // elastic: workers 1..3 (min_workers, max_workers), BYTEPS_ELASTIC_TIMEOUT `elastic_timeout_s`.
-  void StartScheduler(double timeout_s = 20, ElasticLimits elastic = {}, double elastic_timeout_s = 600) {
+  void StartScheduler(double timeout_s = 20, ElasticLimits elastic = {}, double elastic_timeout_s = 600,
+                      int num_server = 1) {
     config_.min_workers = elastic.min_workers;
     config_.max_workers = elastic.max_workers;
     config_.elastic_timeout_s = elastic_timeout_s;
@@ -62,7 +63,7 @@ class SchedulerTest : public ::testing::Test {
     config_.root_uri = "scheduler";
     config_.root_port = 1;
     config_.num_worker = 2;
-    config_.num_server = 1;
+    config_.num_server = num_server;
     config_.partition_bytes = 4096;
     config_.slice_bytes = 1024;
     config_.timeout_s = timeout_s;
@@ -95,7 +96,7 @@ class SchedulerTest : public ::testing::Test {
     b.role = static_cast<int32_t>(role);
     b.worker_id = worker_id;
     b.num_worker = num_worker;
-    b.num_server = 1;
+    b.num_server = config_.num_server;
     b.min_workers = config_.min_workers;
     b.max_workers = config_.max_workers;
     b.address = address;

@@ -32,8 +32,16 @@ Status Server::Run() {
   transport_->SetHandler(this);
   BPS_RETURN_IF_ERROR(JoinJob(config_, transport_, &scheduler_));
   auto book = address_book_.Wait(config_.timeout_s);
+  // A server that registered while an elastic job runs waits for its workers to end a generation.
+  if (!book && join_pending_) book = address_book_.Wait(config_.elastic_timeout_s);
+  if (!book && join_pending_) {
+    return DeadlineExceeded("this server was not taken into the running job within BYTEPS_ELASTIC_TIMEOUT: its "
+                            "workers did not end a generation (bps_tf.elastic's state.commit() does, where a "
+                            "server waits)");
+  }
   if (!book) return DeadlineExceeded("the scheduler did not start the job within BYTEPS_TIMEOUT");
   if (!book->status().ok()) return book->status();
+  if (book->type == MessageType::kShutdown) return Status::OK();  // the job ended before it took this server
   auto decoded = AddressBook::Decode(book->text);
   if (!decoded.ok()) return decoded.status();
   BPS_LOG(Info) << "server " << decoded.value().your_rank << " serving " << decoded.value().num_workers
@@ -90,7 +98,13 @@ void Server::OnSchedulerMessage(const Message& m) {
     case MessageType::kKeyPlan: return HandleKeyPlan(m);
     case MessageType::kWorkerFinished: return HandleWorkerFinished(m.sender, m.text == kJoinedMark);
     case MessageType::kReset: return HandleReset(m.text == kDroppedMark);
-    case MessageType::kShutdown: return Finish(Status::OK());
+    case MessageType::kJoinPending:
+      BPS_LOG(Info) << "waiting to join the running job at its next generation";
+      join_pending_ = true;
+      return;
+    case MessageType::kShutdown:
+      address_book_.Set(m);  // a server still waiting to join leaves too
+      return Finish(Status::OK());
     case MessageType::kAbort:
       address_book_.Set(m);
       return Finish(m.status());

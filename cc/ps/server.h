@@ -14,6 +14,7 @@
 // workers, their tokens, and who they are, anew.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -91,6 +92,7 @@ class Server : public MessageHandler {
 
   PeerId scheduler_ = -1;
   OneShot<Message> address_book_;
+  std::atomic<bool> join_pending_{false};  // registered while an elastic job ran: taken at its next generation
   OneShot<Status> finished_;
   std::unique_ptr<SharedArena> arena_;  // null without workers on this host; made by the first book
 

@@ -10,23 +10,47 @@
 namespace bps {
 
 Status ServerLinks::Connect(const std::vector<std::string>& addresses) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    addresses_ = addresses;
-  }
+  std::vector<PeerId> peers;
   for (const std::string& address : addresses) {
+    std::optional<PeerId> kept;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t i = 0; i < addresses_.size() && i < peers_.size(); ++i) {
+        if (addresses_[i] == address && !lost_[i]) kept = peers_[i];
+      }
+    }
+    if (kept) {
+      peers.push_back(*kept);
+      continue;
+    }
     auto peer = transport_->Connect(address, config_.timeout_s, Link::kData);
     if (!peer.ok()) return Status(peer.status().code(), "cannot reach a server: " + peer.status().message());
-    std::lock_guard<std::mutex> lock(mu_);
-    peers_.push_back(peer.value());
+    peers.push_back(peer.value());
   }
   auto mine = AdvertisedHost(config_);
   std::lock_guard<std::mutex> lock(mu_);
+  addresses_ = addresses;
+  peers_ = std::move(peers);
+  lost_.assign(peers_.size(), false);
+  on_this_host_.clear();
   for (const std::string& address : addresses) {
     auto theirs = ParseHostPort(address);
     on_this_host_.push_back(mine.ok() && theirs.ok() && theirs.value().host == mine.value());
   }
   return Status::OK();
+}
+
+bool ServerLinks::Serves(const std::vector<std::string>& addresses) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return addresses == addresses_ && peers_.size() == addresses.size() &&
+         std::find(lost_.begin(), lost_.end(), true) == lost_.end();
+}
+
+void ServerLinks::Lost(PeerId peer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < peers_.size(); ++i) {
+    if (peers_[i] == peer) lost_[i] = true;
+  }
 }
 
 bool ServerLinks::connected() const {

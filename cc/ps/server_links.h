@@ -1,5 +1,6 @@
-// A worker's connections to the job's servers, made once and kept across generations, and the proof of its
-// rank to each of them (IDENTIFY with the token the scheduler gave it), asked anew every generation.
+// A worker's connections to the job's servers, kept across generations while the servers stay (an elastic
+// job goes on when one is lost, and takes in a new one), and the proof of its rank to each of them (IDENTIFY
+// with the token the scheduler gave it), asked anew every generation.
 #pragma once
 
 #include <memory>
@@ -19,9 +20,14 @@ class ServerLinks {
  public:
   ServerLinks(const Config& config, Transport* transport) : config_(config), transport_(transport) {}
 
-  // Connects to every server of `addresses` (by rank), each within BYTEPS_TIMEOUT.
+  // Connects to every server of `addresses` (by rank), each within BYTEPS_TIMEOUT, keeping the connections
+  // to the servers of the last generation that are still there.
   Status Connect(const std::vector<std::string>& addresses);
   bool connected() const;
+  // Whether the servers are those of `addresses`, each connected.
+  bool Serves(const std::vector<std::string>& addresses) const;
+  // The connection `peer` broke: a server there is gone, even if a new one comes at its address.
+  void Lost(PeerId peer);
 
   // Shows every server `token`, so that this worker's connection speaks for `rank`; waits up to
   // BYTEPS_TIMEOUT for every answer.
@@ -49,6 +55,7 @@ class ServerLinks {
   std::vector<std::string> addresses_;
   std::vector<PeerId> peers_;
   std::vector<bool> on_this_host_;
+  std::vector<bool> lost_;  // by server rank
   std::vector<std::unique_ptr<OneShot<Status>>> identified_;  // by server rank: its answer to IDENTIFY
 };
 

@@ -9,6 +9,12 @@ namespace bps {
 
 void SharedPushes::SetServers(std::vector<std::string> names, std::vector<bool> on_this_host) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (names != names_) {
+    // The servers changed (an elastic job): ranks name other servers now. The old views stay mapped.
+    for (Arena& arena : arenas_) retired_.push_back(std::move(arena));
+    arenas_.clear();
+    next_receive_.clear();
+  }
   arenas_.resize(names.size());
   names_ = std::move(names);
   on_this_host_ = std::move(on_this_host);

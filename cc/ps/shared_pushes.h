@@ -54,6 +54,7 @@ class SharedPushes {
   std::vector<std::string> names_;
   std::vector<bool> on_this_host_;
   std::vector<Arena> arenas_;  // by server rank
+  std::vector<Arena> retired_;  // of servers an elastic job no longer has, or that changed rank
   // key -> arena offset of this worker's next push, from the key's last reply. A key lives on one server,
   // and this process is its only pusher on this host (a per-machine key has one per machine).
   std::map<uint64_t, uint64_t> next_receive_;

@@ -77,8 +77,9 @@ Status WorkerLifecycle::TakeBook(const AddressBook& book) {
   num_workers_ = book.num_workers;
   generation_ = book.generation;
   slice_bytes_ = book.slice_bytes;
-  if (!servers_->connected()) {
-    // The first generation: later ones keep the same servers, and this worker takes a new place among workers.
+  if (!servers_->Serves(book.servers)) {
+    // The first generation, or an elastic job's servers changed; otherwise a generation keeps the same
+    // servers, and this worker takes a new place among workers.
     BPS_RETURN_IF_ERROR(servers_->Connect(book.servers));
     shared_->SetServers(servers_->Names(), servers_->OnThisHost());
   }
@@ -95,8 +96,8 @@ bool WorkerLifecycle::TakeJoinedRunning() {
 bool WorkerLifecycle::rejoinable() {
   std::unique_lock<std::mutex> lock(mu_);
   if (!config_.elastic() || requests_->failure().ok()) return false;
-  // A worker that was stopped loses every connection, the scheduler's among them; a lost server ends the
-  // job (the scheduler says so). Give the other news a moment to arrive.
+  // A worker that was stopped loses every connection, the scheduler's among them; a lost last server ends
+  // the job (the scheduler says so). Give the other news a moment to arrive.
   changed_.wait_for(lock, std::chrono::seconds(2), [this] { return aborted_ || lost_scheduler_; });
   return lost_scheduler_ && lost_scheduler_while_stopped_ && !aborted_;
 }
@@ -185,7 +186,16 @@ void WorkerLifecycle::OnPeerLost(PeerId peer, const Status& why) {
     changed_.notify_all();
   }
   Status lost = Unavailable("lost " + who + ": it exited or its connection broke (" + why.message() + ")");
-  Fail(lost);
+  if (config_.elastic() && peer != scheduler_) {
+    // An elastic job goes on without a lost server while another is left (the scheduler says which): this
+    // generation is over. One of an earlier generation's servers had no part in this one.
+    if (servers_->ServerAt(peer)) {
+      servers_->Lost(peer);
+      BreakGeneration(Aborted("the job's servers changed: " + lost.message()));
+    }
+  } else {
+    Fail(lost);
+  }
   requests_->FailAll(lost, peer);  // what the lost connection was still carrying, now that it carries nothing
 }
 

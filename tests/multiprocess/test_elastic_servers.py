@@ -1,0 +1,81 @@
+"""Elastic jobs that lose a server (docs/elastic.md): with two servers, a server killed or frozen while the job
+trains is dropped, the workers go on at the same step with the other, and the server bpslaunch starts again
+is taken back at the next commit; the results are those of a job that lost nothing."""
+
+import os
+import re
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from testing.elastic_jobs import ElasticJob
+
+SURVIVORS_NEXT_STEP_S = 5
+SUMS_END = r"\[worker (\d)\] rank (\d): model (\w+) after (\d+) steps with (\d) workers"
+
+
+def expected_model_digest(steps, workers):
+    """tests/workers/elastic_sums.py's model after `steps` steps of `workers` workers throughout."""
+    import hashlib
+    elements = 20_000
+    model = np.zeros(elements, np.float64)
+    for step in range(steps):
+        total = np.full(elements, sum((r + 1 + step) % 7 for r in range(workers)), np.float64)
+        model += total / workers
+    return hashlib.sha256(model.tobytes()).hexdigest()[:16]
+
+
+def wait_for_output(job, pattern, after=0, timeout=60):
+    """The first match of `pattern` in the job's output past character `after`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = re.compile(pattern).search(job.output(), after)
+        if found:
+            return found
+        if job.launcher.poll() is not None:
+            break
+        time.sleep(0.05)
+    raise AssertionError(f"no {pattern!r} in the job's output within {timeout} s\n{job.output()[-4000:]}")
+
+
+def survivors_next_step(job, since, workers=(0, 1)):
+    delays = [job.wait_for_step(w, lambda s: s[0] > since, timeout=60)[0] - since for w in workers]
+    assert max(delays) < SURVIVORS_NEXT_STEP_S, f"the workers' next steps {delays} s after\n{job.output()[-4000:]}"
+    return max(delays)
+
+
+def assert_sums_job_ended_as_if_nothing_happened(code, out, steps):
+    assert "WRONG SUM" not in out, out[-4000:]
+    assert code == 0, out[-4000:]
+    ends = re.findall(SUMS_END, out)
+    assert sorted(int(e[0]) for e in ends) == [0, 1], out[-4000:]
+    assert {e[2] for e in ends} == {expected_model_digest(steps, 2)}, ends
+    assert all(int(e[3]) == steps and int(e[4]) == 2 for e in ends), ends
+
+
+@pytest.mark.timeout(240)
+def test_a_killed_server_is_dropped_restarted_and_taken_back_and_every_sum_stays_exact():
+    """kill -9 of one of 2 servers: both workers complete a step within 5 s, the job goes on with one server,
+    the server started again is back at the next commit, no sum of any dtype is wrong and the model is that
+    of a job that lost nothing."""
+    steps = 400
+    with ElasticJob("elastic_sums.py", [steps, "{log_dir}", 0.02], workers=2, servers=2, min_workers=1,
+                    max_workers=2, max_restarts=1) as job:
+        for worker in range(2):
+            job.wait_for_step(worker, lambda s: s[1] >= 20, timeout=60)
+        servers = job.role_pids("server")
+        assert len(servers) == 2, servers
+        mark = len(job.output())
+        killed_at = time.time()
+        os.kill(servers[1], signal.SIGKILL)
+        delay = survivors_next_step(job, killed_at)
+        wait_for_output(job, r"generation \d+ started: 2 workers, 1 servers", mark)
+        back = wait_for_output(job, r"generation \d+ started: 2 workers, 2 servers", mark)
+        code, out = job.wait(timeout=180)
+    assert_sums_job_ended_as_if_nothing_happened(code, out, steps)
+    assert re.search(r"\[scheduler\] .*generation \d+ broke: server \d \(.*\) exited or lost its connection", out), \
+        out[-4000:]
+    assert re.search(r"server \d was killed by SIGKILL; starting it again \(restart 1 of 1\)", out), out[-4000:]
+    print(f"killed server: the workers' next step {delay:.2f} s after the kill; back in at {back.group(0)!r}")
