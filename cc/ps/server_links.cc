@@ -29,6 +29,9 @@ Status ServerLinks::Connect(const std::vector<std::string>& addresses) {
   }
   auto mine = AdvertisedHost(config_);
   std::lock_guard<std::mutex> lock(mu_);
+  for (PeerId old : peers_) {
+    if (std::find(peers.begin(), peers.end(), old) == peers.end()) retired_.insert(old);
+  }
   addresses_ = addresses;
   peers_ = std::move(peers);
   lost_.assign(peers_.size(), false);
@@ -44,6 +47,11 @@ bool ServerLinks::Serves(const std::vector<std::string>& addresses) const {
   std::lock_guard<std::mutex> lock(mu_);
   return addresses == addresses_ && peers_.size() == addresses.size() &&
          std::find(lost_.begin(), lost_.end(), true) == lost_.end();
+}
+
+bool ServerLinks::Retired(PeerId peer) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return retired_.count(peer) > 0;
 }
 
 void ServerLinks::Lost(PeerId peer) {

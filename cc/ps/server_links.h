@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,8 @@ class ServerLinks {
   bool Serves(const std::vector<std::string>& addresses) const;
   // The connection `peer` broke: a server there is gone, even if a new one comes at its address.
   void Lost(PeerId peer);
+  // Whether `peer` was the connection to a server of an earlier generation, which this one no longer has.
+  bool Retired(PeerId peer) const;
 
   // Shows every server `token`, so that this worker's connection speaks for `rank`; waits up to
   // BYTEPS_TIMEOUT for every answer.
@@ -56,6 +59,7 @@ class ServerLinks {
   std::vector<PeerId> peers_;
   std::vector<bool> on_this_host_;
   std::vector<bool> lost_;  // by server rank
+  std::set<PeerId> retired_;
   std::vector<std::unique_ptr<OneShot<Status>>> identified_;  // by server rank: its answer to IDENTIFY
 };
 

@@ -186,13 +186,13 @@ void WorkerLifecycle::OnPeerLost(PeerId peer, const Status& why) {
     changed_.notify_all();
   }
   Status lost = Unavailable("lost " + who + ": it exited or its connection broke (" + why.message() + ")");
-  if (config_.elastic() && peer != scheduler_) {
+  if (config_.elastic() && servers_->ServerAt(peer)) {
     // An elastic job goes on without a lost server while another is left (the scheduler says which): this
-    // generation is over. One of an earlier generation's servers had no part in this one.
-    if (servers_->ServerAt(peer)) {
-      servers_->Lost(peer);
-      BreakGeneration(Aborted("the job's servers changed: " + lost.message()));
-    }
+    // generation is over.
+    servers_->Lost(peer);
+    BreakGeneration(Aborted("the job's servers changed: " + lost.message()));
+  } else if (servers_->Retired(peer)) {
+    // A server of an earlier generation: it had no part in this one.
   } else {
     Fail(lost);
   }
