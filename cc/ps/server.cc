@@ -320,9 +320,13 @@ void Server::HandlePush(PeerId from, const Message& m, void* payload) {
   const uint64_t key = m.key;
   const bool zeros = m.zeros;
   auto sum = [this, key, entry, zeros, pull] { SumPush(key, entry, pull.rank, zeros, pull); };
-  // A small push is summed here, on the transport's thread, when its summing thread is idle: waking that
-  // thread would cost more than the sum. A large one goes to the summing thread, so reading goes on.
-  if (entry->round->wire_bytes() <= kSumHereBytes) return SumThreadFor(key).RunHereOrPost(std::move(sum));
+  // A small push, or one that is the whole sum (one worker), is summed here, on the transport's thread, when
+  // its summing thread is idle: waking that thread would cost more than the sum. A large push with others to
+  // add goes to the summing thread, so reading goes on meanwhile.
+  const KeyRound& round = *entry->round;
+  if (round.wire_bytes() <= kSumHereBytes || round.num_workers() == 1) {
+    return SumThreadFor(key).RunHereOrPost(std::move(sum));
+  }
   SumThreadFor(key).Post(std::move(sum));
 }
 
