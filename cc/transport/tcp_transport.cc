@@ -314,8 +314,9 @@ void TcpTransport::Send(PeerId to, std::string header, const void* payload, size
     dirty_.insert(c);
   };
   // A reply sent from a message handler (on this thread) is queued at once and written with the others
-  // after the current reads.
-  if (loop_.on_thread()) return queue();
+  // after the current reads. A send that fails is answered later, as from any thread: the caller may hold
+  // a lock its callback takes.
+  if (loop_.on_thread() && peers_.count(to)) return queue();
   loop_.Post(std::move(queue));
 }
 
