@@ -12,6 +12,9 @@
 
 namespace bps {
 
+// Pushes of up to this many bytes are summed on the transport's thread when they can be (HandlePush).
+constexpr size_t kSumHereBytes = 64 << 10;
+
 Server::Server(const Config& config, Transport* transport)
     : config_(config),
       transport_(transport),
@@ -330,7 +333,15 @@ void Server::HandlePush(PeerId from, const Message& m, void* payload) {
   if (!error.ok()) return settler_.ReplyError(pull, m.key, error);
   const uint64_t key = m.key;
   const bool zeros = m.zeros;
-  SumThreadFor(key).Post([this, key, entry, zeros, pull] { SumPush(key, entry, pull.rank, zeros, pull); });
+  auto sum = [this, key, entry, zeros, pull] { SumPush(key, entry, pull.rank, zeros, pull); };
+  // A small push, or one that is the whole sum (one worker), is summed here, on the transport's thread, when
+  // its summing thread is idle: waking that thread would cost more than the sum. A large push with others to
+  // add goes to the summing thread, so reading goes on meanwhile.
+  const KeyRound& round = *entry->round;
+  if (round.wire_bytes() <= kSumHereBytes || round.num_workers() == 1) {
+    return SumThreadFor(key).RunHereOrPost(std::move(sum));
+  }
+  SumThreadFor(key).Post(std::move(sum));
 }
 
 void Server::HandleFetch(PeerId from, const Message& m) {

@@ -60,10 +60,21 @@ void EventLoop::Rewatch(int fd, bool writes) {
 void EventLoop::Unwatch(int fd) { epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr); }
 
 int EventLoop::Wait(epoll_event* events, int max, int timeout_ms) {
+  // From here on Post rings: work posted before this store is seen by the check below, work posted after
+  // it by a ring (both sides use sequentially consistent atomics; posted_ is read under its mutex).
+  sleeping_.store(true);
+  if (!nothing_posted()) timeout_ms = 0;
   const int n = epoll_wait(epoll_fd_, events, max, timeout_ms);
+  sleeping_.store(false);
   int ready = 0;
   for (int i = 0; i < n; ++i) {
-    if (events[i].data.fd != wake_fd_) events[ready++] = events[i];  // posted work runs at the top of a turn
+    if (events[i].data.fd != wake_fd_) {
+      events[ready++] = events[i];
+      continue;
+    }
+    uint64_t drained;  // posted work runs at the top of a turn
+    ssize_t unused = read(wake_fd_, &drained, sizeof(drained));
+    (void)unused;
   }
   return ready;
 }
@@ -73,6 +84,7 @@ void EventLoop::Post(std::function<void()> fn) {
     std::lock_guard<std::mutex> lock(mu_);
     posted_.push_back(std::move(fn));
   }
+  if (!sleeping_.exchange(false)) return;  // the thread is busy and runs it at the top of its next turn
   uint64_t one = 1;
   ssize_t unused = write(wake_fd_, &one, sizeof(one));
   (void)unused;  // the counter cannot overflow in practice; a missed wake-up costs one poll timeout
@@ -90,9 +102,6 @@ Status EventLoop::RunOnThread(std::function<Status()> fn) {
 }
 
 void EventLoop::RunPosted() {
-  uint64_t drained;
-  ssize_t unused = read(wake_fd_, &drained, sizeof(drained));
-  (void)unused;  // nothing to drain is fine
   std::deque<std::function<void()>> batch;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -1,6 +1,7 @@
 // A transport's one thread, shared by the TCP and UCX transports. The thread owns the transport's state
 // (sockets, UCX's worker), so none of it is locked: other threads post work to it. It sleeps in epoll on
-// the file descriptors the transport watches and on an eventfd that posted work rings.
+// the file descriptors the transport watches and on an eventfd that posted work rings, only while the
+// thread sleeps: work posted to a busy thread costs no system call.
 #pragma once
 
 #include <sys/epoll.h>
@@ -57,6 +58,7 @@ class EventLoop {
 
   // The transport's state belongs to the thread; a call from elsewhere is a bug.
   void AssertOnThread() const;
+  bool on_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
 
  private:
   const std::string owner_;
@@ -65,6 +67,7 @@ class EventLoop {
   std::thread thread_;
   std::atomic<bool> exit_{false};
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> sleeping_{false};  // the thread is in (or entering) epoll_wait: Post rings wake_fd_
   std::mutex mu_;  // guards posted_
   std::deque<std::function<void()>> posted_;
 };

@@ -43,6 +43,7 @@ Status FrameReader::Consume(Sink& sink) {
         if (header_.size() < header_bytes_) return Status::OK();
         if (payload_bytes_ == 0) {
           stage_ = Stage::kPrefix;
+          expect_large_ = false;
           sink.Frame(header_, nullptr, 0);
           break;
         }
@@ -58,6 +59,7 @@ Status FrameReader::Consume(Sink& sink) {
         payload_done_ += take;
         if (payload_done_ < payload_bytes_) return Status::OK();
         stage_ = Stage::kPrefix;
+        expect_large_ = payload_bytes_ >= kLargePayloadBytes;
         sink.Frame(header_, destination_, payload_bytes_);
         break;
       }
@@ -83,6 +85,20 @@ Status FrameReader::Feed(const char* data, size_t length, Sink& sink) {
   return Status::OK();
 }
 
+size_t FrameReader::ReadLimit() const {
+  const size_t room = buffer_.size() - end_;
+  if (!expect_large_) return room;
+  switch (stage_) {
+    case Stage::kPrefix:  // the last frame's header length stands in for this one's, still unknown
+      return std::min(room, kFramePrefixBytes + std::max<size_t>(header_.size(), 1) - buffered());
+    case Stage::kHeader:
+      return std::min(room, header_bytes_ - header_.size() - buffered());
+    case Stage::kPayload:
+      return room;
+  }
+  return room;
+}
+
 Status FrameReader::ReadFrom(int fd, Sink& sink, size_t budget) {
   size_t total = 0;
   while (total < budget) {
@@ -98,7 +114,7 @@ Status FrameReader::ReadFrom(int fd, Sink& sink, size_t budget) {
       }
     }
     auto n = direct ? ReceiveSome(fd, destination_ + payload_done_, static_cast<size_t>(payload_bytes_ - payload_done_))
-                    : ReceiveSome(fd, &buffer_[end_], buffer_.size() - end_);
+                    : ReceiveSome(fd, &buffer_[end_], ReadLimit());
     if (!n.ok()) return n.status();
     if (n.value() == 0) break;  // nothing more now
     if (direct) {

@@ -47,11 +47,18 @@ class FrameReader {
 
  private:
   static constexpr size_t kBufferBytes = 64 << 10;
+  // After a payload of at least this many bytes, a read stops at the end of the next frame's header
+  // (guessed as long as the last one), so that the next payload, likely as large, is received straight
+  // into its destination instead of into the buffer and copied from there. Smaller frames are read many
+  // per call.
+  static constexpr uint64_t kLargePayloadBytes = 16 << 10;
   enum class Stage { kPrefix, kHeader, kPayload };
 
   size_t buffered() const { return end_ - begin_; }
   // Parses as much of the buffer as forms frames.
   Status Consume(Sink& sink);
+  // How many bytes the next read into the buffer may take.
+  size_t ReadLimit() const;
 
   std::vector<char> buffer_;
   size_t begin_ = 0, end_ = 0;
@@ -61,6 +68,7 @@ class FrameReader {
   std::string header_;
   char* destination_ = nullptr;  // null while a payload is being dropped
   uint64_t payload_done_ = 0;
+  bool expect_large_ = false;  // the last payload was large
 };
 
 class FrameWriter {

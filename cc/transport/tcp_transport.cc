@@ -302,7 +302,7 @@ void TcpTransport::Send(PeerId to, std::string header, const void* payload, size
     if (on_sent) on_sent(Aborted("transport is shut down"));
     return;
   }
-  loop_.Post([this, to, header = std::move(header), payload, length, on_sent = std::move(on_sent)]() mutable {
+  auto queue = [this, to, header = std::move(header), payload, length, on_sent = std::move(on_sent)]() mutable {
     auto it = peers_.find(to);
     if (it == peers_.end()) {
       if (on_sent) on_sent(Unavailable("connection to " + PeerName(to) + " is closed"));
@@ -312,7 +312,12 @@ void TcpTransport::Send(PeerId to, std::string header, const void* payload, size
     c->writer.Queue(header, payload, length, std::move(on_sent));
     c->last_queued = NowSeconds();
     dirty_.insert(c);
-  });
+  };
+  // A reply sent from a message handler (on this thread) is queued at once and written with the others
+  // after the current reads. A send that fails is answered later, as from any thread: the caller may hold
+  // a lock its callback takes.
+  if (loop_.on_thread() && peers_.count(to)) return queue();
+  loop_.Post(std::move(queue));
 }
 
 void TcpTransport::Flush(Connection* c) {

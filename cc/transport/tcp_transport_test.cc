@@ -19,6 +19,7 @@
 
 #include "cc/common/clock.h"
 #include "cc/transport/address.h"
+#include "cc/transport/stream_frames.h"
 #include "cc/transport/tcp_frames.h"
 #include "cc/transport/handshake.h"
 
@@ -331,6 +332,50 @@ TEST(FrameReaderTest, FramesSplitAtEveryByteArriveWhole) {
   EXPECT_EQ(frames.headers, (std::vector<std::string>{"one", "two", "drop"}));
   EXPECT_EQ(frames.arrived, (std::vector<bool>{false, true, false}));
   EXPECT_EQ(std::string(frames.payloads[0].begin(), frames.payloads[0].end()), payload);
+}
+
+// After a large payload a read stops where the next header should end, guessing its length from the last
+// one: headers shorter and longer than the guess, small frames between large ones, and dropped payloads all
+// arrive whole and in order through a socket.
+TEST(FrameReaderTest, LargeAndSmallFramesCrossASocketWhole) {
+  std::vector<std::pair<std::string, std::string>> sent;  // header, payload
+  for (int i = 0; i < 40; ++i) {
+    const size_t bytes = i % 5 == 4 ? 100 : (i % 7 == 0 ? 0 : 70000 + 997 * i);
+    std::string payload(bytes, '\0');
+    for (size_t b = 0; b < bytes; ++b) payload[b] = static_cast<char>('a' + (b * 31 + i) % 26);
+    sent.emplace_back(i % 9 == 3 ? "drop" : std::string(1 + (i * 13) % 40, static_cast<char>('A' + i % 26)), payload);
+  }
+  std::string stream;
+  for (const auto& frame : sent) stream += FramePrefix(frame.first.size(), frame.second.size()) + frame.first + frame.second;
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  ASSERT_EQ(fcntl(fds[0], F_SETFL, O_NONBLOCK), 0);
+  std::thread writer([&] {
+    for (size_t at = 0; at < stream.size(); at += 30000) {  // in pieces, so that reads find partial frames
+      ASSERT_TRUE(SendAll(fds[1], stream.substr(at, 30000), "test stream").ok());
+    }
+  });
+  FrameReader reader;
+  Frames frames;
+  for (int turns = 0; frames.headers.size() < sent.size() && turns < 100000; ++turns) {
+    pollfd p{fds[0], POLLIN, 0};
+    poll(&p, 1, 1000);
+    ASSERT_TRUE(reader.ReadFrom(fds[0], frames).ok());
+  }
+  writer.join();
+  close(fds[0]);
+  close(fds[1]);
+  ASSERT_EQ(frames.headers.size(), sent.size());
+  size_t kept = 0;
+  for (size_t i = 0; i < sent.size(); ++i) {
+    EXPECT_EQ(frames.headers[i], sent[i].first);
+    const bool has_payload = !sent[i].second.empty() && sent[i].first != "drop";
+    EXPECT_EQ(frames.arrived[i], has_payload) << "frame " << i;
+    if (!has_payload) continue;
+    EXPECT_TRUE(std::string(frames.payloads[kept].begin(), frames.payloads[kept].end()) == sent[i].second)
+        << "payload of frame " << i;
+    ++kept;
+  }
 }
 
 TEST(FrameReaderTest, LengthsBeyondTheLimitsEndTheStream) {
