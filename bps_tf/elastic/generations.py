@@ -52,8 +52,14 @@ def is_elastic():
 
 
 def workers_waiting():
-    """How many workers wait to join at the next generation, as this worker last heard."""
+    """How many workers (or servers, taking a lost one's place) wait to join at the next generation, as this
+    worker last heard."""
     return int(_core.elastic_state()["workers_waiting"])
+
+
+def servers():
+    """How many servers this generation has (an elastic job goes on with fewer when one is lost)."""
+    return int(_core.elastic_state()["servers"])
 
 
 def collectives_are_local():

@@ -217,6 +217,7 @@ PYBIND11_MODULE(_core, m) {
     result["elastic"] = state.elastic;
     result["generation"] = state.generation;
     result["workers_waiting"] = state.workers_waiting;
+    result["servers"] = state.servers;
     result["membership_changed"] = state.membership_changed;
     result["local_collectives"] = state.local_collectives;
     return result;

@@ -191,6 +191,7 @@ ElasticState ProcessElasticState() {
   }
   state.generation = client->generation();
   state.workers_waiting = client->workers_waiting();
+  state.servers = client->num_servers();
   state.membership_changed =
       state.elastic && (!client->generation_failure().ok() || (!client->failure().ok() && client->rejoinable()));
   return state;

@@ -35,7 +35,8 @@ Status LeaveJob();
 struct ElasticState {
   bool elastic = false;
   int generation = 0;
-  int workers_waiting = 0;  // waiting to join the next generation, as the scheduler last said
+  int workers_waiting = 0;  // workers and servers waiting to join the next generation, as the scheduler last said
+  int servers = 0;          // this generation's servers
   // The generation broke (a worker was lost), or this worker was removed from the job and may join it
   // again: a failure the elastic API recovers from, by init() again.
   bool membership_changed = false;

@@ -79,3 +79,33 @@ def test_a_killed_server_is_dropped_restarted_and_taken_back_and_every_sum_stays
         out[-4000:]
     assert re.search(r"server \d was killed by SIGKILL; starting it again \(restart 1 of 1\)", out), out[-4000:]
     print(f"killed server: the workers' next step {delay:.2f} s after the kill; back in at {back.group(0)!r}")
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("api", ["hvd", "strategy"])
+@pytest.mark.parametrize("legacy_keras", [0, 1], ids=["keras3", "tf_keras"])
+def test_a_server_killed_mid_epoch_is_replaced_and_keras_training_ends_alike(api, legacy_keras):
+    """kill -9 of one of 2 servers in the middle of an epoch of Keras fit: both workers complete a step within
+    5 s, the server started again is taken back, both workers end with identical weights and the test accuracy
+    is no more than a point below the same training uninterrupted."""
+    with ElasticJob("elastic_keras.py", [api, "{log_dir}", 12, "await_rejoin"], workers=2, servers=2, min_workers=2, max_workers=2,
+                    max_restarts=1, TF_USE_LEGACY_KERAS=legacy_keras) as job:
+        job.wait_for_step(1, lambda s: s[1] == 3 and 3 <= s[2] <= 8)  # epoch 3, mid-way
+        mark = len(job.output())
+        killed_at = time.time()
+        os.kill(job.role_pids("server")[1], signal.SIGKILL)
+        delay = survivors_next_step(job, killed_at)
+        wait_for_output(job, r"generation \d+ started: 2 workers, 2 servers", mark, timeout=120)
+        code, out = job.wait(timeout=240)
+    assert code == 0, out[-6000:]
+    assert re.search(r"server \d was killed by SIGKILL; starting it again", out), out[-4000:]
+    ends = re.findall(r"rank (\d): weights (\w+) accuracy ([0-9.]+) epochs (\d+) size (\d)", out)
+    assert sorted(int(e[0]) for e in ends) == [0, 1], out[-4000:]
+    assert len({e[1] for e in ends}) == 1, f"weights differ: {ends}"
+    assert all(e[3] == "12" and e[4] == "2" for e in ends), ends
+    reference = float(re.search(r"rank 0: uninterrupted accuracy ([0-9.]+)", out).group(1))
+    # After the reset fit starts the interrupted epoch's data again (as Horovod's elastic Keras does): the run
+    # trains a little more than the reference and may end ahead of it, never more than a point behind.
+    assert float(ends[0][2]) >= reference - 0.01, (ends, reference)
+    print(f"{api}, keras {'2' if legacy_keras else '3'}: the workers' next step {delay:.2f} s after the server "
+          f"was killed; accuracy {ends[0][2]} against {reference:.4f} uninterrupted")

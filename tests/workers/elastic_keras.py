@@ -15,9 +15,10 @@ restarted one imports TensorFlow on the same cores.
 With GLOBAL_BATCH (an argument "global_batch=N"), the strategy's global batch is N instead of 32 per first
 worker: 32 over 4 workers is 8 each, over 3 workers 11, 11 and 10.
 
-With AWAIT_REJOIN (an argument "await_rejoin"), a worker of a generation smaller than the first does not
-start epoch 2 or later until it has heard that a worker waits to join: the restarted worker then always joins
-before the survivors could finish, however slowly it starts (it imports TensorFlow on the same cores).
+With AWAIT_REJOIN (an argument "await_rejoin"), a worker of a generation with fewer workers or servers than the
+first does not start epoch 2 or later until it has heard that a worker or server waits to join: the restarted
+one then always joins before the survivors could finish, however slowly it starts (a worker imports TensorFlow
+on the same cores).
 
 Usage: elastic_keras.py hvd|strategy LOG_DIR [EPOCHS (20)] [hold] [global_batch=N] [await_rejoin]. Keras 3, or tf-keras with
 TF_USE_LEGACY_KERAS=1."""
@@ -34,7 +35,7 @@ import tensorflow as tf
 
 import bps_tf.keras as hvd
 from bps_tf import BytePSStrategy, process
-from bps_tf.elastic.generations import workers_waiting
+from bps_tf.elastic.generations import servers, workers_waiting
 from testing.digits import fingerprint, load
 
 keras = tf.keras
@@ -109,15 +110,18 @@ def hold_ready_reports(release, timeout_s=120):
 
 
 class AwaitRejoin(keras.callbacks.Callback):
-    """In a generation smaller than the first, from epoch 2 on, each batch waits (at most `timeout_s`) until
-    this worker has heard that a worker waits to join; the next commit then takes it in."""
+    """In a generation with fewer workers or servers than the first, from epoch 2 on, each batch waits (at most
+    `timeout_s`) until this worker has heard that a worker or server waits to join; the next commit then takes
+    it in."""
 
-    def __init__(self, state, first_size, timeout_s=120):
+    def __init__(self, state, first_size, first_servers, timeout_s=120):
         super().__init__()
-        self.state, self.first_size, self.timeout_s = state, first_size, timeout_s
+        self.state, self.first_size, self.first_servers = state, first_size, first_servers
+        self.timeout_s = timeout_s
 
     def on_train_batch_begin(self, batch, logs=None):
-        if hvd.size() >= self.first_size or self.state.epoch < 2:
+        whole = hvd.size() >= self.first_size and servers() >= self.first_servers
+        if whole or self.state.epoch < 2:
             return
         deadline = time.monotonic() + self.timeout_s
         while workers_waiting() == 0:
@@ -132,7 +136,7 @@ def main():
     epochs = int(sys.argv[3]) if len(sys.argv) > 3 else 20
     worker_id = os.environ["DMLC_WORKER_ID"]
     hvd.init()
-    first_size = hvd.size()
+    first_size, first_servers = hvd.size(), servers()
     options = sys.argv[4:]
     if "hold" in options:
         hold_ready_reports(log_dir / "release")
@@ -170,7 +174,7 @@ def main():
                  StepLog(log_dir / f"steps.{worker_id}", state),
                  hvd.elastic.CommitStateCallback(state, batches_per_commit=1)]
     if "await_rejoin" in options:
-        callbacks.insert(0, AwaitRejoin(state, first_size))
+        callbacks.insert(0, AwaitRejoin(state, first_size, first_servers))
 
     @hvd.elastic.run
     def train(state):
