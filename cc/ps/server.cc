@@ -430,7 +430,12 @@ void Server::OnPeerLost(PeerId peer, const Status& why) {
   // A worker that dies is reported by the scheduler (ABORT); a worker that finished may close before our
   // SHUTDOWN arrives. So only the scheduler's loss ends a server.
   if (peer == scheduler_) {
-    Finish(Unavailable("lost the connection to the scheduler (" + why.message() + ")"));
+    std::string lost = "lost the connection to the scheduler (" + why.message() + ")";
+    if (config_.elastic() && stop_watch_.JustStopped(NowSeconds())) {
+      lost += "; this server was stopped longer than BYTEPS_TIMEOUT, and an elastic job goes on without a "
+              "server it does not hear from: a server started again (bpslaunch --max-restarts) takes its place";
+    }
+    Finish(Unavailable(lost));
     return;
   }
   std::lock_guard<std::mutex> lock(keys_mu_);

@@ -26,6 +26,7 @@
 #include "cc/common/logging.h"
 #include "cc/common/one_shot.h"
 #include "cc/common/shared_arena.h"
+#include "cc/common/stopped_process_watch.h"
 #include "cc/common/work_thread.h"
 #include "cc/ps/key_round.h"
 #include "cc/ps/message.h"
@@ -93,6 +94,7 @@ class Server : public MessageHandler {
   PeerId scheduler_ = -1;
   OneShot<Message> address_book_;
   std::atomic<bool> join_pending_{false};  // registered while an elastic job ran: taken at its next generation
+  StoppedProcessWatch stop_watch_{config_.timeout_s};  // tells a server woken from SIGSTOP why it was dropped
   OneShot<Status> finished_;
   std::unique_ptr<SharedArena> arena_;  // null without workers on this host; made by the first book
 

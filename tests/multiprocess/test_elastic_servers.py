@@ -109,3 +109,59 @@ def test_a_server_killed_mid_epoch_is_replaced_and_keras_training_ends_alike(api
     assert float(ends[0][2]) >= reference - 0.01, (ends, reference)
     print(f"{api}, keras {'2' if legacy_keras else '3'}: the workers' next step {delay:.2f} s after the server "
           f"was killed; accuracy {ends[0][2]} against {reference:.4f} uninterrupted")
+
+
+FROZEN_TIMEOUT_S = 6
+
+
+@pytest.mark.timeout(240)
+def test_a_frozen_server_is_dropped_after_the_timeout_and_woken_it_leaves_and_is_replaced():
+    """SIGSTOP of one of 2 servers (BYTEPS_TIMEOUT=6): the workers go on with the other once the timeout passed;
+    SIGCONT: the server learns the job went on without it and exits saying so, bpslaunch starts it again and it
+    is taken back; every sum exact, the model that of a job that lost nothing."""
+    steps = 500
+    with ElasticJob("elastic_sums.py", [steps, "{log_dir}", 0.02], workers=2, servers=2, min_workers=1,
+                    max_workers=2, max_restarts=1, BYTEPS_TIMEOUT=FROZEN_TIMEOUT_S) as job:
+        for worker in range(2):
+            job.wait_for_step(worker, lambda s: s[1] >= 20, timeout=60)
+        frozen = job.role_pids("server")[1]
+        mark = len(job.output())
+        frozen_at = time.time()
+        os.kill(frozen, signal.SIGSTOP)
+        wait_for_output(job, r"generation \d+ started: 2 workers, 1 servers", mark, timeout=30)
+        went_on = job.wait_for_step(0, lambda s: s[0] > frozen_at + FROZEN_TIMEOUT_S - 1, timeout=30)[0] - frozen_at
+        assert went_on < FROZEN_TIMEOUT_S + 3, went_on
+        mark = len(job.output())
+        os.kill(frozen, signal.SIGCONT)
+        wait_for_output(job, r"generation \d+ started: 2 workers, 2 servers", mark, timeout=60)
+        code, out = job.wait(timeout=180)
+    assert_sums_job_ended_as_if_nothing_happened(code, out, steps)
+    assert re.search(rf"\[scheduler\] .*generation \d+ broke: server \d \(.*\) exited or lost its connection \(no "
+                     rf"sign of life from .* for {FROZEN_TIMEOUT_S} s \(BYTEPS_TIMEOUT\)", out), out[-4000:]
+    assert re.search(r"\[server \d\] .*lost the connection to the scheduler .*this server was stopped longer than "
+                     r"BYTEPS_TIMEOUT, and an elastic job goes on without a server it does not hear from", out), \
+        out[-4000:]
+    restarted = re.findall(r"server \d [^;]*; starting it again", out)
+    assert restarted, out[-4000:]
+    print(f"frozen server: the workers went on {went_on:.2f} s after SIGSTOP (BYTEPS_TIMEOUT={FROZEN_TIMEOUT_S}); "
+          f"woken: {restarted}")
+
+
+@pytest.mark.timeout(120)
+def test_the_last_server_lost_fails_every_worker_within_seconds_saying_so():
+    """An elastic job of one server whose server is killed: every worker fails within seconds naming it, and
+    bpslaunch does not start it again (the job failed) but exits non-zero."""
+    with ElasticJob("elastic_sums.py", [100000, "{log_dir}", 0.02], workers=2, servers=1, min_workers=1,
+                    max_workers=2, max_restarts=1) as job:
+        for worker in range(2):
+            job.wait_for_step(worker, lambda s: s[1] >= 10, timeout=60)
+        killed_at = time.time()
+        os.kill(job.role_pids("server")[0], signal.SIGKILL)
+        code, out = job.wait(timeout=60)
+        ended_after = time.time() - killed_at
+    assert code != 0, out[-4000:]
+    assert ended_after < 10, ended_after
+    for worker in range(2):
+        assert re.search(rf"\[worker {worker}\] .*server 0 \(.*\) exited or lost its connection .* It was the job's "
+                         r"last server: an elastic job goes on while at least one server is left", out), out[-4000:]
+    assert "starting it again" not in out, out[-4000:]
