@@ -109,7 +109,9 @@ def communication_counters():
     local reduction and copies); `wait_seconds`, wall time with at least one of this worker's pushes held by a
     server for the other workers' pushes of the round; `bytes_pushed` and `bytes_pulled`, as they travel
     (encoded by the core's compression, over the network or a server's shared memory on this host);
-    `uncompressed_bytes_pushed`, what the same pushes would have been without the core's compression."""
+    `uncompressed_bytes_pushed`, what the same pushes would have been without the core's compression;
+    `messages_sent` and `messages_received`, the pushes to servers and their replies (several small partitions
+    fused into one push, and their one reply, count once)."""
     return _core.communication_counters()
 
 

@@ -32,6 +32,16 @@ void CommunicationCounters::Pulled(uint64_t bytes) {
   totals_.bytes_pulled += bytes;
 }
 
+void CommunicationCounters::MessageSent() {
+  std::lock_guard<std::mutex> lock(mu_);
+  totals_.messages_sent++;
+}
+
+void CommunicationCounters::MessageReceived() {
+  std::lock_guard<std::mutex> lock(mu_);
+  totals_.messages_received++;
+}
+
 CommunicationTotals CommunicationCounters::Totals() {
   std::lock_guard<std::mutex> lock(mu_);
   CommunicationTotals totals = totals_;

@@ -1,7 +1,7 @@
 // What this process's push_pulls have cost since it started, for per-step metrics
 // (bps_tf.numpy.communication_counters(), bps_tf.keras.callbacks.CommunicationMetrics): wall time spent in
 // push_pull, the part of it a server held this worker's pushes waiting for the other workers, and the bytes
-// pushed and pulled. Shared by the engine, the worker's client and the GPU path, like the timeline.
+// pushed and pulled, and the messages they took. Shared by the engine, the worker's client and the GPU path, like the timeline.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,9 @@ struct CommunicationTotals {
   uint64_t bytes_pushed = 0;     // as they travel (encoded when compressed), over the network or shared memory
   uint64_t bytes_pulled = 0;     // the sums received, likewise
   uint64_t uncompressed_bytes_pushed = 0;  // what the same pushes would have been without compression
+  // Messages to and from servers for push_pulls: a fused push (several partitions) and its reply count once.
+  uint64_t messages_sent = 0;
+  uint64_t messages_received = 0;
 };
 
 class CommunicationCounters {
@@ -29,6 +32,8 @@ class CommunicationCounters {
   void WaitEnded(double seconds);
   void Pushed(uint64_t bytes, uint64_t uncompressed_bytes);
   void Pulled(uint64_t bytes);
+  void MessageSent();
+  void MessageReceived();
 
   CommunicationTotals Totals();
 

@@ -27,7 +27,13 @@ void WorkerOperations::Declare(const TensorSpec& spec, DeclareDone done) {
 }
 
 void WorkerOperations::PushPull(const Partition& part, uint32_t round, Participant me, DataType dtype,
-                                const void* input, void* output, std::function<void()> on_sent, Done done) {
+                                const void* input, void* output, std::function<void()> on_sent, Done done,
+                                FusedPushes* fused) {
+  if (fused != nullptr) {
+    fused->pushes.push_back(
+        FusedPushes::Push{part, round, me, dtype, input, output, std::move(on_sent), std::move(done)});
+    return;
+  }
   SendPush(part, round, me, dtype, input, output, part.count * DataTypeSize(dtype), /*shareable=*/true,
            std::move(on_sent), std::move(done));
 }
@@ -82,7 +88,137 @@ void WorkerOperations::SendPush(const Partition& part, uint32_t round, Participa
     return;
   }
   CommunicationCounters::OfProcess().Pushed(bytes, input == nullptr ? 0 : part.count * DataTypeSize(dtype));
+  CommunicationCounters::OfProcess().MessageSent();
   SendOrFail(server, m, payload ? input : nullptr, payload ? bytes : 0, m.request_id, std::move(on_sent));
+}
+
+bool WorkerOperations::Fusable(const FusedPushes::Push& push) {
+  return push.part.count * DataTypeSize(push.dtype) < kFusedMessageBytes && !shared_->MayShare(push.part.server);
+}
+
+void WorkerOperations::SendFused(FusedPushes* fused) {
+  for (FusedPushes::Push& push : fused->pushes) {
+    if (!Fusable(push)) {
+      SendPush(push.part, push.round, push.me, push.dtype, push.input, push.output,
+               push.part.count * DataTypeSize(push.dtype), /*shareable=*/true, std::move(push.on_sent),
+               std::move(push.done));
+      continue;
+    }
+    // One small message per server on its way at a time: the pushes that become ready meanwhile wait for
+    // it and then leave together, as they would have queued behind it anyway.
+    const int server = push.part.server;
+    std::vector<FusedPushes::Push> now;
+    {
+      std::lock_guard<std::mutex> lock(small_mu_);
+      SmallQueue& queue = small_queues_[server];
+      queue.waiting.push_back(std::move(push));
+      if (!queue.sending) {
+        queue.sending = true;
+        now = TakeMessage(&queue);
+      }
+    }
+    if (!now.empty()) SendMany(server, std::move(now));
+  }
+  fused->pushes.clear();
+}
+
+std::vector<FusedPushes::Push> WorkerOperations::TakeMessage(SmallQueue* queue) {
+  std::vector<FusedPushes::Push> message;
+  size_t bytes = 0;
+  size_t taken = 0;
+  for (FusedPushes::Push& push : queue->waiting) {
+    const size_t more = push.input == nullptr ? 0 : push.part.count * DataTypeSize(push.dtype);
+    if (!message.empty() && (bytes + more > kFusedMessageBytes || message.size() == FusedBody::kMaxMembers)) break;
+    bytes += more;
+    message.push_back(std::move(push));
+    ++taken;
+  }
+  queue->waiting.erase(queue->waiting.begin(), queue->waiting.begin() + taken);
+  return message;
+}
+
+// The small message to `server` has left (or failed): what waited for it goes next.
+void WorkerOperations::SmallSent(int server) {
+  std::vector<FusedPushes::Push> next;
+  {
+    std::lock_guard<std::mutex> lock(small_mu_);
+    SmallQueue& queue = small_queues_[server];
+    if (queue.waiting.empty()) {
+      queue.sending = false;
+      return;
+    }
+    next = TakeMessage(&queue);
+  }
+  SendMany(server, std::move(next));
+}
+
+void WorkerOperations::SendMany(int server_rank, std::vector<FusedPushes::Push> pushes) {
+  Status failed = requests_->refusal();
+  if (!failed.ok()) {
+    for (FusedPushes::Push& push : pushes) {
+      if (push.on_sent) push.on_sent();
+      push.done(failed);
+    }
+    return SmallSent(server_rank);
+  }
+  const PeerId server = servers_->peer(server_rank);
+  auto payload = std::make_shared<std::string>();
+  auto on_sent = std::make_shared<std::vector<std::function<void()>>>();
+  auto ids = std::make_shared<std::vector<uint64_t>>();
+  FusedBody body;
+  for (FusedPushes::Push& push : pushes) {
+    const size_t bytes = push.input == nullptr ? 0 : push.part.count * DataTypeSize(push.dtype);
+    Request r;
+    r.done = std::move(push.done);
+    r.peer = server;
+    r.server = server_rank;
+    r.key = push.part.key;
+    r.source = push.input;
+    r.destination = push.output;
+    r.bytes = push.part.count * DataTypeSize(push.dtype);
+    r.sum = true;
+    r.what = "the sum of round " + std::to_string(push.round) + " from " + servers_->Name(server_rank) +
+             " (it answers once every worker has pushed)";
+    r.sending = bytes > 0;  // until the bytes are copied into the message
+    Message m;
+    m.type = MessageType::kPush;
+    m.sender = push.me.index;
+    m.participants = push.me.count;
+    m.key = push.part.key;
+    m.round = push.round;
+    m.dtype = push.dtype;
+    m.num_elements = push.part.count;
+    m.zeros = push.input == nullptr;
+    m.request_id = requests_->Track(std::move(r));
+    if (push.on_sent) on_sent->push_back(std::move(push.on_sent));
+    if (m.request_id == 0) continue;  // answered: the job or the generation failed
+    payload->append(static_cast<const char*>(push.input == nullptr ? "" : push.input), bytes);
+    requests_->Sent(m.request_id);
+    ids->push_back(m.request_id);
+    CommunicationCounters::OfProcess().Pushed(bytes, bytes);
+    body.members.push_back(FusedBody::Member{m, bytes});
+  }
+  if (body.members.empty()) {
+    for (auto& fn : *on_sent) fn();
+    return SmallSent(server_rank);
+  }
+  Message header;
+  header.type = MessageType::kPushMany;
+  header.sender = lifecycle_->rank();
+  header.text = body.Encode();
+  CommunicationCounters::OfProcess().MessageSent();
+  transport_->Send(server, header.Encode(), payload->empty() ? nullptr : payload->data(), payload->size(),
+                   [this, payload, on_sent, ids, server_rank](const Status& sent) {
+                     for (auto& fn : *on_sent) fn();
+                     if (!sent.ok()) {
+                       for (uint64_t id : *ids) {
+                         Message failed;
+                         failed.set_status(sent);
+                         Complete(-1, id, failed);
+                       }
+                     }
+                     SmallSent(server_rank);
+                   });
 }
 
 void WorkerOperations::Fetch(const Partition& part, uint32_t round, DataType dtype, void* output, Done done) {
@@ -172,6 +308,18 @@ void WorkerOperations::FailExpired() {
 
 void* WorkerOperations::ReplyDestination(PeerId from, const std::string& header, size_t length) {
   auto m = Message::Decode(header);
+  if (m.ok() && m.value().type == MessageType::kPullReplyMany) {
+    auto body = FusedBody::Decode(m.value().text, MessageType::kPullReply);
+    if (!body.ok() || body.value().payload_bytes() != length || length > (size_t(64) << 20)) return nullptr;
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    try {
+      std::vector<char>& inbox = fused_inboxes_[from];
+      inbox.resize(length);
+      return inbox.data();
+    } catch (const std::bad_alloc&) {
+      return nullptr;  // each member fails: its sum could not be received
+    }
+  }
   if (!m.ok() || m.value().type != MessageType::kPullReply) return nullptr;
   return requests_->ReceiveInto(m.value().request_id, from, length);
 }
@@ -181,10 +329,47 @@ void WorkerOperations::OnReply(PeerId from, Message& reply, void* payload, size_
       !reply.zeros && !reply.echo) {
     reply.set_status(Internal("the pulled data could not be received"));
   }
+  if (reply.type == MessageType::kPullReply) CommunicationCounters::OfProcess().MessageReceived();
   Complete(from, reply.request_id, reply);
 }
 
-void WorkerOperations::Complete(PeerId from, uint64_t request_id, const Message& reply) {
+void WorkerOperations::OnFusedReply(PeerId from, const Message& reply, void* payload) {
+  std::vector<char> inbox;
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    auto it = fused_inboxes_.find(from);
+    if (it != fused_inboxes_.end()) {
+      if (payload == it->second.data()) inbox.swap(it->second);
+      fused_inboxes_.erase(it);
+    }
+  }
+  CommunicationCounters::OfProcess().MessageReceived();
+  auto body = FusedBody::Decode(reply.text, MessageType::kPullReply);
+  if (!body.ok()) {
+    // Its requests cannot be told apart: they fail by the timeout (FailExpired).
+    BPS_LOG(Error) << "dropped a malformed PULL_REPLY_MANY: " << body.status().message();
+    return;
+  }
+  const bool received = body.value().payload_bytes() == 0 || (payload != nullptr && !inbox.empty());
+  const char* at = inbox.data();
+  for (FusedBody::Member& member : body.value().members) {
+    Message& one = member.header;
+    const char* sum = at;
+    at += member.payload_bytes;
+    if (one.status().ok() && !received && member.payload_bytes > 0) {
+      one.set_status(Internal("the pulled data could not be received"));
+    }
+    Complete(from, one.request_id, one, received ? sum : nullptr, member.payload_bytes);
+  }
+}
+
+void WorkerOperations::ForgetPeer(PeerId peer) {
+  std::lock_guard<std::mutex> lock(inbox_mu_);
+  fused_inboxes_.erase(peer);
+}
+
+void WorkerOperations::Complete(PeerId from, uint64_t request_id, const Message& reply, const char* fused_sum,
+                                size_t fused_bytes) {
   std::optional<Request> taken = requests_->Take(request_id, from);
   if (!taken) return;  // answered already (timeout or failure), or not from the peer it went to
   Request& r = *taken;
@@ -199,6 +384,14 @@ void WorkerOperations::Complete(PeerId from, uint64_t request_id, const Message&
   if (r.declare_done) {
     if (!status.ok()) return r.declare_done(status);
     return r.declare_done(PartitionPlan::Decode(reply.text));
+  }
+  if (status.ok() && fused_sum != nullptr && !reply.zeros && !reply.echo) {
+    if (fused_bytes != r.bytes) {
+      status = Internal("a fused reply carried " + std::to_string(fused_bytes) + " bytes for a sum of " +
+                        std::to_string(r.bytes));
+    } else if (r.bytes > 0) {
+      std::memcpy(r.destination, fused_sum, r.bytes);
+    }
   }
   if (status.ok()) status = shared_->TakeReply(r.server, r.key, reply, r.destination, r.bytes);
   if (!status.ok()) status = Status(status.code(), status.message() + " (while waiting for " + r.what + ")");

@@ -4,7 +4,10 @@
 #pragma once
 
 #include <functional>
+#include <map>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "cc/common/config.h"
 #include "cc/common/logging.h"
@@ -22,6 +25,22 @@ namespace bps {
 struct Participant {
   int index;
   int count;
+};
+
+// Pushes that became ready together, gathered so that those to one server leave as one message
+// (WorkerOperations::SendFused).
+struct FusedPushes {
+  struct Push {
+    Partition part;
+    uint32_t round;
+    Participant me;
+    DataType dtype;
+    const void* input;
+    void* output;
+    std::function<void()> on_sent;
+    std::function<void(const Status&)> done;
+  };
+  std::vector<Push> pushes;
 };
 
 class WorkerOperations {
@@ -42,9 +61,14 @@ class WorkerOperations {
   void Declare(const TensorSpec& spec, DeclareDone done);
   // Pushes `input` and receives the round's sum into `output` (which may be `input`). A null `input` is a
   // partition of zeros: only the header is sent. `on_sent` runs once `input` has left, `done` once the sum
-  // is in `output`.
+  // is in `output`. With `fused`, the push waits there for SendFused instead of leaving at once.
   void PushPull(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input, void* output,
-                std::function<void()> on_sent, Done done);
+                std::function<void()> on_sent, Done done, FusedPushes* fused = nullptr);
+  // Sends the pushes gathered in `fused` in their order; empties `fused`. Small ones that do not go through
+  // shared memory travel in PUSH_MANYs of at most kFusedMessageBytes, one per server on its way at a time:
+  // those to one server that are ready together, or become ready while its last one is being sent, leave
+  // together once it has left.
+  void SendFused(FusedPushes* fused);
   // PushPull of an encoded partition (cc/compress/codec.h): `bytes` go out from `encoded` and the encoded sum
   // of as many bytes comes back into `encoded_sum`. Never through shared memory.
   void PushPullEncoded(const Partition& part, uint32_t round, Participant me, const void* encoded, void* encoded_sum,
@@ -63,8 +87,25 @@ class WorkerOperations {
   void* ReplyDestination(PeerId from, const std::string& header, size_t length);
   // A reply (PULL_REPLY from a server, DECLARE_REPLY from the scheduler) with its payload, if any.
   void OnReply(PeerId from, Message& reply, void* payload, size_t length);
+  // A PULL_REPLY_MANY: each member completes its request, its sum copied out of the message's payload.
+  void OnFusedReply(PeerId from, const Message& reply, void* payload);
+  // Drops what a lost connection left half received.
+  void ForgetPeer(PeerId peer);
+
+  // Partitions smaller than a planner's group are fused, up to a group per message: what the planner puts
+  // together on a server, ready together, leaves together.
+  static constexpr size_t kFusedMessageBytes = 262144;  // PartitionPlanner::kMinSpreadBytes
 
  private:
+  struct SmallQueue {
+    bool sending = false;  // a PUSH_MANY to the server is on its way
+    std::vector<FusedPushes::Push> waiting;
+  };
+  bool Fusable(const FusedPushes::Push& push);
+  // The first pushes waiting in `queue` that fit one message. With small_mu_ held.
+  std::vector<FusedPushes::Push> TakeMessage(SmallQueue* queue);
+  void SmallSent(int server);
+  void SendMany(int server, std::vector<FusedPushes::Push> pushes);
   void SendPush(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input, void* output,
                 size_t wire_bytes, bool shareable, std::function<void()> on_sent, Done done);
   void SendResidual(MessageType type, const Partition& part, Participant me, const float* source, float* destination,
@@ -72,7 +113,9 @@ class WorkerOperations {
   // Sends request `request_id`; a failed send completes it.
   void SendOrFail(PeerId to, const Message& m, const void* payload, size_t bytes, uint64_t request_id,
                   std::function<void()> on_sent = nullptr);
-  void Complete(PeerId from, uint64_t request_id, const Message& reply);
+  // `fused_sum`: a member of a PULL_REPLY_MANY, whose sum (`fused_bytes`) is still to be copied out.
+  void Complete(PeerId from, uint64_t request_id, const Message& reply, const char* fused_sum = nullptr,
+                size_t fused_bytes = 0);
 
   const Config& config_;
   Transport* const transport_;
@@ -80,6 +123,10 @@ class WorkerOperations {
   ServerLinks* const servers_;
   RequestTable* const requests_;
   SharedPushes* const shared_;
+  std::mutex small_mu_;
+  std::map<int, SmallQueue> small_queues_;  // by server rank
+  std::mutex inbox_mu_;
+  std::map<PeerId, std::vector<char>> fused_inboxes_;  // PULL_REPLY_MANY payloads being received, by server
 };
 
 }  // namespace bps
