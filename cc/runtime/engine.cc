@@ -275,7 +275,7 @@ void Engine::StartPartition(Operation* op, const Partition& part, double queued_
         TraceUntilNow(op->request.name, "SUM_PULL", *sent_at, part);
         FinishPartition(op, status);
       },
-      t_fused);
+      config_.fusion ? t_fused : nullptr);
 }
 
 void Engine::PushPullCompressed(Operation* op, const Partition& part, Participant me, const char* input, char* output,
