@@ -98,28 +98,42 @@ bool WorkerOperations::Fusable(const FusedPushes::Push& push) {
 
 void WorkerOperations::SendFused(FusedPushes* fused) {
   for (FusedPushes::Push& push : fused->pushes) {
+    const int server = push.part.server;
     if (!Fusable(push)) {
+      // The small pushes to its server that wait go first: they started before it (priority order).
+      for (auto& message : TakeAllWaiting(server)) SendMany(server, std::move(message));
       SendPush(push.part, push.round, push.me, push.dtype, push.input, push.output,
                push.part.count * DataTypeSize(push.dtype), /*shareable=*/true, std::move(push.on_sent),
                std::move(push.done));
       continue;
     }
-    // One small message per server on its way at a time: the pushes that become ready meanwhile wait for
-    // it and then leave together, as they would have queued behind it anyway.
-    const int server = push.part.server;
+    // While a small message to the server is on its way, the small pushes that become ready wait for it and
+    // then leave together, as they would have queued behind it anyway.
     std::vector<FusedPushes::Push> now;
     {
       std::lock_guard<std::mutex> lock(small_mu_);
       SmallQueue& queue = small_queues_[server];
       queue.waiting.push_back(std::move(push));
-      if (!queue.sending) {
-        queue.sending = true;
+      if (queue.in_flight == 0) {
+        ++queue.in_flight;
         now = TakeMessage(&queue);
       }
     }
     if (!now.empty()) SendMany(server, std::move(now));
   }
   fused->pushes.clear();
+}
+
+std::vector<std::vector<FusedPushes::Push>> WorkerOperations::TakeAllWaiting(int server) {
+  std::vector<std::vector<FusedPushes::Push>> messages;
+  std::lock_guard<std::mutex> lock(small_mu_);
+  auto it = small_queues_.find(server);
+  if (it == small_queues_.end()) return messages;
+  while (!it->second.waiting.empty()) {
+    ++it->second.in_flight;
+    messages.push_back(TakeMessage(&it->second));
+  }
+  return messages;
 }
 
 std::vector<FusedPushes::Push> WorkerOperations::TakeMessage(SmallQueue* queue) {
@@ -137,16 +151,14 @@ std::vector<FusedPushes::Push> WorkerOperations::TakeMessage(SmallQueue* queue) 
   return message;
 }
 
-// The small message to `server` has left (or failed): what waited for it goes next.
+// A small message to `server` has left (or failed): what waited for the last one goes next.
 void WorkerOperations::SmallSent(int server) {
   std::vector<FusedPushes::Push> next;
   {
     std::lock_guard<std::mutex> lock(small_mu_);
     SmallQueue& queue = small_queues_[server];
-    if (queue.waiting.empty()) {
-      queue.sending = false;
-      return;
-    }
+    if (--queue.in_flight > 0 || queue.waiting.empty()) return;
+    ++queue.in_flight;
     next = TakeMessage(&queue);
   }
   SendMany(server, std::move(next));

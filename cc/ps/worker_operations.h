@@ -65,9 +65,9 @@ class WorkerOperations {
   void PushPull(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input, void* output,
                 std::function<void()> on_sent, Done done, FusedPushes* fused = nullptr);
   // Sends the pushes gathered in `fused` in their order; empties `fused`. Small ones that do not go through
-  // shared memory travel in PUSH_MANYs of at most kFusedMessageBytes, one per server on its way at a time:
-  // those to one server that are ready together, or become ready while its last one is being sent, leave
-  // together once it has left.
+  // shared memory travel in PUSH_MANYs of at most kFusedMessageBytes: those to one server that are ready
+  // together, or become ready while its last one is being sent, leave together once it has left, or at
+  // once before a large push to that server.
   void SendFused(FusedPushes* fused);
   // PushPull of an encoded partition (cc/compress/codec.h): `bytes` go out from `encoded` and the encoded sum
   // of as many bytes comes back into `encoded_sum`. Never through shared memory.
@@ -98,12 +98,14 @@ class WorkerOperations {
 
  private:
   struct SmallQueue {
-    bool sending = false;  // a PUSH_MANY to the server is on its way
+    int in_flight = 0;  // PUSH_MANYs to the server on their way (each SendMany until its SmallSent)
     std::vector<FusedPushes::Push> waiting;
   };
   bool Fusable(const FusedPushes::Push& push);
   // The first pushes waiting in `queue` that fit one message. With small_mu_ held.
   std::vector<FusedPushes::Push> TakeMessage(SmallQueue* queue);
+  // Every push waiting for `server`, as messages counted in flight (before a large push to it).
+  std::vector<std::vector<FusedPushes::Push>> TakeAllWaiting(int server);
   void SmallSent(int server);
   void SendMany(int server, std::vector<FusedPushes::Push> pushes);
   void SendPush(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input, void* output,
