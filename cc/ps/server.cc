@@ -325,27 +325,18 @@ void Server::HandlePush(PeerId from, const Message& m, void* payload) {
 void* Server::FusedInbox(PeerId from, const Message& m, size_t length) {
   auto body = FusedBody::Decode(m.text, MessageType::kPush);
   if (!body.ok() || body.value().payload_bytes() != length || length > kMaxFusedBytes) return nullptr;
-  std::lock_guard<std::mutex> lock(keys_mu_);
-  if (!generation_.RankOf(from)) return nullptr;
-  try {
-    std::vector<char>& inbox = fused_inboxes_[from];
-    inbox.resize(length);
-    return inbox.data();
-  } catch (const std::bad_alloc&) {
-    return nullptr;  // each member is answered with an error: its payload could not be received
+  {
+    std::lock_guard<std::mutex> lock(keys_mu_);
+    if (!generation_.RankOf(from)) return nullptr;
   }
+  return fused_inboxes_.Allocate(from, length);  // null: each member fails, its payload not received
 }
 
 void Server::HandlePushMany(PeerId from, const Message& m, void* payload) {
   auto body = FusedBody::Decode(m.text, MessageType::kPush);
-  std::vector<char> inbox;
+  std::vector<char> inbox = fused_inboxes_.Take(from, payload);
   {
     std::lock_guard<std::mutex> lock(keys_mu_);
-    auto it = fused_inboxes_.find(from);
-    if (it != fused_inboxes_.end()) {
-      if (payload == it->second.data()) inbox.swap(it->second);
-      fused_inboxes_.erase(it);
-    }
     if (!generation_.RankOf(from)) {
       dropped_.Warn("server dropped a fused push from " + transport_->PeerName(from) + ": not an identified worker");
       return;
@@ -488,7 +479,7 @@ void Server::OnPeerLost(PeerId peer, const Status& why) {
     return;
   }
   std::lock_guard<std::mutex> lock(keys_mu_);
-  fused_inboxes_.erase(peer);
+  fused_inboxes_.Forget(peer);
   generation_.Forget(peer);
   ReleaseRetired(peer);
   BPS_LOG(Info) << "connection closed: " << why.message();

@@ -26,6 +26,7 @@
 #include "cc/common/one_shot.h"
 #include "cc/common/shared_arena.h"
 #include "cc/common/work_thread.h"
+#include "cc/ps/fused_inboxes.h"
 #include "cc/ps/key_round.h"
 #include "cc/ps/message.h"
 #include "cc/ps/round_settler.h"
@@ -73,8 +74,7 @@ class Server : public MessageHandler {
   // PUSH_MANY: each member as a PUSH, its payload copied out of the message's into its key's buffer; the
   // answers leave together (FusedReply).
   void HandlePushMany(PeerId from, const Message& m, void* payload);
-  // Where a PUSH_MANY's payload of `length` bytes lands until HandlePushMany takes it (one per connection:
-  // a connection delivers its messages in order).
+  // Where a PUSH_MANY's payload of `length` bytes lands until HandlePushMany takes it.
   void* FusedInbox(PeerId from, const Message& m, size_t length);
   // A reader of a published key: answered with round m.round once the publisher pushed it.
   void HandleFetch(PeerId from, const Message& m);
@@ -106,7 +106,7 @@ class Server : public MessageHandler {
   std::mutex keys_mu_;  // guards what follows; a ServerKey's round is used by its summing thread once created
   ServerGeneration generation_;  // the workers, set by each address book before any of them can connect
   std::map<uint64_t, ServerKey> keys_;
-  std::map<PeerId, std::vector<char>> fused_inboxes_;  // PUSH_MANY payloads being received, by connection
+  FusedInboxes fused_inboxes_;  // PUSH_MANY payloads being received
   std::vector<Retired> retired_;
   RoundSettler settler_;
   ThrottledLog dropped_{"messages dropped or peers turned away"};

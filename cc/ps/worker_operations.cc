@@ -323,14 +323,7 @@ void* WorkerOperations::ReplyDestination(PeerId from, const std::string& header,
   if (m.ok() && m.value().type == MessageType::kPullReplyMany) {
     auto body = FusedBody::Decode(m.value().text, MessageType::kPullReply);
     if (!body.ok() || body.value().payload_bytes() != length || length > (size_t(64) << 20)) return nullptr;
-    std::lock_guard<std::mutex> lock(inbox_mu_);
-    try {
-      std::vector<char>& inbox = fused_inboxes_[from];
-      inbox.resize(length);
-      return inbox.data();
-    } catch (const std::bad_alloc&) {
-      return nullptr;  // each member fails: its sum could not be received
-    }
+    return fused_inboxes_.Allocate(from, length);  // null: each member fails, its sum not received
   }
   if (!m.ok() || m.value().type != MessageType::kPullReply) return nullptr;
   return requests_->ReceiveInto(m.value().request_id, from, length);
@@ -346,15 +339,7 @@ void WorkerOperations::OnReply(PeerId from, Message& reply, void* payload, size_
 }
 
 void WorkerOperations::OnFusedReply(PeerId from, const Message& reply, void* payload) {
-  std::vector<char> inbox;
-  {
-    std::lock_guard<std::mutex> lock(inbox_mu_);
-    auto it = fused_inboxes_.find(from);
-    if (it != fused_inboxes_.end()) {
-      if (payload == it->second.data()) inbox.swap(it->second);
-      fused_inboxes_.erase(it);
-    }
-  }
+  std::vector<char> inbox = fused_inboxes_.Take(from, payload);
   CommunicationCounters::OfProcess().MessageReceived();
   auto body = FusedBody::Decode(reply.text, MessageType::kPullReply);
   if (!body.ok()) {
@@ -375,10 +360,7 @@ void WorkerOperations::OnFusedReply(PeerId from, const Message& reply, void* pay
   }
 }
 
-void WorkerOperations::ForgetPeer(PeerId peer) {
-  std::lock_guard<std::mutex> lock(inbox_mu_);
-  fused_inboxes_.erase(peer);
-}
+void WorkerOperations::ForgetPeer(PeerId peer) { fused_inboxes_.Forget(peer); }
 
 void WorkerOperations::Complete(PeerId from, uint64_t request_id, const Message& reply, const char* fused_sum,
                                 size_t fused_bytes) {

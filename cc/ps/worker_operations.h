@@ -11,6 +11,7 @@
 
 #include "cc/common/config.h"
 #include "cc/common/logging.h"
+#include "cc/ps/fused_inboxes.h"
 #include "cc/ps/message.h"
 #include "cc/ps/request_table.h"
 #include "cc/ps/server_links.h"
@@ -127,8 +128,7 @@ class WorkerOperations {
   SharedPushes* const shared_;
   std::mutex small_mu_;
   std::map<int, SmallQueue> small_queues_;  // by server rank
-  std::mutex inbox_mu_;
-  std::map<PeerId, std::vector<char>> fused_inboxes_;  // PULL_REPLY_MANY payloads being received, by server
+  FusedInboxes fused_inboxes_;  // PULL_REPLY_MANY payloads being received
 };
 
 }  // namespace bps
