@@ -309,6 +309,20 @@ void WorkerOperations::SendOrFail(PeerId to, const Message& m, const void* paylo
 // The scheduler and the servers time out what they wait for after BYTEPS_TIMEOUT and say who is missing;
 // this is the fallback for when that answer cannot come, a moment later so that it does not pre-empt it.
 void WorkerOperations::FailExpired() {
+  // Once the job or the generation failed, small pushes still waiting for a message on its way fail too,
+  // even if that message's send is never reported.
+  if (!requests_->refusal().ok()) {
+    std::vector<int> servers;
+    {
+      std::lock_guard<std::mutex> lock(small_mu_);
+      for (const auto& entry : small_queues_) {
+        if (!entry.second.waiting.empty()) servers.push_back(entry.first);
+      }
+    }
+    for (int server : servers) {
+      for (auto& message : TakeAllWaiting(server)) SendMany(server, std::move(message));
+    }
+  }
   const double limit = MissingWorkerTimeout(config_) + std::max(1.0, config_.timeout_s / 10);
   requests_->FailExpired(NowSeconds(), limit, [this](const Request& r) {
     std::ostringstream text;

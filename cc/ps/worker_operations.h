@@ -81,7 +81,8 @@ class WorkerOperations {
   void SaveResidual(const Partition& part, Participant me, float* residual, Done done);
   void LoadResidual(const Partition& part, Participant me, const float* residual, Done done);
 
-  // Fails requests that waited longer than BYTEPS_TIMEOUT (and a moment).
+  // Fails requests that waited longer than BYTEPS_TIMEOUT (and a moment), and, once the job or the
+  // generation failed, the small pushes still waiting to be fused.
   void FailExpired();
 
   // Where the payload of a reply with `header` from `from` goes (the caller's memory), or null.
