@@ -6,7 +6,7 @@ The floor: cc/tools/tcp_floor (built with Bazel here), a blocking request/respon
 loopback, each its own process (its CPU from CLOCK_PROCESS_CPUTIME_ID), a request of SIZE bytes answered by a
 96-byte reply as a push is, one request at a time and --tensors in flight. The job: scheduler, 1 server,
 1 worker on loopback over bps_tf's TCP transport with shared memory off (BYTEPS_SHARED_MEMORY=0;
-BYTEPS_FORCE_DISTRIBUTED=1 makes a single worker push), the worker push_pulling --tensors float32 tensors of
+BYTEPS_FORCE_DISTRIBUTED=1 makes a single worker push; BYTEPS_FUSION=0 keeps every push a message of its own), the worker push_pulling --tensors float32 tensors of
 SIZE bytes at once, over and over, through bps_tf's NumPy API (benchmarks/workers/message_cost.py). Every
 process's CPU is read before and after each timed loop while the job waits: its threads' run time in
 nanoseconds (/proc/PID/task/*/schedstat), and as a check user + system time in clock ticks (/proc/PID/stat,
@@ -111,7 +111,7 @@ class Job:
     def __init__(self, tensors, phases, logs):
         base = dict(DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=free_port(), DMLC_NUM_WORKER=1,
                     DMLC_NUM_SERVER=1, DMLC_NODE_HOST="127.0.0.1", BYTEPS_JOB_SECRET=secrets.token_hex(16),
-                    BYTEPS_SHARED_MEMORY=0, BYTEPS_FORCE_DISTRIBUTED=1)
+                    BYTEPS_SHARED_MEMORY=0, BYTEPS_FORCE_DISTRIBUTED=1, BYTEPS_FUSION=0)
         self.logs = Path(logs)
         self.processes = {}
         self.stopped = ""  # why the job was killed before its end, if it was

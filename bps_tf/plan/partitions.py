@@ -1,7 +1,8 @@
 """What the scheduler's partition planner (cc/ps/partition_planner.cc) makes of a step's gradients: pieces of
 at most a partition, a tensor of up to servers x partition bytes spread over as many servers as pieces of at
-least min_spread_bytes allow, each piece on the server with the fewest bytes so far, and between machines over
-TCP each piece in slices."""
+least min_spread_bytes allow, each piece on the server with the fewest bytes so far, small tensors planned in a row grouped on one
+server up to a group's bytes (group_bytes; a worker pushes the ready members of a group as one message), and
+between machines over TCP each piece in slices."""
 
 import dataclasses
 
@@ -16,23 +17,63 @@ class Plan:
     units: int  # slices (or partitions) a worker pushes
     largest_unit: int
     tensors: int
+    server_messages: tuple = ()  # pushes each server takes per worker machine, a group's small tensors as one
+    messages: int = 0  # pushes a worker machine's processes send (each answered by one reply)
 
 
-def plan(tensor_bytes, servers, partition_bytes, slice_bytes=None, min_spread_bytes=MIN_SPREAD_BYTES, element_bytes=4):
-    """tensor_bytes: each gradient's bytes; slice_bytes None: partitions cross whole (RDMA)."""
-    loads, units = [0] * servers, [0] * servers
+class _Servers:
+    """Bytes per server, and the open group of small tensors (PartitionPlanner::PlaceOnServer)."""
+
+    def __init__(self, servers, group_bytes):
+        self.loads = [0] * servers
+        self.group_bytes = group_bytes
+        self.group_server, self.group_used, self.group_owners = None, 0, set()
+        self.group_pushes = [0] * servers  # fused pushes of the groups on each server: one per process in each
+
+    def place(self, nbytes, small, owner):
+        if not small or self.group_server is None or self.group_used + nbytes > self.group_bytes:
+            least = self.loads.index(min(self.loads))
+            if not small:
+                self.loads[least] += nbytes
+                return least
+            self.group_server, self.group_used, self.group_owners = least, 0, set()
+        if owner not in self.group_owners:  # each process fuses its own members of the group
+            self.group_owners.add(owner)
+            self.group_pushes[self.group_server] += 1
+        self.group_used += nbytes
+        self.loads[self.group_server] += nbytes
+        return self.group_server
+
+
+def group_bytes(partition_bytes, min_spread_bytes=MIN_SPREAD_BYTES):
+    """The most bytes of small tensors grouped on one server (PartitionPlanner::group_bytes)."""
+    return min(partition_bytes, min_spread_bytes)
+
+
+def plan(tensor_bytes, servers, partition_bytes, slice_bytes=None, min_spread_bytes=MIN_SPREAD_BYTES, element_bytes=4,
+         owners=None):
+    """tensor_bytes: each gradient's bytes, in the order the scheduler plans them; slice_bytes None:
+    partitions cross whole (RDMA); owners: the process of its machine that pushes each (all one if None)."""
+    placed = _Servers(servers, group_bytes(partition_bytes, min_spread_bytes))
+    units = [0] * servers
+    large_units = [0] * servers  # units of tensors that are not grouped
     count, largest = 0, 0
-    for total in tensor_bytes:
+    for index, total in enumerate(tensor_bytes):
+        owner = 0 if owners is None else owners[index]
         elements = max(1, total // element_bytes)
         spread = max(min_spread_bytes, -(-elements * element_bytes // servers))
         per_partition = max(1, min(partition_bytes, spread) // element_bytes)
         per_slice = per_partition if not slice_bytes else min(per_partition, max(1, slice_bytes // element_bytes))
+        small = elements <= per_partition and elements * element_bytes < placed.group_bytes
         for offset in range(0, elements, per_partition):
             piece = min(per_partition, elements - offset)
-            server = loads.index(min(loads))
-            loads[server] += piece * element_bytes
+            server = placed.place(piece * element_bytes, small, owner)
             slices = -(-piece // per_slice)
             units[server] += slices
+            if not small:
+                large_units[server] += slices
             count += slices
             largest = max(largest, min(piece, per_slice) * element_bytes)
-    return Plan(sum(tensor_bytes), tuple(loads), tuple(units), count, largest, len(tensor_bytes))
+    server_messages = tuple(large + fused for large, fused in zip(large_units, placed.group_pushes))
+    return Plan(sum(tensor_bytes), tuple(placed.loads), tuple(units), count, largest, len(tensor_bytes),
+                server_messages, sum(server_messages))

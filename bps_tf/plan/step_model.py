@@ -26,12 +26,13 @@ from bps_tf.plan.partitions import plan as partition_plan
 
 def plan_for(cluster, tensor_bytes, params, element_bytes=4):
     """The partition plan of one step: with g GPUs a machine pushes each gradient as g slices (one per GPU,
-    after NCCL's reduce-scatter), together the gradient once."""
+    after NCCL's reduce-scatter; each GPU's process pushes its own), together the gradient once."""
     g = cluster.gpus_per_machine
     sizes = [max(element_bytes, b // g) for b in tensor_bytes for _ in range(g)]
+    owners = [gpu for _ in tensor_bytes for gpu in range(g)]
     slices = params.slice_bytes if cluster.transport == "tcp" else None
     return partition_plan(sizes, cluster.servers, params.partition_bytes, slices, params.min_spread_bytes,
-                          element_bytes)
+                          element_bytes, owners)
 
 
 def _link_seconds(nbytes, rate, cluster, params):
@@ -54,8 +55,9 @@ def network_stages(cluster, plan, params):
                  "server link": _link_seconds(n * busiest, server_rate, cluster, params)}
     stages = dict(links)
     stages["server sum"] = (n - 1) * busiest / (params.sum_bytes_per_s * params.sum_threads)
-    stages["server messages"] = 2 * n * max(plan.server_units) * params.message_s
-    stages["worker messages"] = 2 * plan.units / cluster.gpus_per_machine * params.message_s  # a process per GPU
+    # A push and its reply per slice, the small tensors of a group fused into one of each per process.
+    stages["server messages"] = 2 * n * max(plan.server_messages) * params.message_s
+    stages["worker messages"] = 2 * plan.messages / cluster.gpus_per_machine * params.message_s  # a process per GPU
     return stages
 
 
@@ -74,7 +76,7 @@ def cores_time(cluster, plan, params):
     if not cluster.shared_cores:
         return None
     return (2 * cluster.machines * plan.total_bytes / cluster.machine_bytes_per_s
-            + 2 * 2 * cluster.machines * plan.units * params.message_s / cluster.shared_cores)
+            + 2 * 2 * cluster.machines * plan.messages * params.message_s / cluster.shared_cores)
 
 
 def network_time(cluster, plan, params):

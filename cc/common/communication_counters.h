@@ -1,7 +1,8 @@
 // What this process's push_pulls have cost since it started, for per-step metrics
 // (bps_tf.numpy.communication_counters(), bps_tf.keras.callbacks.CommunicationMetrics): wall time spent in
 // push_pull, the part of it a server held this worker's pushes waiting for the other workers, the bytes
-// pushed and pulled, and the messages that carried them (per server, to compare with the partition plan). Shared by the engine, the worker's client and the GPU path, like the timeline.
+// pushed and pulled, and the messages that carried them (per server, to compare with the partition plan).
+// Shared by the engine, the worker's client and the GPU path, like the timeline.
 #pragma once
 
 #include <cstdint>

@@ -74,6 +74,9 @@ struct Config {
   // BYTEPS_SHARED_MEMORY: workers and servers on one host exchange tensors through the server's shared
   // memory (cc/common/shared_arena.h) instead of the transport.
   bool shared_memory = true;
+  // BYTEPS_FUSION: a worker sends the small partitions to one server that are ready together as one message
+  // (cc/ps/worker_operations.h); 0: each partition is a message of its own.
+  bool fusion = true;
   // BYTEPS_TRACE_ON=1: every worker writes a trace of its tensors' stages to
   // BYTEPS_TRACE_DIR/<rank>/comm.json (cc/common/timeline.h) from init() until it leaves the job.
   bool trace_on = false;

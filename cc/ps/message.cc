@@ -39,6 +39,8 @@ const char* MessageTypeName(MessageType type) {
     case MessageType::kWorkersWaiting: return "WORKERS_WAITING";
     case MessageType::kGenerationBroken: return "GENERATION_BROKEN";
     case MessageType::kNextGeneration: return "NEXT_GENERATION";
+    case MessageType::kPushMany: return "PUSH_MANY";
+    case MessageType::kPullReplyMany: return "PULL_REPLY_MANY";
   }
   return "UNKNOWN";
 }
@@ -337,6 +339,42 @@ StatusOr<PartitionPlan> PartitionPlan::Decode(const std::string& bytes) {
   }
   if (r.failed()) return Truncated("DECLARE_REPLY");
   return plan;
+}
+
+uint64_t FusedBody::payload_bytes() const {
+  uint64_t total = 0;
+  for (const Member& m : members) total += m.payload_bytes;
+  return total;
+}
+
+std::string FusedBody::Encode() const {
+  WireWriter w;
+  w.Put<uint32_t>(static_cast<uint32_t>(members.size()));
+  for (const Member& m : members) {
+    w.PutString(m.header.Encode());
+    w.Put(m.payload_bytes);
+  }
+  return w.Take();
+}
+
+StatusOr<FusedBody> FusedBody::Decode(const std::string& bytes, MessageType member_type) {
+  WireReader r(bytes);
+  FusedBody body;
+  const uint32_t n = r.Get<uint32_t>();
+  if (r.failed() || n == 0 || n > kMaxMembers) return Truncated(MessageTypeName(member_type));
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    const std::string header = r.GetString();
+    const uint64_t payload = r.Get<uint64_t>();
+    if (r.failed() || payload > TensorSpec::kMaxTensorBytes || total + payload > TensorSpec::kMaxTensorBytes) {
+      return Truncated(MessageTypeName(member_type));
+    }
+    auto decoded = Message::Decode(header);
+    if (!decoded.ok() || decoded.value().type != member_type) return Truncated(MessageTypeName(member_type));
+    total += payload;
+    body.members.push_back(Member{std::move(decoded.value()), payload});
+  }
+  return body;
 }
 
 std::string KeyPlanBody::Encode() const {

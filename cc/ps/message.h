@@ -47,7 +47,11 @@ enum class MessageType : uint8_t {
                       // fails, shutdown() returns at once, init() starts the next generation with the others
   kNextGeneration,    // worker -> scheduler: this worker starts the next generation (init()); answered with its
                       // ADDRESS_BOOK once every worker of the next generation asked
-  kLastType = kNextGeneration,
+  // Fusion of small partitions (FusedBody): one message carries several PUSHes to one server, their payloads
+  // one after another; the server answers them with one PULL_REPLY_MANY once every one is answered.
+  kPushMany,          // worker -> server
+  kPullReplyMany,     // server -> worker
+  kLastType = kPullReplyMany,
 };
 
 const char* MessageTypeName(MessageType type);
@@ -197,6 +201,22 @@ int ContributionIndex(TensorScope scope, const std::vector<int32_t>& members, in
                       int local_size);
 // The worker rank (or machine id, kMachine) behind contribution `index`, for messages.
 int ContributorRank(TensorScope scope, const std::vector<int32_t>& members, int32_t root, int index);
+
+// The body of PUSH_MANY and PULL_REPLY_MANY: whole PUSH (or PULL_REPLY) headers, each with the bytes of its
+// payload, which follow one another in the message's payload in this order.
+struct FusedBody {
+  struct Member {
+    Message header;
+    uint64_t payload_bytes = 0;
+  };
+  std::vector<Member> members;
+  // More members would not make a message cheaper; a bound on what a peer may ask a receiver to parse.
+  static constexpr size_t kMaxMembers = 4096;
+  uint64_t payload_bytes() const;
+  std::string Encode() const;
+  // Checks each member's type (`member_type`) and that the payload sizes add up without overflow.
+  static StatusOr<FusedBody> Decode(const std::string& bytes, MessageType member_type);
+};
 
 struct KeyPlanBody {
   std::vector<KeySpec> keys;

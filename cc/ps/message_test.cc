@@ -91,5 +91,53 @@ TEST(MessageTest, BodiesRoundTrip) {
   EXPECT_EQ(book_back.value().workers_on_your_host, 3);
 }
 
+TEST(MessageTest, FusedBodyRoundTripsItsMembersInOrder) {
+  FusedBody body;
+  for (int i = 0; i < 3; ++i) {
+    Message push;
+    push.type = MessageType::kPush;
+    push.sender = 1;
+    push.participants = 2;
+    push.request_id = 100 + i;
+    push.key = (uint64_t(i) << 20) | 7;
+    push.round = 5;
+    push.dtype = i == 1 ? DataType::kFloat16 : DataType::kInt64;
+    push.num_elements = i == 2 ? 0 : 3 * i + 1;
+    push.zeros = i == 2;
+    body.members.push_back({push, i == 2 ? 0 : push.num_elements * DataTypeSize(push.dtype)});
+  }
+  auto decoded = FusedBody::Decode(body.Encode(), MessageType::kPush);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  ASSERT_EQ(decoded.value().members.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    const auto& m = decoded.value().members[i];
+    EXPECT_EQ(m.header.request_id, 100u + i);
+    EXPECT_EQ(m.header.key, body.members[i].header.key);
+    EXPECT_EQ(m.header.dtype, body.members[i].header.dtype);
+    EXPECT_EQ(m.header.num_elements, body.members[i].header.num_elements);
+    EXPECT_EQ(m.header.zeros, i == 2);
+    EXPECT_EQ(m.header.sender, 1);
+    EXPECT_EQ(m.header.participants, 2);
+    EXPECT_EQ(m.payload_bytes, body.members[i].payload_bytes);
+  }
+  EXPECT_EQ(decoded.value().payload_bytes(), 8u + 4 * 2);
+}
+
+TEST(MessageTest, FusedBodyRejectsOtherMembersAndBadSizes) {
+  FusedBody body;
+  Message reply;
+  reply.type = MessageType::kPullReply;
+  body.members.push_back({reply, 4});
+  EXPECT_FALSE(FusedBody::Decode(body.Encode(), MessageType::kPush).ok()) << "a reply inside a push";
+  EXPECT_TRUE(FusedBody::Decode(body.Encode(), MessageType::kPullReply).ok());
+  body.members[0].payload_bytes = ~uint64_t(0);
+  EXPECT_FALSE(FusedBody::Decode(body.Encode(), MessageType::kPullReply).ok()) << "an impossible size";
+  EXPECT_FALSE(FusedBody::Decode(FusedBody().Encode(), MessageType::kPush).ok()) << "no members";
+  std::string cut = body.Encode();
+  cut.resize(cut.size() - 3);
+  EXPECT_FALSE(FusedBody::Decode(cut, MessageType::kPullReply).ok()) << "truncated";
+  EXPECT_FALSE(FusedBody::Decode("garbage", MessageType::kPush).ok());
+}
+
 }  // namespace
 }  // namespace bps

@@ -13,6 +13,18 @@ uint64_t HashName(const std::string& name) {
   return hash;
 }
 
+int PartitionPlanner::PlaceOnServer(uint64_t bytes, bool small) {
+  if (!small || group_server_ < 0 || group_bytes_used_ + bytes > group_bytes()) {
+    const int least =
+        static_cast<int>(std::min_element(server_bytes_.begin(), server_bytes_.end()) - server_bytes_.begin());
+    if (!small) return least;
+    group_server_ = least;
+    group_bytes_used_ = 0;
+  }
+  group_bytes_used_ += bytes;
+  return group_server_;
+}
+
 StatusOr<PartitionPlan> PartitionPlanner::Plan(const TensorSpec& spec) {
   const size_t element = DataTypeSize(spec.dtype);
   const uint64_t total = spec.num_elements();
@@ -32,10 +44,11 @@ StatusOr<PartitionPlan> PartitionPlanner::Plan(const TensorSpec& spec) {
   PartitionPlan plan;
   const uint64_t base = TensorKeyBase(spec.name);
   const uint64_t partitions = (total + per_partition - 1) / per_partition;
+  const bool small = partitions <= 1 && total * element < group_bytes();
   for (uint64_t offset = 0, partition = 0; offset < total; offset += per_partition, ++partition) {
     const uint64_t partition_count = std::min(per_partition, total - offset);
-    auto least = std::min_element(server_bytes_.begin(), server_bytes_.end());
-    *least += partition_count * element;
+    const int server = PlaceOnServer(partition_count * element, small);
+    server_bytes_[server] += partition_count * element;
     for (uint64_t at = offset, slice = 0; at < offset + partition_count; at += per_slice, ++slice) {
       Partition p;
       // Workers send a tensor's pieces in key order (at equal priority): slice 0 of every partition, then
@@ -43,7 +56,7 @@ StatusOr<PartitionPlan> PartitionPlanner::Plan(const TensorSpec& spec) {
       p.key = base | (slice * partitions + partition);
       p.offset = at;
       p.count = std::min(per_slice, offset + partition_count - at);
-      p.server = static_cast<int32_t>(least - server_bytes_.begin());
+      p.server = server;
       plan.partitions.push_back(p);
     }
   }

@@ -1,9 +1,11 @@
 // Splits a tensor into partitions and places them on servers, balancing bytes per server; between hosts
 // over TCP each partition is cut further into slices, which keep their partition's server but have keys of
-// their own (each is summed and returned on its own). Runs only on the scheduler, so every worker gets the
-// same plan whatever order it declares in.
+// their own (each is summed and returned on its own). Small tensors planned one after another share a
+// server, so that those a worker makes ready together can travel to it in one message (a fused push).
+// Runs only on the scheduler, so every worker gets the same plan whatever order it declares in.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -29,17 +31,27 @@ class PartitionPlanner {
 
   // Partitions of at most partition_bytes (whole elements; smaller so that a tensor spans every server,
   // down to kMinSpreadBytes), each on the server with the fewest bytes so far, in slices of at most
-  // slice_bytes (0: one slice per partition). The plan lists the slices, in tensor order.
+  // slice_bytes (0: one slice per partition). A tensor of one partition smaller than group_bytes() joins
+  // the server of the small tensors planned just before it while their bytes stay within group_bytes().
+  // The plan lists the slices, in tensor order.
   StatusOr<PartitionPlan> Plan(const TensorSpec& spec);
 
   void set_slice_bytes(size_t slice_bytes) { slice_bytes_ = slice_bytes; }
 
   const std::vector<uint64_t>& server_bytes() const { return server_bytes_; }
+  // A group of small tensors is at most a partition, and no larger than a spread piece.
+  uint64_t group_bytes() const { return std::min<uint64_t>(partition_bytes_, kMinSpreadBytes); }
 
  private:
+  // The server for the next partition of `bytes`: the open group's for a small tensor with room in it,
+  // otherwise the one with the fewest bytes (which opens a new group for a small tensor).
+  int PlaceOnServer(uint64_t bytes, bool small);
+
   size_t partition_bytes_;
   size_t slice_bytes_ = 0;
   std::vector<uint64_t> server_bytes_;
+  int group_server_ = -1;  // the server of the small tensors being grouped, -1: none yet
+  uint64_t group_bytes_used_ = 0;
 };
 
 }  // namespace bps

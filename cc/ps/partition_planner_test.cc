@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <string>
+#include <vector>
 
 namespace bps {
 namespace {
@@ -54,6 +56,46 @@ TEST(PartitionPlannerTest, ATensorSpreadsOnlyInPiecesOfAtLeastTheMinimum) {
   ASSERT_EQ(plan.value().partitions.size(), 2u);
   EXPECT_NE(plan.value().partitions[0].server, plan.value().partitions[1].server);
   for (const auto& p : plan.value().partitions) EXPECT_EQ(p.count * 4, PartitionPlanner::kMinSpreadBytes);
+}
+
+TEST(PartitionPlannerTest, SmallTensorsPlannedInARowShareAServerUpToAGroup) {
+  PartitionPlanner planner(4, 4096000);
+  const uint64_t group = planner.group_bytes();
+  ASSERT_EQ(group, PartitionPlanner::kMinSpreadBytes);
+  const int per_group = static_cast<int>(group / 4096);  // 4 KB tensors that fill one group exactly
+  std::vector<int> servers;
+  for (int i = 0; i < 2 * per_group + 1; ++i) {
+    auto plan = planner.Plan(TensorSpec{"bias" + std::to_string(i), DataType::kFloat32, {1024}});
+    ASSERT_EQ(plan.value().partitions.size(), 1u);
+    servers.push_back(plan.value().partitions[0].server);
+  }
+  for (int i = 1; i < per_group; ++i) EXPECT_EQ(servers[i], servers[0]) << "tensor " << i;
+  EXPECT_NE(servers[per_group], servers[0]) << "a full group's server takes no more";
+  for (int i = per_group + 1; i < 2 * per_group; ++i) EXPECT_EQ(servers[i], servers[per_group]) << "tensor " << i;
+  EXPECT_NE(servers[2 * per_group], servers[per_group]);
+  EXPECT_EQ(planner.server_bytes()[servers[0]], group);
+}
+
+TEST(PartitionPlannerTest, ALargeTensorBetweenSmallOnesLeavesTheirGroupOpen) {
+  PartitionPlanner planner(4, 4096000);
+  const int before = planner.Plan(TensorSpec{"bias", DataType::kFloat32, {1024}}).value().partitions[0].server;
+  auto large = planner.Plan(TensorSpec{"kernel", DataType::kFloat32, {1 << 20}});  // 4 MB: a piece per server
+  ASSERT_EQ(large.value().partitions.size(), 4u);
+  EXPECT_EQ(planner.Plan(TensorSpec{"norm", DataType::kFloat32, {1024}}).value().partitions[0].server, before);
+}
+
+TEST(PartitionPlannerTest, GroupsAreNoLargerThanAPartition) {
+  PartitionPlanner planner(2, 8192);  // 8 KB partitions: a group holds two 4 KB tensors
+  EXPECT_EQ(planner.group_bytes(), 8192u);
+  std::vector<int> servers;
+  for (int i = 0; i < 4; ++i) {
+    servers.push_back(
+        planner.Plan(TensorSpec{"t" + std::to_string(i), DataType::kFloat32, {1024}}).value().partitions[0].server);
+  }
+  EXPECT_EQ(servers[0], servers[1]);
+  EXPECT_NE(servers[1], servers[2]);
+  EXPECT_EQ(servers[2], servers[3]);
+  EXPECT_EQ(planner.server_bytes()[0], planner.server_bytes()[1]);
 }
 
 TEST(PartitionPlannerTest, KeysComeFromTheNameNotTheOrder) {

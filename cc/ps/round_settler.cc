@@ -64,8 +64,12 @@ void RoundSettler::Answer(uint64_t key, ServerKey* entry, const ParkedPull& pull
       payload = false;
     }
   }
-  transport_->Send(pull.peer, reply.Encode(), payload ? round.result() : nullptr, payload ? round.wire_bytes() : 0,
-                   nullptr);
+  Deliver(pull, reply, payload ? round.result() : nullptr, payload ? round.wire_bytes() : 0);
+}
+
+void RoundSettler::Deliver(const ParkedPull& pull, const Message& reply, const void* payload, size_t bytes) {
+  if (pull.fused) return pull.fused->Set(pull.member, reply, payload, bytes);
+  transport_->Send(pull.peer, reply.Encode(), payload, bytes, nullptr);
 }
 
 void RoundSettler::FailIfWaitingOnFinished(uint64_t key, ServerKey* entry) {
@@ -115,7 +119,7 @@ void RoundSettler::ReplyError(const ParkedPull& pull, uint64_t key, const Status
   reply.key = key;
   reply.round = pull.round;
   reply.set_status(error);
-  transport_->Send(pull.peer, reply.Encode(), nullptr, 0, nullptr);
+  Deliver(pull, reply, nullptr, 0);
 }
 
 }  // namespace bps

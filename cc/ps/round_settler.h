@@ -15,6 +15,7 @@
 
 #include "cc/common/config.h"
 #include "cc/common/status.h"
+#include "cc/ps/fused_reply.h"
 #include "cc/ps/key_round.h"
 #include "cc/ps/message.h"
 #include "cc/transport/transport.h"
@@ -29,6 +30,8 @@ struct ParkedPull {
   uint64_t request_id;
   uint32_t round;
   double arrived = 0;  // when the push (or fetch) reached this server
+  std::shared_ptr<FusedReply> fused;  // a member of a PUSH_MANY: its answer goes there, as member `member`
+  size_t member = 0;
 };
 
 // A key a server sums: its plan, its rounds, and who waits on them.
@@ -69,6 +72,9 @@ class RoundSettler {
   void ReplyError(const ParkedPull& pull, uint64_t key, const Status& error);
 
  private:
+  // Sends `reply` to the pusher, or hands it to the fused reply it belongs to.
+  void Deliver(const ParkedPull& pull, const Message& reply, const void* payload, size_t bytes);
+
   const Config& config_;
   Transport* const transport_;
   const Contributors contributors_;

@@ -1,6 +1,7 @@
 #include "cc/ps/server.h"
 
 #include <chrono>
+#include <cstring>
 #include <future>
 #include <new>
 #include <thread>
@@ -86,6 +87,7 @@ void Server::OnMessage(PeerId from, const std::string& header, void* payload, si
   switch (m.type) {
     case MessageType::kIdentify: return HandleIdentify(from, m);
     case MessageType::kPush: return HandlePush(from, m, payload);
+    case MessageType::kPushMany: return HandlePushMany(from, m, payload);
     case MessageType::kFetch: return HandleFetch(from, m);
     case MessageType::kSaveResidual:
     case MessageType::kLoadResidual: return HandleResidual(from, m, payload);
@@ -298,6 +300,7 @@ void* Server::PayloadDestination(PeerId from, const std::string& header, size_t 
   auto m = Message::Decode(header);
   if (!m.ok()) return nullptr;
   const Message& push = m.value();
+  if (push.type == MessageType::kPushMany) return FusedInbox(from, push, length);
   const bool residual = push.type == MessageType::kLoadResidual;
   if (push.type != MessageType::kPush && !residual) return nullptr;
   Status error;
@@ -342,6 +345,73 @@ void Server::HandlePush(PeerId from, const Message& m, void* payload) {
     return SumThreadFor(key).RunHereOrPost(std::move(sum));
   }
   SumThreadFor(key).Post(std::move(sum));
+}
+
+void* Server::FusedInbox(PeerId from, const Message& m, size_t length) {
+  auto body = FusedBody::Decode(m.text, MessageType::kPush);
+  if (!body.ok() || body.value().payload_bytes() != length || length > kMaxFusedBytes) return nullptr;
+  {
+    std::lock_guard<std::mutex> lock(keys_mu_);
+    if (!generation_.RankOf(from)) return nullptr;
+  }
+  return fused_inboxes_.Allocate(from, length);  // null: each member fails, its payload not received
+}
+
+void Server::HandlePushMany(PeerId from, const Message& m, void* payload) {
+  auto body = FusedBody::Decode(m.text, MessageType::kPush);
+  std::vector<char> inbox = fused_inboxes_.Take(from, payload);
+  {
+    std::lock_guard<std::mutex> lock(keys_mu_);
+    if (!generation_.RankOf(from)) {
+      dropped_.Warn("server dropped a fused push from " + transport_->PeerName(from) + ": not an identified worker");
+      return;
+    }
+  }
+  if (!body.ok()) {
+    dropped_.Warn("server dropped a malformed PUSH_MANY from " + transport_->PeerName(from));
+    return;
+  }
+  const std::vector<FusedBody::Member>& members = body.value().members;
+  const bool received = body.value().payload_bytes() == 0 || (payload != nullptr && !inbox.empty());
+  auto fused = std::make_shared<FusedReply>(transport_, from, members.size());
+  const char* at = inbox.data();
+  for (size_t i = 0; i < members.size(); ++i) {
+    const Message& push = members[i].header;
+    const size_t bytes = members[i].payload_bytes;
+    const char* data = at;
+    at += bytes;
+    ParkedPull pull{from, push.sender, ShareMode::kNone, push.request_id, push.round, NowSeconds(), fused, i};
+    Status error;
+    ServerKey* entry = CheckedKey(from, push, &error);
+    if (entry != nullptr) {
+      const size_t expected = push.zeros ? 0 : entry->round->wire_bytes();
+      if (push.share != ShareMode::kNone || push.in_shared) {
+        error = InvalidArgument("worker " + std::to_string(push.sender) + " fused a push that uses shared memory");
+      } else if (!received) {
+        error = InvalidArgument("push payload of worker " + std::to_string(push.sender) + " could not be received");
+      } else if (bytes != expected) {
+        error = InvalidArgument("worker " + std::to_string(push.sender) + " fused " + std::to_string(bytes) +
+                                " bytes for key " + std::to_string(push.key) + ", which takes " +
+                                std::to_string(expected));
+      } else if (bytes > 0) {
+        std::lock_guard<std::mutex> lock(keys_mu_);
+        try {
+          std::memcpy(entry->round->ReceiveBuffer(push.sender), data, bytes);
+        } catch (const std::bad_alloc&) {
+          error = Unavailable("the server has no memory for key " + std::to_string(push.key));
+        }
+      }
+    } else if (error.ok()) {
+      error = Internal("the connection is no identified worker");  // cannot happen: checked above
+    }
+    if (!error.ok()) {
+      settler_.ReplyError(pull, push.key, error);
+      continue;
+    }
+    const uint64_t key = push.key;
+    const bool zeros = push.zeros;
+    SumThreadFor(key).Post([this, key, entry, zeros, pull] { SumPush(key, entry, pull.rank, zeros, pull); });
+  }
 }
 
 void Server::HandleFetch(PeerId from, const Message& m) {
@@ -439,6 +509,7 @@ void Server::OnPeerLost(PeerId peer, const Status& why) {
     return;
   }
   std::lock_guard<std::mutex> lock(keys_mu_);
+  fused_inboxes_.Forget(peer);
   generation_.Forget(peer);
   ReleaseRetired(peer);
   BPS_LOG(Info) << "connection closed: " << why.message();

@@ -28,6 +28,7 @@
 #include "cc/common/shared_arena.h"
 #include "cc/common/stopped_process_watch.h"
 #include "cc/common/work_thread.h"
+#include "cc/ps/fused_inboxes.h"
 #include "cc/ps/key_round.h"
 #include "cc/ps/message.h"
 #include "cc/ps/round_settler.h"
@@ -72,6 +73,11 @@ class Server : public MessageHandler {
   ServerKey* CheckedKey(PeerId from, const Message& m, Status* error, bool fetch = false);
   WorkThread& SumThreadFor(uint64_t key) { return *sum_threads_[key % sum_threads_.size()]; }
   void HandlePush(PeerId from, const Message& m, void* payload);
+  // PUSH_MANY: each member as a PUSH, its payload copied out of the message's into its key's buffer; the
+  // answers leave together (FusedReply).
+  void HandlePushMany(PeerId from, const Message& m, void* payload);
+  // Where a PUSH_MANY's payload of `length` bytes lands until HandlePushMany takes it.
+  void* FusedInbox(PeerId from, const Message& m, size_t length);
   // A reader of a published key: answered with round m.round once the publisher pushed it.
   void HandleFetch(PeerId from, const Message& m);
   // SAVE_RESIDUAL / LOAD_RESIDUAL of a compressed key (checkpoints of its error feedback).
@@ -84,6 +90,9 @@ class Server : public MessageHandler {
   std::set<int> JoinedContributors(const KeySpec& spec);
 
   static constexpr double kAbortLingerSeconds = 0.5;
+  // A PUSH_MANY carries small partitions only (a worker fuses up to a planner's group): a bound on what a
+  // peer may make this server allocate for one.
+  static constexpr size_t kMaxFusedBytes = size_t(64) << 20;
   // Address space reserved for keys shared with workers on this host; memory is used only as written.
   static constexpr size_t kSharedArenaBytes = size_t(256) << 30;
 
@@ -101,6 +110,7 @@ class Server : public MessageHandler {
   std::mutex keys_mu_;  // guards what follows; a ServerKey's round is used by its summing thread once created
   ServerGeneration generation_;  // the workers, set by each address book before any of them can connect
   std::map<uint64_t, ServerKey> keys_;
+  FusedInboxes fused_inboxes_;  // PUSH_MANY payloads being received
   std::vector<Retired> retired_;
   RoundSettler settler_;
   ThrottledLog dropped_{"messages dropped or peers turned away"};

@@ -217,6 +217,106 @@ TEST_F(ServerTest, SchedulerMessagesFromAWorkerAreIgnored) {
   EXPECT_TRUE(reply->second.status().ok()) << reply->second.status().ToString();
 }
 
+TEST_F(ServerTest, FusedPushesAreSummedPerKeyAndAnsweredTogetherInOneReply) {
+  const uint64_t kOtherKey = 43 << 20;
+  KeyPlanBody plan;
+  plan.keys.push_back(KeySpec{kOtherKey, DataType::kInt32, 3, 2, TensorScope::kProcess});
+  Message key_plan;
+  key_plan.type = MessageType::kKeyPlan;
+  key_plan.text = plan.Encode();
+  scheduler_->Send(to_server_, key_plan.Encode(), nullptr, 0, nullptr);
+  ASSERT_TRUE(scheduler_inbox_.Next(MessageType::kKeyPlanReply));
+  Inbox* inbox0 = NewInbox();
+  Inbox* inbox1 = NewInbox();
+  Status identified;
+  PeerId peer0 = Worker(inbox0, 0, kToken0, &identified);
+  ASSERT_TRUE(identified.ok());
+  Transport* worker0 = workers_.back().get();
+  PeerId peer1 = Worker(inbox1, 1, kToken1, &identified);
+  ASSERT_TRUE(identified.ok());
+  Transport* worker1 = workers_.back().get();
+
+  // Worker 0: both keys and a key no tensor has, in one PUSH_MANY.
+  Message ints = Push(0, 3);
+  ints.key = kOtherKey;
+  ints.dtype = DataType::kInt32;
+  ints.request_id = 100;
+  Message unplanned = Push(0, 2);
+  unplanned.key = 44 << 20;
+  unplanned.request_id = 101;
+  Message floats = Push(0, 4);
+  floats.request_id = 102;
+  FusedBody body;
+  body.members = {{ints, 12}, {unplanned, 8}, {floats, 16}};
+  std::string payload;
+  const int32_t my_ints[3] = {1, -2, 3};
+  const float nothing[2] = {0, 0}, my_floats[4] = {1, 2, 3, 4};
+  payload.append(reinterpret_cast<const char*>(my_ints), 12);
+  payload.append(reinterpret_cast<const char*>(nothing), 8);
+  payload.append(reinterpret_cast<const char*>(my_floats), 16);
+  Message many;
+  many.type = MessageType::kPushMany;
+  many.text = body.Encode();
+  worker0->Send(peer0, many.Encode(), payload.data(), payload.size(), nullptr);
+  // Worker 1: the float key as a PUSH, the int key as a PUSH_MANY of one.
+  const float their_floats[4] = {10, 20, 30, 40};
+  worker1->Send(peer1, Push(1, 4).Encode(), their_floats, sizeof(their_floats), nullptr);
+  EXPECT_FALSE(inbox0->Next(MessageType::kPullReplyMany, 0.2)) << "answered before the int key's round completed";
+  Message their_ints = ints;
+  their_ints.sender = 1;
+  FusedBody one;
+  one.members = {{their_ints, 12}};
+  const int32_t theirs[3] = {10, 20, 30};
+  many.text = one.Encode();
+  worker1->Send(peer1, many.Encode(), theirs, sizeof(theirs), nullptr);
+
+  auto reply = inbox0->Next(MessageType::kPullReplyMany);
+  ASSERT_TRUE(reply);
+  auto answers = FusedBody::Decode(reply->second.text, MessageType::kPullReply);
+  ASSERT_TRUE(answers.ok()) << answers.status().ToString();
+  const auto& members = answers.value().members;
+  ASSERT_EQ(members.size(), 3u);
+  EXPECT_EQ(members[0].header.request_id, 100u);
+  EXPECT_TRUE(members[0].header.status().ok()) << members[0].header.status().ToString();
+  EXPECT_EQ(members[0].payload_bytes, 12u);
+  EXPECT_EQ(members[1].header.request_id, 101u);
+  EXPECT_EQ(members[1].header.status().code(), Code::kFailedPrecondition) << "a key no tensor has";
+  EXPECT_EQ(members[1].payload_bytes, 0u);
+  EXPECT_EQ(members[2].header.request_id, 102u);
+  EXPECT_TRUE(members[2].header.status().ok());
+  std::vector<char> sums = inbox0->LastPayload();
+  ASSERT_EQ(sums.size(), 12u + 16u);
+  int32_t int_sum[3];
+  float float_sum[4];
+  std::memcpy(int_sum, sums.data(), 12);
+  std::memcpy(float_sum, sums.data() + 12, 16);
+  EXPECT_EQ(std::vector<int32_t>(int_sum, int_sum + 3), (std::vector<int32_t>{11, 18, 33}));
+  EXPECT_EQ(std::vector<float>(float_sum, float_sum + 4), (std::vector<float>{11, 22, 33, 44}));
+  EXPECT_FALSE(inbox0->Next(MessageType::kPullReply, 0.1)) << "fused pushes are answered only together";
+  // Worker 1's PUSH got a PULL_REPLY, its PUSH_MANY a PULL_REPLY_MANY.
+  ASSERT_TRUE(inbox1->Next(MessageType::kPullReply));
+  ASSERT_TRUE(inbox1->Next(MessageType::kPullReplyMany));
+}
+
+TEST_F(ServerTest, AFusedPushWhosePayloadDoesNotAddUpIsNotReceived) {
+  Inbox* inbox = NewInbox();
+  Status identified;
+  PeerId peer = Worker(inbox, 0, kToken0, &identified);
+  ASSERT_TRUE(identified.ok());
+  FusedBody body;
+  body.members = {{Push(0, 4), 16}};
+  Message many;
+  many.type = MessageType::kPushMany;
+  many.text = body.Encode();
+  const float short_payload[2] = {1, 2};
+  workers_.back()->Send(peer, many.Encode(), short_payload, sizeof(short_payload), nullptr);
+  auto reply = inbox->Next(MessageType::kPullReplyMany);
+  ASSERT_TRUE(reply);
+  auto answers = FusedBody::Decode(reply->second.text, MessageType::kPullReply);
+  ASSERT_TRUE(answers.ok());
+  EXPECT_EQ(answers.value().members[0].header.status().code(), Code::kInvalidArgument);
+}
+
 TEST_F(ServerTest, AWorkerThatFinishedFailsTheRoundsWaitingOnItAtOnce) {
   Inbox* inbox = NewInbox();
   Status identified;

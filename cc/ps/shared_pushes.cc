@@ -20,6 +20,12 @@ void SharedPushes::SetServers(std::vector<std::string> names, std::vector<bool> 
   on_this_host_ = std::move(on_this_host);
 }
 
+bool SharedPushes::MayShare(int server) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return enabled_ && server < static_cast<int>(arenas_.size()) && on_this_host_[server] &&
+         !arenas_[server].unusable;
+}
+
 SharedPushes::Plan SharedPushes::PlanPush(int server, uint64_t key, size_t bytes, bool has_data) {
   Plan plan;
   std::lock_guard<std::mutex> lock(mu_);

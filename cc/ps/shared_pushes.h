@@ -31,6 +31,10 @@ class SharedPushes {
   // The job's servers by rank: their names (for messages) and whether each is on this worker's host.
   void SetServers(std::vector<std::string> names, std::vector<bool> on_this_host);
 
+  // Whether pushes to `server` may go through its shared memory (it is on this host, and its arena is not
+  // known to be unusable).
+  bool MayShare(int server);
+
   // How this worker's next push of `key` (`bytes`, or zeros without `has_data`) to `server` goes. An
   // offset the server gave is good for one push only.
   Plan PlanPush(int server, uint64_t key, size_t bytes, bool has_data);

@@ -29,6 +29,8 @@ void WorkerClient::OnMessage(PeerId from, const std::string& header, void* paylo
     if (lifecycle_.OnSchedulerMessage(m)) return;
   } else if (m.type == MessageType::kPullReply) {
     return operations_.OnReply(from, m, payload, length);
+  } else if (m.type == MessageType::kPullReplyMany) {
+    return operations_.OnFusedReply(from, m, payload);
   } else if (m.type == MessageType::kIdentifyReply) {
     return servers_.OnIdentifyReply(from, m.status());
   }

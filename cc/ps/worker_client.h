@@ -51,9 +51,10 @@ class WorkerClient : public MessageHandler {
   // See WorkerOperations.
   void Declare(const TensorSpec& spec, DeclareDone done) { operations_.Declare(spec, std::move(done)); }
   void PushPull(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input, void* output,
-                std::function<void()> on_sent, Done done) {
-    operations_.PushPull(part, round, me, dtype, input, output, std::move(on_sent), std::move(done));
+                std::function<void()> on_sent, Done done, FusedPushes* fused = nullptr) {
+    operations_.PushPull(part, round, me, dtype, input, output, std::move(on_sent), std::move(done), fused);
   }
+  void SendFused(FusedPushes* fused) { operations_.SendFused(fused); }
   void PushPullEncoded(const Partition& part, uint32_t round, Participant me, const void* encoded, void* encoded_sum,
                        size_t bytes, std::function<void()> on_sent, Done done) {
     operations_.PushPullEncoded(part, round, me, encoded, encoded_sum, bytes, std::move(on_sent), std::move(done));
@@ -74,7 +75,10 @@ class WorkerClient : public MessageHandler {
     return operations_.ReplyDestination(from, header, length);
   }
   void OnMessage(PeerId from, const std::string& header, void* payload, size_t length) override;
-  void OnPeerLost(PeerId peer, const Status& why) override { lifecycle_.OnPeerLost(peer, why); }
+  void OnPeerLost(PeerId peer, const Status& why) override {
+    operations_.ForgetPeer(peer);
+    lifecycle_.OnPeerLost(peer, why);
+  }
 
  private:
   const Config config_;

@@ -27,7 +27,13 @@ void WorkerOperations::Declare(const TensorSpec& spec, DeclareDone done) {
 }
 
 void WorkerOperations::PushPull(const Partition& part, uint32_t round, Participant me, DataType dtype,
-                                const void* input, void* output, std::function<void()> on_sent, Done done) {
+                                const void* input, void* output, std::function<void()> on_sent, Done done,
+                                FusedPushes* fused) {
+  if (fused != nullptr) {
+    fused->pushes.push_back(
+        FusedPushes::Push{part, round, me, dtype, input, output, std::move(on_sent), std::move(done)});
+    return;
+  }
   SendPush(part, round, me, dtype, input, output, part.count * DataTypeSize(dtype), /*shareable=*/true,
            std::move(on_sent), std::move(done));
 }
@@ -84,6 +90,147 @@ void WorkerOperations::SendPush(const Partition& part, uint32_t round, Participa
   CommunicationCounters::OfProcess().Pushed(bytes, input == nullptr ? 0 : part.count * DataTypeSize(dtype));
   CommunicationCounters::OfProcess().MessageSent(part.server);
   SendOrFail(server, m, payload ? input : nullptr, payload ? bytes : 0, m.request_id, std::move(on_sent));
+}
+
+bool WorkerOperations::Fusable(const FusedPushes::Push& push) {
+  return push.part.count * DataTypeSize(push.dtype) < kFusedMessageBytes && !shared_->MayShare(push.part.server);
+}
+
+void WorkerOperations::SendFused(FusedPushes* fused) {
+  for (FusedPushes::Push& push : fused->pushes) {
+    const int server = push.part.server;
+    if (!Fusable(push)) {
+      // The small pushes to its server that wait go first: they started before it (priority order).
+      for (auto& message : TakeAllWaiting(server)) SendMany(server, std::move(message));
+      SendPush(push.part, push.round, push.me, push.dtype, push.input, push.output,
+               push.part.count * DataTypeSize(push.dtype), /*shareable=*/true, std::move(push.on_sent),
+               std::move(push.done));
+      continue;
+    }
+    // While a small message to the server is on its way, the small pushes that become ready wait for it and
+    // then leave together, as they would have queued behind it anyway.
+    std::vector<FusedPushes::Push> now;
+    {
+      std::lock_guard<std::mutex> lock(small_mu_);
+      SmallQueue& queue = small_queues_[server];
+      queue.waiting.push_back(std::move(push));
+      if (queue.in_flight == 0) {
+        ++queue.in_flight;
+        now = TakeMessage(&queue);
+      }
+    }
+    if (!now.empty()) SendMany(server, std::move(now));
+  }
+  fused->pushes.clear();
+}
+
+std::vector<std::vector<FusedPushes::Push>> WorkerOperations::TakeAllWaiting(int server) {
+  std::vector<std::vector<FusedPushes::Push>> messages;
+  std::lock_guard<std::mutex> lock(small_mu_);
+  auto it = small_queues_.find(server);
+  if (it == small_queues_.end()) return messages;
+  while (!it->second.waiting.empty()) {
+    ++it->second.in_flight;
+    messages.push_back(TakeMessage(&it->second));
+  }
+  return messages;
+}
+
+std::vector<FusedPushes::Push> WorkerOperations::TakeMessage(SmallQueue* queue) {
+  std::vector<FusedPushes::Push> message;
+  size_t bytes = 0;
+  size_t taken = 0;
+  for (FusedPushes::Push& push : queue->waiting) {
+    const size_t more = push.input == nullptr ? 0 : push.part.count * DataTypeSize(push.dtype);
+    if (!message.empty() && (bytes + more > kFusedMessageBytes || message.size() == FusedBody::kMaxMembers)) break;
+    bytes += more;
+    message.push_back(std::move(push));
+    ++taken;
+  }
+  queue->waiting.erase(queue->waiting.begin(), queue->waiting.begin() + taken);
+  return message;
+}
+
+// A small message to `server` has left (or failed): what waited for the last one goes next.
+void WorkerOperations::SmallSent(int server) {
+  std::vector<FusedPushes::Push> next;
+  {
+    std::lock_guard<std::mutex> lock(small_mu_);
+    SmallQueue& queue = small_queues_[server];
+    if (--queue.in_flight > 0 || queue.waiting.empty()) return;
+    ++queue.in_flight;
+    next = TakeMessage(&queue);
+  }
+  SendMany(server, std::move(next));
+}
+
+void WorkerOperations::SendMany(int server_rank, std::vector<FusedPushes::Push> pushes) {
+  Status failed = requests_->refusal();
+  if (!failed.ok()) {
+    for (FusedPushes::Push& push : pushes) {
+      if (push.on_sent) push.on_sent();
+      push.done(failed);
+    }
+    return SmallSent(server_rank);
+  }
+  const PeerId server = servers_->peer(server_rank);
+  auto payload = std::make_shared<std::string>();
+  auto on_sent = std::make_shared<std::vector<std::function<void()>>>();
+  auto ids = std::make_shared<std::vector<uint64_t>>();
+  FusedBody body;
+  for (FusedPushes::Push& push : pushes) {
+    const size_t bytes = push.input == nullptr ? 0 : push.part.count * DataTypeSize(push.dtype);
+    Request r;
+    r.done = std::move(push.done);
+    r.peer = server;
+    r.server = server_rank;
+    r.key = push.part.key;
+    r.source = push.input;
+    r.destination = push.output;
+    r.bytes = push.part.count * DataTypeSize(push.dtype);
+    r.sum = true;
+    r.what = "the sum of round " + std::to_string(push.round) + " from " + servers_->Name(server_rank) +
+             " (it answers once every worker has pushed)";
+    r.sending = bytes > 0;  // until the bytes are copied into the message
+    Message m;
+    m.type = MessageType::kPush;
+    m.sender = push.me.index;
+    m.participants = push.me.count;
+    m.key = push.part.key;
+    m.round = push.round;
+    m.dtype = push.dtype;
+    m.num_elements = push.part.count;
+    m.zeros = push.input == nullptr;
+    m.request_id = requests_->Track(std::move(r));
+    if (push.on_sent) on_sent->push_back(std::move(push.on_sent));
+    if (m.request_id == 0) continue;  // answered: the job or the generation failed
+    payload->append(static_cast<const char*>(push.input == nullptr ? "" : push.input), bytes);
+    requests_->Sent(m.request_id);
+    ids->push_back(m.request_id);
+    CommunicationCounters::OfProcess().Pushed(bytes, bytes);
+    body.members.push_back(FusedBody::Member{m, bytes});
+  }
+  if (body.members.empty()) {
+    for (auto& fn : *on_sent) fn();
+    return SmallSent(server_rank);
+  }
+  Message header;
+  header.type = MessageType::kPushMany;
+  header.sender = lifecycle_->rank();
+  header.text = body.Encode();
+  CommunicationCounters::OfProcess().MessageSent(server_rank);
+  transport_->Send(server, header.Encode(), payload->empty() ? nullptr : payload->data(), payload->size(),
+                   [this, payload, on_sent, ids, server_rank](const Status& sent) {
+                     for (auto& fn : *on_sent) fn();
+                     if (!sent.ok()) {
+                       for (uint64_t id : *ids) {
+                         Message failed;
+                         failed.set_status(sent);
+                         Complete(-1, id, failed);
+                       }
+                     }
+                     SmallSent(server_rank);
+                   });
 }
 
 void WorkerOperations::Fetch(const Partition& part, uint32_t round, DataType dtype, void* output, Done done) {
@@ -164,6 +311,20 @@ void WorkerOperations::SendOrFail(PeerId to, const Message& m, const void* paylo
 // The scheduler and the servers time out what they wait for after BYTEPS_TIMEOUT and say who is missing;
 // this is the fallback for when that answer cannot come, a moment later so that it does not pre-empt it.
 void WorkerOperations::FailExpired() {
+  // Once the job or the generation failed, small pushes still waiting for a message on its way fail too,
+  // even if that message's send is never reported.
+  if (!requests_->refusal().ok()) {
+    std::vector<int> servers;
+    {
+      std::lock_guard<std::mutex> lock(small_mu_);
+      for (const auto& entry : small_queues_) {
+        if (!entry.second.waiting.empty()) servers.push_back(entry.first);
+      }
+    }
+    for (int server : servers) {
+      for (auto& message : TakeAllWaiting(server)) SendMany(server, std::move(message));
+    }
+  }
   const double limit = MissingWorkerTimeout(config_) + std::max(1.0, config_.timeout_s / 10);
   requests_->FailExpired(NowSeconds(), limit, [this](const Request& r) {
     std::ostringstream text;
@@ -175,6 +336,11 @@ void WorkerOperations::FailExpired() {
 
 void* WorkerOperations::ReplyDestination(PeerId from, const std::string& header, size_t length) {
   auto m = Message::Decode(header);
+  if (m.ok() && m.value().type == MessageType::kPullReplyMany) {
+    auto body = FusedBody::Decode(m.value().text, MessageType::kPullReply);
+    if (!body.ok() || body.value().payload_bytes() != length || length > (size_t(64) << 20)) return nullptr;
+    return fused_inboxes_.Allocate(from, length);  // null: each member fails, its sum not received
+  }
   if (!m.ok() || m.value().type != MessageType::kPullReply) return nullptr;
   return requests_->ReceiveInto(m.value().request_id, from, length);
 }
@@ -188,7 +354,32 @@ void WorkerOperations::OnReply(PeerId from, Message& reply, void* payload, size_
   Complete(from, reply.request_id, reply);
 }
 
-void WorkerOperations::Complete(PeerId from, uint64_t request_id, const Message& reply) {
+void WorkerOperations::OnFusedReply(PeerId from, const Message& reply, void* payload) {
+  std::vector<char> inbox = fused_inboxes_.Take(from, payload);
+  CommunicationCounters::OfProcess().MessageReceived();
+  auto body = FusedBody::Decode(reply.text, MessageType::kPullReply);
+  if (!body.ok()) {
+    // Its requests cannot be told apart: they fail by the timeout (FailExpired).
+    BPS_LOG(Error) << "dropped a malformed PULL_REPLY_MANY: " << body.status().message();
+    return;
+  }
+  const bool received = body.value().payload_bytes() == 0 || (payload != nullptr && !inbox.empty());
+  const char* at = inbox.data();
+  for (FusedBody::Member& member : body.value().members) {
+    Message& one = member.header;
+    const char* sum = at;
+    at += member.payload_bytes;
+    if (one.status().ok() && !received && member.payload_bytes > 0) {
+      one.set_status(Internal("the pulled data could not be received"));
+    }
+    Complete(from, one.request_id, one, received ? sum : nullptr, member.payload_bytes);
+  }
+}
+
+void WorkerOperations::ForgetPeer(PeerId peer) { fused_inboxes_.Forget(peer); }
+
+void WorkerOperations::Complete(PeerId from, uint64_t request_id, const Message& reply, const char* fused_sum,
+                                size_t fused_bytes) {
   std::optional<Request> taken = requests_->Take(request_id, from);
   if (!taken) return;  // answered already (timeout or failure), or not from the peer it went to
   Request& r = *taken;
@@ -203,6 +394,14 @@ void WorkerOperations::Complete(PeerId from, uint64_t request_id, const Message&
   if (r.declare_done) {
     if (!status.ok()) return r.declare_done(status);
     return r.declare_done(PartitionPlan::Decode(reply.text));
+  }
+  if (status.ok() && fused_sum != nullptr && !reply.zeros && !reply.echo) {
+    if (fused_bytes != r.bytes) {
+      status = Internal("a fused reply carried " + std::to_string(fused_bytes) + " bytes for a sum of " +
+                        std::to_string(r.bytes));
+    } else if (r.bytes > 0) {
+      std::memcpy(r.destination, fused_sum, r.bytes);
+    }
   }
   if (status.ok()) status = shared_->TakeReply(r.server, r.key, reply, r.destination, r.bytes);
   if (!status.ok()) status = Status(status.code(), status.message() + " (while waiting for " + r.what + ")");

@@ -4,10 +4,14 @@
 #pragma once
 
 #include <functional>
+#include <map>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "cc/common/config.h"
 #include "cc/common/logging.h"
+#include "cc/ps/fused_inboxes.h"
 #include "cc/ps/message.h"
 #include "cc/ps/request_table.h"
 #include "cc/ps/server_links.h"
@@ -22,6 +26,22 @@ namespace bps {
 struct Participant {
   int index;
   int count;
+};
+
+// Pushes that became ready together, gathered so that those to one server leave as one message
+// (WorkerOperations::SendFused).
+struct FusedPushes {
+  struct Push {
+    Partition part;
+    uint32_t round;
+    Participant me;
+    DataType dtype;
+    const void* input;
+    void* output;
+    std::function<void()> on_sent;
+    std::function<void(const Status&)> done;
+  };
+  std::vector<Push> pushes;
 };
 
 class WorkerOperations {
@@ -42,9 +62,14 @@ class WorkerOperations {
   void Declare(const TensorSpec& spec, DeclareDone done);
   // Pushes `input` and receives the round's sum into `output` (which may be `input`). A null `input` is a
   // partition of zeros: only the header is sent. `on_sent` runs once `input` has left, `done` once the sum
-  // is in `output`.
+  // is in `output`. With `fused`, the push waits there for SendFused instead of leaving at once.
   void PushPull(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input, void* output,
-                std::function<void()> on_sent, Done done);
+                std::function<void()> on_sent, Done done, FusedPushes* fused = nullptr);
+  // Sends the pushes gathered in `fused` in their order; empties `fused`. Small ones that do not go through
+  // shared memory travel in PUSH_MANYs of at most kFusedMessageBytes: those to one server that are ready
+  // together, or become ready while its last one is being sent, leave together once it has left, or at
+  // once before a large push to that server.
+  void SendFused(FusedPushes* fused);
   // PushPull of an encoded partition (cc/compress/codec.h): `bytes` go out from `encoded` and the encoded sum
   // of as many bytes comes back into `encoded_sum`. Never through shared memory.
   void PushPullEncoded(const Partition& part, uint32_t round, Participant me, const void* encoded, void* encoded_sum,
@@ -56,15 +81,35 @@ class WorkerOperations {
   void SaveResidual(const Partition& part, Participant me, float* residual, Done done);
   void LoadResidual(const Partition& part, Participant me, const float* residual, Done done);
 
-  // Fails requests that waited longer than BYTEPS_TIMEOUT (and a moment).
+  // Fails requests that waited longer than BYTEPS_TIMEOUT (and a moment), and, once the job or the
+  // generation failed, the small pushes still waiting to be fused.
   void FailExpired();
 
   // Where the payload of a reply with `header` from `from` goes (the caller's memory), or null.
   void* ReplyDestination(PeerId from, const std::string& header, size_t length);
   // A reply (PULL_REPLY from a server, DECLARE_REPLY from the scheduler) with its payload, if any.
   void OnReply(PeerId from, Message& reply, void* payload, size_t length);
+  // A PULL_REPLY_MANY: each member completes its request, its sum copied out of the message's payload.
+  void OnFusedReply(PeerId from, const Message& reply, void* payload);
+  // Drops what a lost connection left half received.
+  void ForgetPeer(PeerId peer);
+
+  // Partitions smaller than a planner's group are fused, up to a group per message: what the planner puts
+  // together on a server, ready together, leaves together.
+  static constexpr size_t kFusedMessageBytes = 262144;  // PartitionPlanner::kMinSpreadBytes
 
  private:
+  struct SmallQueue {
+    int in_flight = 0;  // PUSH_MANYs to the server on their way (each SendMany until its SmallSent)
+    std::vector<FusedPushes::Push> waiting;
+  };
+  bool Fusable(const FusedPushes::Push& push);
+  // The first pushes waiting in `queue` that fit one message. With small_mu_ held.
+  std::vector<FusedPushes::Push> TakeMessage(SmallQueue* queue);
+  // Every push waiting for `server`, as messages counted in flight (before a large push to it).
+  std::vector<std::vector<FusedPushes::Push>> TakeAllWaiting(int server);
+  void SmallSent(int server);
+  void SendMany(int server, std::vector<FusedPushes::Push> pushes);
   void SendPush(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input, void* output,
                 size_t wire_bytes, bool shareable, std::function<void()> on_sent, Done done);
   void SendResidual(MessageType type, const Partition& part, Participant me, const float* source, float* destination,
@@ -72,7 +117,9 @@ class WorkerOperations {
   // Sends request `request_id`; a failed send completes it.
   void SendOrFail(PeerId to, const Message& m, const void* payload, size_t bytes, uint64_t request_id,
                   std::function<void()> on_sent = nullptr);
-  void Complete(PeerId from, uint64_t request_id, const Message& reply);
+  // `fused_sum`: a member of a PULL_REPLY_MANY, whose sum (`fused_bytes`) is still to be copied out.
+  void Complete(PeerId from, uint64_t request_id, const Message& reply, const char* fused_sum = nullptr,
+                size_t fused_bytes = 0);
 
   const Config& config_;
   Transport* const transport_;
@@ -80,6 +127,9 @@ class WorkerOperations {
   ServerLinks* const servers_;
   RequestTable* const requests_;
   SharedPushes* const shared_;
+  std::mutex small_mu_;
+  std::map<int, SmallQueue> small_queues_;  // by server rank
+  FusedInboxes fused_inboxes_;  // PULL_REPLY_MANY payloads being received
 };
 
 }  // namespace bps

@@ -34,6 +34,9 @@ size_t PushedBytes(const PushPullRequest& request, const Partition& part, DataTy
   return AllZeros(request, part) ? 0 : part.count * DataTypeSize(dtype);
 }
 
+// The pushes of the partitions this thread's Dispatch starts, gathered to leave fused (null outside one).
+thread_local FusedPushes* t_fused = nullptr;
+
 }  // namespace
 
 PushPullRequest PushPullRequest::ForState(Kind kind, const TensorSpec& spec, std::shared_ptr<CompressionState> state,
@@ -220,7 +223,15 @@ void Engine::Dispatch() {
     std::lock_guard<std::mutex> lock(mu_);
     startable = ready_.TakeStartable();
   }
+  if (startable.empty()) return;
+  // Partitions that became startable together are pushed together: those to one server in one message,
+  // in priority order. Nothing waits for partitions that are not ready yet.
+  FusedPushes fused;
+  FusedPushes* outer = t_fused;
+  t_fused = &fused;
   for (ReadyPartition& part : startable) part.start();
+  t_fused = outer;
+  client_->SendFused(&fused);
 }
 
 void Engine::StartPartition(Operation* op, const Partition& part, double queued_at) {
@@ -263,7 +274,8 @@ void Engine::StartPartition(Operation* op, const Partition& part, double queued_
         // The server's sum, waiting for the other workers' pushes, and the pull of the result.
         TraceUntilNow(op->request.name, "SUM_PULL", *sent_at, part);
         FinishPartition(op, status);
-      });
+      },
+      config_.fusion ? t_fused : nullptr);
 }
 
 void Engine::PushPullCompressed(Operation* op, const Partition& part, Participant me, const char* input, char* output,

@@ -349,6 +349,21 @@ can_profile = shutil.which("perf") and subprocess.run(["perf", "stat", "-e", "cp
                                                       capture_output=True).returncode == 0
 
 
+@pytest.mark.timeout(120)
+def test_fused_messages_benchmark_counts_fewer_messages_with_fusion():
+    done = run_module("benchmarks.fused_messages", "--runs", 1, "--steps", 2, timeout=100)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [line["planner"] for line in lines if "planner" in line] == [{"unfused": 222, "fused": 101},
+                                                                          {"unfused": 123, "fused": 2}]
+    runs = [line for line in lines if "planner" not in line]
+    assert len(runs) == 2 * 2 * 2  # all and small tensors, fusion off and on, 2 workers
+    for line in runs:
+        unfused = 222 if line["tensors"] == 196 else 123
+        assert line["messages_received"] == line["messages_sent"] and line["step_ms"] > 0, line
+        assert (line["messages_sent"] == unfused) if line["fusion"] == 0 else (line["messages_sent"] <= unfused), line
+
+
 @pytest.mark.timeout(300)
 def test_message_cost_benchmark_counts_messages_and_compares_with_the_floor(tmp_path):
     """2 sizes, 8 tensors in flight, 2 rounds (the profile where perf works): the floor's and the job's CPU,

@@ -45,6 +45,17 @@ def test_small_partitions_and_tight_credit():
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("shared_memory,transport", [(0, "tcp"), (1, "tcp"), (0, "ucx")])
+def test_many_small_tensors_sum_exactly_fused_into_fewer_messages(shared_memory, transport):
+    # Without shared memory the small partitions to one server travel fused (PUSH_MANY): each worker sends at
+    # most one message per partition, and gets one reply per message. With it they go through the arenas.
+    # UCX may receive several fused payloads from one peer at once (rendezvous).
+    result = run_local("small_tensors.py", 2, 2, BYTEPS_SHARED_MEMORY=shared_memory, BYTEPS_TRANSPORT=transport)
+    assert_job_ok(result, 2, "small tensors exact")
+    print("\n".join(line for line in result.stdout.splitlines() if "messages sent" in line))
+
+
+@pytest.mark.timeout(300)
 def test_mismatched_shape_or_dtype_is_an_error_on_every_worker():
     result = run_local("mismatch.py", 2, 1)
     assert_job_ok(result, 2, "job still works")
