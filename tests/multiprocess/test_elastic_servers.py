@@ -56,13 +56,14 @@ def assert_sums_job_ended_as_if_nothing_happened(code, out, steps):
 
 
 @pytest.mark.timeout(240)
-def test_a_killed_server_is_dropped_restarted_and_taken_back_and_every_sum_stays_exact():
+@pytest.mark.parametrize("shared_memory", [1, 0], ids=["shared_memory", "tcp_fused"])
+def test_a_killed_server_is_dropped_restarted_and_taken_back_and_every_sum_stays_exact(shared_memory):
     """kill -9 of one of 2 servers: both workers complete a step within 5 s, the job goes on with one server,
     the server started again is back at the next commit, no sum of any dtype is wrong and the model is that
-    of a job that lost nothing."""
+    of a job that lost nothing. With the servers' shared memory, and without (small pushes fused on TCP)."""
     steps = 400
     with ElasticJob("elastic_sums.py", [steps, "{log_dir}", 0.02], workers=2, servers=2, min_workers=1,
-                    max_workers=2, max_restarts=1) as job:
+                    max_workers=2, max_restarts=1, BYTEPS_SHARED_MEMORY=shared_memory) as job:
         for worker in range(2):
             job.wait_for_step(worker, lambda s: s[1] >= 20, timeout=60)
         servers = job.role_pids("server")
