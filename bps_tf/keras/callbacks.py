@@ -156,7 +156,8 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
 class CommunicationMetrics(_Callback):
     """Puts this worker's communication per training step into Keras's logs, so that the progress bar,
     `History` and `keras.callbacks.TensorBoard` show it: bps/push_pull_ms, bps/wait_ms, bps/bytes_pushed,
-    bps/bytes_pulled, bps/messages_sent, bps/messages_received, bps/compression_ratio and bps/workers (bps_tf.communication_metrics.CommunicationMeter).
+    bps/bytes_pulled, bps/messages_sent, bps/messages_received, bps/compression_ratio and bps/workers
+    (bps_tf.communication_metrics.CommunicationMeter).
 
     Every `every_n_steps` steps a batch's logs get the figures per step of the last `every_n_steps` steps
     (the batches between keep the latest); an epoch's logs get that epoch's figures per step. List it before

@@ -1,8 +1,8 @@
 """What the scheduler's partition planner (cc/ps/partition_planner.cc) makes of a step's gradients: pieces of
 at most a partition, a tensor of up to servers x partition bytes spread over as many servers as pieces of at
-least min_spread_bytes allow, each piece on the server with the fewest bytes so far, small tensors planned in a row grouped on one
-server up to a group's bytes (group_bytes; a worker pushes the ready members of a group as one message), and
-between machines over TCP each piece in slices."""
+least min_spread_bytes allow, each piece on the server with the fewest bytes so far, small tensors planned
+in a row grouped on one server up to a group's bytes (group_bytes; a worker pushes the ready members of a
+group as one message), and between machines over TCP each piece in slices."""
 
 import dataclasses
 
