@@ -7,8 +7,8 @@ loopback, each its own process (its CPU from CLOCK_PROCESS_CPUTIME_ID), a reques
 96-byte reply as a push is, one request at a time and --tensors in flight. The job: scheduler, 1 server,
 1 worker on loopback over bps_tf's TCP transport with shared memory off (BYTEPS_SHARED_MEMORY=0;
 BYTEPS_FORCE_DISTRIBUTED=1 makes a single worker push; BYTEPS_FUSION=0 keeps every push a message of its
-own), the worker push_pulling --tensors float32 tensors of SIZE bytes at once, over and over, through bps_tf's NumPy API (benchmarks/workers/message_cost.py). Every
-process's CPU is read before and after each timed loop while the job waits: its threads' run time in
+own), the worker push_pulling --tensors float32 tensors of SIZE bytes at once, over and over, through
+bps_tf's NumPy API (benchmarks/workers/message_cost.py). Every process's CPU is read before and after each timed loop while the job waits: its threads' run time in
 nanoseconds (/proc/PID/task/*/schedstat), and as a check user + system time in clock ticks (/proc/PID/stat,
 "cpu_ticks_s"). "others_cpu_s" is the CPU the rest of the machine used meanwhile (/proc/stat): how quiet the
 measurement was.
