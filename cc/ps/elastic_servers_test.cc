@@ -63,12 +63,7 @@ TEST_F(ElasticServersTest, ALostServerBreaksTheGenerationAndEveryWorkerGoesOnWit
   // Tensors are planned over the servers left: all of a large one on server 0.
   Declare(0, Spec({20000}));
   Declare(1, Spec({20000}));
-  auto plan = server_->inbox.Next(MessageType::kKeyPlan);
-  ASSERT_TRUE(plan);
-  Message reply;
-  reply.type = MessageType::kKeyPlanReply;
-  reply.request_id = plan->second.request_id;
-  server_->Send(reply);
+  ConfirmKeyPlan();
   auto declared = worker_[0]->inbox.Next(MessageType::kDeclareReply);
   ASSERT_TRUE(declared);
   auto partitions = PartitionPlan::Decode(declared->second.text);

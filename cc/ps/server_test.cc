@@ -99,6 +99,29 @@ class ServerTest : public ::testing::Test {
     return peer;
   }
 
+  // Workers 0 and 1, each identified with its token: their inboxes, connections and transports.
+  struct TwoWorkers {
+    Inbox* inbox0;
+    PeerId peer0;
+    Transport* worker0;
+    Inbox* inbox1;
+    PeerId peer1;
+    Transport* worker1;
+  };
+  TwoWorkers IdentifiedWorkers() {
+    TwoWorkers w;
+    Status identified;
+    w.inbox0 = NewInbox();
+    w.peer0 = Worker(w.inbox0, 0, kToken0, &identified);
+    EXPECT_TRUE(identified.ok()) << identified.ToString();
+    w.worker0 = workers_.back().get();
+    w.inbox1 = NewInbox();
+    w.peer1 = Worker(w.inbox1, 1, kToken1, &identified);
+    EXPECT_TRUE(identified.ok()) << identified.ToString();
+    w.worker1 = workers_.back().get();
+    return w;
+  }
+
   static Message Push(int sender, uint64_t elements, uint32_t round = 1) {
     Message m;
     m.type = MessageType::kPush;
@@ -226,15 +249,8 @@ TEST_F(ServerTest, FusedPushesAreSummedPerKeyAndAnsweredTogetherInOneReply) {
   key_plan.text = plan.Encode();
   scheduler_->Send(to_server_, key_plan.Encode(), nullptr, 0, nullptr);
   ASSERT_TRUE(scheduler_inbox_.Next(MessageType::kKeyPlanReply));
-  Inbox* inbox0 = NewInbox();
-  Inbox* inbox1 = NewInbox();
-  Status identified;
-  PeerId peer0 = Worker(inbox0, 0, kToken0, &identified);
-  ASSERT_TRUE(identified.ok());
-  Transport* worker0 = workers_.back().get();
-  PeerId peer1 = Worker(inbox1, 1, kToken1, &identified);
-  ASSERT_TRUE(identified.ok());
-  Transport* worker1 = workers_.back().get();
+  const auto [inbox0, peer0, worker0, inbox1, peer1, worker1] = IdentifiedWorkers();
+  ASSERT_FALSE(HasFailure());
 
   // Worker 0: both keys and a key no tensor has, in one PUSH_MANY.
   Message ints = Push(0, 3);
@@ -428,15 +444,8 @@ TEST_F(CompressedKeyTest, CompressionOfWhatIsNoFloatSumIsRefusedAtPlanning) {
 
 TEST_F(CompressedKeyTest, LyingPayloadsAreRefusedAndTheSumStaysIntact) {
   ASSERT_TRUE(PlanKey(DataType::kFloat32, "topk:0.5,ef=0").ok());  // 2 of 4 elements: 16 bytes
-  Inbox* inbox0 = NewInbox();
-  Inbox* inbox1 = NewInbox();
-  Status identified;
-  PeerId peer0 = Worker(inbox0, 0, kToken0, &identified);
-  ASSERT_TRUE(identified.ok());
-  Transport* worker0 = workers_.back().get();
-  PeerId peer1 = Worker(inbox1, 1, kToken1, &identified);
-  ASSERT_TRUE(identified.ok());
-  Transport* worker1 = workers_.back().get();
+  const auto [inbox0, peer0, worker0, inbox1, peer1, worker1] = IdentifiedWorkers();
+  ASSERT_FALSE(HasFailure());
 
   Record out_of_range[2] = {{1, 5.f}, {4, 1e30f}};  // element 4 of a 4-element key
   worker0->Send(peer0, CompressedPush(0).Encode(), out_of_range, sizeof(out_of_range), nullptr);
