@@ -2,7 +2,9 @@
 // and the last completed round's result that pulls are answered from.
 //
 // Threading: private receive buffers are allocated on the transport thread (under the server's lock) when
-// a payload arrives; everything else runs on the key's summing thread only. A worker pushes round r+1 only
+// a payload arrives; everything else runs as one of the tasks of the key's summing thread (WorkThread), one
+// at a time and in order, whether that thread runs it or the transport thread does for it (RunHereOrPost,
+// when the summing thread is idle). A worker pushes round r+1 only
 // after pulling round r, so a receive buffer is never overwritten before its data was summed, and a result
 // is never replaced before every worker has received it.
 // The same ordering lets the first push of a round become the accumulator (buffers swapped, not copied):

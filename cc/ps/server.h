@@ -107,7 +107,8 @@ class Server : public MessageHandler {
   OneShot<Status> finished_;
   std::unique_ptr<SharedArena> arena_;  // null without workers on this host; made by the first book
 
-  std::mutex keys_mu_;  // guards what follows; a ServerKey's round is used by its summing thread once created
+  // Guards what follows; a ServerKey's round is used by its summing thread's tasks once created.
+  std::mutex keys_mu_;
   ServerGeneration generation_;  // the workers, set by each address book before any of them can connect
   std::map<uint64_t, ServerKey> keys_;
   FusedInboxes fused_inboxes_;  // PUSH_MANY payloads being received
