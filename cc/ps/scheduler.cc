@@ -178,13 +178,13 @@ void Scheduler::HandleServerReady(PeerId from) {
     std::ostringstream started;
     started << "generation " << membership_.generation() << " started: " << membership_.workers().size()
             << " workers, " << membership_.active_servers() << " servers";
-    if (membership_.active_servers() != serving_servers_) {
+    if (membership_.servers() != serving_servers_) {
       BPS_LOG(Warning) << started.str();
     } else {
       BPS_LOG(Info) << started.str();
     }
   }
-  serving_servers_ = membership_.active_servers();
+  serving_servers_ = membership_.servers();
   // Registered while this generation formed.
   if (!membership_.Waiting().empty() || membership_.WaitingServers() > 0) AnnounceWaiting();
 }

@@ -106,7 +106,7 @@ class Scheduler : public MessageHandler {
   Declarations declarations_;
   AddressBook address_book_;
   std::set<PeerId> ready_servers_;
-  int serving_servers_ = 0;  // the servers of the last generation that started
+  std::vector<PeerId> serving_servers_;  // the servers of the last generation that started
   double start_time_ = 0;
   std::deque<std::string> turned_away_;  // the last registrations turned away, for the start timeout
   std::set<PeerId> resetting_;           // servers still forgetting the generation's keys
