@@ -1,9 +1,13 @@
 """Elastic training under failures: Keras 3 `fit` with bps_tf.keras.elastic (the Horovod API) in one elastic
-job, whose workers the benchmark kills with SIGKILL one after another; bpslaunch (--max-restarts 1) starts
-each again and it rejoins. One run measures
+job, whose workers and servers the benchmark kills with SIGKILL one after another (--kills 1,2,3,0,s1,s2:
+workers 1, 2, 3 and 0, then servers 1 and 2); bpslaunch (--max-restarts 1) starts each again and it rejoins.
+One run measures
 
-  recovery: the time from each kill to every survivor's next completed step (each kill, and the median);
-  rejoin:   when the restarted worker's process starts, joins and takes its first step with the others;
+  recovery: the time from each kill to every survivor's next completed step (each kill, and the median; every
+            worker survives a server's loss);
+  rejoin:   when the restarted worker's process starts, joins and takes its first step with the others; when
+            the restarted server's process starts and the workers' first step with every server again (it
+            was taken back), and their pause then;
   throughput over time: samples/s of the whole job (every worker's completed steps) through the kills and
             rejoins, committing every --batches-per-commit batches;
   commit costs: the step time with CommitStateCallback(batches_per_commit=N) for each N of
@@ -12,16 +16,17 @@ each again and it rejoins. One run measures
 
 The job runs benchmarks/workers/elastic_train.py. On the emulated cluster (default) every host is one machine
 of a SLURM job: bpslaunch runs there with the environment srun gives one task per node, so it starts that
-node's server (BYTEPS_SERVERS_PER_NODE = servers / workers), its worker and, on host 0, the scheduler, and it
-starts a lost worker again. --local runs the job on this host's loopback with bpslaunch --local instead.
+node's servers (BYTEPS_SERVERS_PER_NODE = servers / workers; server N is host N's when there are as many
+servers as workers), its worker and, on host 0, the scheduler, and it starts a lost worker or server again.
+--local runs the job on this host's loopback with bpslaunch --local instead.
 
 Its parts: benchmarks/lib/elastic_launchers.py (the two ways to start the job), elastic_run.py (the kills),
 elastic_events.py (the workers' events), elastic_analysis.py (from events to the result);
 benchmarks/report/tables.py and elastic_plots.py (its tables and plot).
 
-python -m benchmarks.elastic_recovery --workers 4 --servers 4 --rate 1gbit \\
+python -m benchmarks.elastic_recovery --workers 4 --servers 4 --rate 1gbit --kills 1,2,3,0,s1,s2 \\
     --output docs/performance/elastic_recovery_w4_s4_1gbit.json
-python -m benchmarks.elastic_recovery --local --workers 2 --servers 1 --kills 1 --segment-steps 10 \\
+python -m benchmarks.elastic_recovery --local --workers 2 --servers 2 --kills 1,s1 --segment-steps 10 \\
     --rounds 1 --commit-settings none,1,5 --settle-s 2 --warmup-s 2     # a quick check
 """
 
@@ -48,7 +53,8 @@ def parse_args(argv=None):
     parser.add_argument("--local", action="store_true", help="bpslaunch --local on this host's loopback")
     parser.add_argument("--model", default="mlp-small", help="a model of benchmarks/lib/models.py")
     parser.add_argument("--batch-per-worker", type=int, default=32)
-    parser.add_argument("--kills", default="1,2,3,0", help="the workers to kill, in order (each once)")
+    parser.add_argument("--kills", default="1,2,3,0",
+                        help="the workers (N) and servers (sN) to kill, in order (each once), e.g. 1,2,3,0,s1,s2")
     parser.add_argument("--min-workers", type=int, help="BYTEPS_MIN_WORKERS (default: workers - 1)")
     parser.add_argument("--batches-per-commit", type=int, default=1, help="while workers are killed")
     parser.add_argument("--commit-settings", default="none,1,10,100")
@@ -66,9 +72,17 @@ def parse_args(argv=None):
     parser.add_argument("--output", help="JSON result file (a PNG of the same name is written beside it)")
     args = parser.parse_args(argv)
     args.env = parse_env_items(args.env)
-    args.kills = [int(k) for k in args.kills.split(",") if k != ""]
-    if len(set(args.kills)) != len(args.kills) or not all(0 <= k < args.workers for k in args.kills):
-        parser.error("--kills: distinct worker ids below --workers (bpslaunch restarts each place once)")
+    try:
+        args.kills = [("server", int(k[1:])) if k.startswith("s") else ("worker", int(k))
+                      for k in args.kills.split(",") if k != ""]
+    except ValueError:
+        parser.error(f"--kills: worker ids (N) and server ids (sN), comma-separated, not {args.kills!r}")
+    counts = {"worker": args.workers, "server": args.servers}
+    if len(set(args.kills)) != len(args.kills) or not all(0 <= n < counts[role] for role, n in args.kills):
+        parser.error("--kills: distinct worker ids below --workers and sN with server ids below --servers "
+                     "(bpslaunch restarts each place once)")
+    if args.servers < 2 and any(role == "server" for role, _ in args.kills):
+        parser.error("--kills: an elastic job goes on without a lost server only with another: --servers 2 or more")
     if args.min_workers is None:
         args.min_workers = max(1, args.workers - 1)
     if not args.local and args.servers % args.workers:
@@ -90,7 +104,8 @@ def main(argv=None):
               "one host per SLURM node, started as srun bpslaunch --max-restarts 1 starts it: its worker and "
               "servers; the scheduler on host 0",
               "model": args.model, "batch_per_worker": args.batch_per_worker, "min_workers": args.min_workers,
-              "batches_per_commit": args.batches_per_commit, "kills": args.kills,
+              "batches_per_commit": args.batches_per_commit,
+              "kills": [n if role == "worker" else f"s{n}" for role, n in args.kills],
               "benchmark_command": shlex.join(["python", "-m", "benchmarks.elastic_recovery",
                                                *(sys.argv[1:] if argv is None else argv)]),
               "job_command": run["job_command"], "product": run["product"], "machine": describe_machine()}
@@ -98,8 +113,10 @@ def main(argv=None):
     result["launcher_restarts"] = run["launcher_restarts"]
     result["stalls"] = {"threshold_s": STUCK_S, "after_s": [round(s["after"] - start, 3) for s in run["stalls"]]}
     result["network_counters"] = run["network_counters"]
-    print(elastic_recovery_table(result))
-    print()
+    for role in ("worker", "server"):
+        if any(role in kill for kill in result["recovery"]["kills"]):
+            print(elastic_recovery_table(result, role))
+            print()
     print(elastic_commit_table(result))
     tp = result["throughput"]
     print(f"\nsamples/s: {s_cell(tp['all_workers_samples_per_s'])} with {args.workers} workers, "

@@ -1,10 +1,10 @@
-"""The analysis of an elastic recovery run from its workers' events: each kill's recovery and rejoin, the
-job's throughput over time and with fewer workers, and the cost of commits."""
+"""The analysis of an elastic recovery run from its workers' events: each kill's recovery and rejoin (of a
+worker or a server), the job's throughput over time and with fewer workers, and the cost of commits."""
 
 import math
 import statistics
 
-from benchmarks.lib.elastic_events import full_size_step_after, steps_of
+from benchmarks.lib.elastic_events import at_full_strength, full_step_after, steps_of
 
 
 def median(values):
@@ -45,16 +45,23 @@ def commit_costs(args, events):
     return costs
 
 
+def role_of(kill):
+    return "server" if "server" in kill else "worker"
+
+
 def recovery(args, events, kills):
-    """For each kill: every survivor's first completed step in a later generation than the one the kill broke,
-    when its reset callback ran (the next generation formed) and when fit began again (the state synchronised
-    from rank 0); the restarted process's start, join and first step with every worker."""
+    """For each kill: every survivor's first completed step in a later generation than the one the kill broke
+    (every worker survives a server's loss), when its reset callback ran (the next generation formed) and when
+    fit began again (the state synchronised from rank 0); when the restarted process started, and the first
+    step with every worker again (a worker's: its own, when it joined and its rank) or every server (a
+    server's: the workers', when it was taken back), and the survivors' pause then."""
     results = []
     for kill in kills:
-        at, target = kill["t"], kill["worker"]
+        role = role_of(kill)
+        at, target, whole = kill["t"], kill[role], at_full_strength(args, role)
         survivors = []
         for worker in range(args.workers):
-            if worker == target:
+            if (role, worker) == ("worker", target):
                 continue
             before = [r for r in steps_of(events[worker]) if r["t"] <= at]
             broken = before[-1]["gen"]  # the generation the kill broke
@@ -65,34 +72,38 @@ def recovery(args, events, kills):
                          None)
             survivors.append({
                 "worker": worker, "next_step_s": step["t"] - at, "rank_after": step["rank"],
-                "size_after": step["size"], "reset_s": reset["t"] - at if reset else None,
+                "size_after": step["size"], "servers_after": step.get("servers"),
+                "reset_s": reset["t"] - at if reset else None,
                 "synchronised_s": begin["t"] - at if begin else None,
                 # steps whose sums were complete before the kill, logged just after it
                 "steps_of_broken_generation_after_kill": sum(r["event"] == "step" and r["gen"] == broken
                                                              for r in after),
             })
-        own = [r for r in events[target] if r["t"] > at]
-        start = next((r for r in own if r["event"] == "start"), None)
-        ready = next((r for r in own if r["event"] == "ready"), None)
-        first_full = full_size_step_after(events, target, at, args.workers, broken)
-        # The survivors' pause when the restarted worker joins: their last step with one worker fewer, then the
-        # first with every worker.
+        # The survivors' pause at the rejoin: their last step short of a worker or server, then the first whole.
         reference = survivors[0]["worker"]
-        full = full_size_step_after(events, reference, at, args.workers, broken)
+        full = full_step_after(events, reference, at, broken, whole)
         short = [r for r in steps_of(events[reference]) if at < r["t"] < (full["t"] if full else float("inf"))
-                 and r["size"] == args.workers - 1]
+                 and not whole(r)]
+        restart = {f"steps_with_fewer_{role}s": len(short),
+                   "join_pause_s": (full["t"] - short[-1]["t"]) if short and full else None}
+        if role == "worker":
+            own = [r for r in events[target] if r["t"] > at]
+            start = next((r for r in own if r["event"] == "start"), None)
+            ready = next((r for r in own if r["event"] == "ready"), None)
+            first_full = full_step_after(events, target, at, broken, whole)
+            restart.update(process_started_s=start["t"] - at if start else None,
+                           joined_s=ready["t"] - at if ready else None,
+                           first_step_s=first_full["t"] - at if first_full else None,
+                           rank_after=first_full["rank"] if first_full else None)
+        else:
+            restarted_at = kill.get("restarted_at")
+            restart.update(process_started_s=restarted_at - at if restarted_at else None,
+                           first_step_s=full["t"] - at if full else None)
         results.append({
-            "worker": target, "pid": kill["pid"], "survivors": survivors,
+            role: target, "pid": kill["pid"], "survivors": survivors,
             "median_next_step_s": median([s["next_step_s"] for s in survivors]),
             "max_next_step_s": max(s["next_step_s"] for s in survivors),
-            "restart": {
-                "process_started_s": start["t"] - at if start else None,
-                "joined_s": ready["t"] - at if ready else None,
-                "first_step_s": first_full["t"] - at if first_full else None,
-                "rank_after": first_full["rank"] if first_full else None,
-                "steps_with_fewer_workers": len(short),
-                "join_pause_s": (full["t"] - short[-1]["t"]) if short and full else None,
-            },
+            "restart": restart,
         })
     return results
 
@@ -124,7 +135,7 @@ def steady_rates(args, events, start, kills):
 
     full = rate(start, kills[0]["t"]) if kills else None
     fewer = []
-    for kill in kills:
+    for kill in (k for k in kills if role_of(k) == "worker"):
         survivors = [s["next_step_s"] for s in kill["survivors"]]
         if kill["restart"]["first_step_s"] is not None and kill["restart"]["join_pause_s"] is not None:
             since = kill["t"] + max(survivors)
@@ -135,24 +146,31 @@ def steady_rates(args, events, start, kills):
     return {"all_workers_samples_per_s": full, "one_fewer_samples_per_s": median(fewer)}
 
 
+def summary(kills):
+    """The survivors' next steps after every kill of `kills`, and the medians of the rejoins."""
+    every = [s["next_step_s"] for k in kills for s in k["survivors"]]
+    return {"median_next_step_s": median(every), "max_next_step_s": max(every, default=None),
+            "all_next_step_s": every,
+            "median_rejoin_first_step_s": median([k["restart"]["first_step_s"] for k in kills
+                                                   if k["restart"]["first_step_s"] is not None]),
+            "median_join_pause_s": median([k["restart"]["join_pause_s"] for k in kills
+                                            if k["restart"]["join_pause_s"] is not None])}
+
+
 def analyse(args, events, start, kills, end):
     kills_out = recovery(args, events, kills)
     for kill, raw in zip(kills_out, kills):
         kill["t"] = raw["t"]
-    every = [s["next_step_s"] for k in kills_out for s in k["survivors"]]
     ready = next(r for r in events[0] if r["event"] == "ready")
     series = throughput_series(args, events, start, end)
     rates = steady_rates(args, events, start, kills_out)
     for kill in kills_out:
         kill["t"] = round(kill["t"] - start, 3)  # on the series' clock
+    # the summary of the worker kills as before; of the server kills apart
+    by_role = {role: [k for k in kills_out if role_of(k) == role] for role in ("worker", "server")}
     return {
         "gradient_bytes": ready["gradient_bytes"],
-        "recovery": {"kills": kills_out, "median_next_step_s": median(every), "max_next_step_s": max(every),
-                     "all_next_step_s": every,
-                     "median_rejoin_first_step_s": median([k["restart"]["first_step_s"] for k in kills_out
-                                                            if k["restart"]["first_step_s"] is not None]),
-                     "median_join_pause_s": median([k["restart"]["join_pause_s"] for k in kills_out
-                                                     if k["restart"]["join_pause_s"] is not None])},
+        "recovery": {"kills": kills_out, **summary(by_role["worker"]), "server_kills": summary(by_role["server"])},
         "throughput": dict(series, **rates),
         "commit_costs": commit_costs(args, events),
     }

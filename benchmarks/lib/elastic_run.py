@@ -1,5 +1,5 @@
-"""One run of the elastic recovery benchmark: its job started, each worker of --kills killed in turn once the
-others train, the rejoin of each awaited, stalls watched for; what the analysis needs is returned and kept in
+"""One run of the elastic recovery benchmark: its job started, each worker and server of --kills killed in turn
+while the job trains, the rejoin of each awaited, stalls watched for; what the analysis needs is returned and kept in
 LOG_DIR/run.json."""
 
 import json
@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 from benchmarks.lib import netns
-from benchmarks.lib.elastic_events import full_size_step_after, read_events, steps_of, worker_pids
+from benchmarks.lib.elastic_events import (at_full_strength, full_step_after, read_events, server_pids, started_at,
+                                           steps_of, worker_pids)
 from benchmarks.lib.elastic_launchers import ClusterJob, LocalJob, network_counters
 from benchmarks.lib.results import product_version
 
@@ -59,25 +60,37 @@ class Watch:
 
 
 def run_kills(args, job, log_dir, watch):
-    """Kills each worker of --kills in turn; returns the kill times and pids."""
+    """Kills each worker and server of --kills in turn; returns the kill times and pids (and for a server, when
+    the one started again in its place started)."""
     everyone = range(args.workers)
     watch.until("the recovery phase", lambda ev: all(steps_of(ev.get(w, []), "recovery") for w in everyone))
     start = max(steps_of(read_events(log_dir)[w], "recovery")[0]["t"] for w in everyone)
     print(f"commit-cost segments done; training with {args.workers} workers", flush=True)
     watch.idle(args.warmup_s)
+    servers = server_pids(log_dir)  # server N: the job's N-th (each is killed once at most)
+    seen = set(servers)
     kills = []
-    for target in args.kills:
-        pid = worker_pids(log_dir)[target]
+    for role, target in args.kills:
+        pid = worker_pids(log_dir)[target] if role == "worker" else servers[target]
+        broken = max(r["gen"] for rows in read_events(log_dir).values() for r in steps_of(rows))
         killed_at = time.time()
         os.kill(pid, signal.SIGKILL)
-        print(f"killed worker {target} (pid {pid})", flush=True)
-        survivors = [w for w in everyone if w != target]
-        watch.until(f"the survivors' steps after killing worker {target}",
+        print(f"killed {role} {target} (pid {pid})", flush=True)
+        survivors = [w for w in everyone if (role, w) != ("worker", target)]
+        watch.until(f"the survivors' steps after killing {role} {target}",
                     lambda ev: all(any(r["t"] > killed_at for r in steps_of(ev.get(w, []))) for w in survivors))
-        back = watch.until(f"worker {target}'s rejoin",
-                           lambda ev: full_size_step_after(ev, target, killed_at, args.workers, broken=0))
-        print(f"worker {target} rejoined {back['t'] - killed_at:.1f} s after the kill", flush=True)
-        kills.append({"worker": target, "pid": pid, "t": killed_at})
+        # a lost worker is back at its own first step with every worker; a lost server at the workers' first
+        # step with every server
+        whole, reference = at_full_strength(args, role), target if role == "worker" else survivors[0]
+        back = watch.until(f"{role} {target}'s rejoin",
+                           lambda ev: full_step_after(ev, reference, killed_at, broken, whole))
+        print(f"{role} {target} rejoined {back['t'] - killed_at:.1f} s after the kill", flush=True)
+        kill = {role: target, "pid": pid, "t": killed_at}
+        if role == "server":
+            replacement = next((p for p in server_pids(log_dir) if p not in seen), None)
+            seen.add(replacement)
+            kill["restarted_at"] = started_at(replacement)
+        kills.append(kill)
         watch.idle(args.settle_s)
     (Path(log_dir) / "stop").touch()
     return start, kills

@@ -1,6 +1,7 @@
 """The plot of an elastic recovery result (benchmarks/elastic_recovery.py), written next to its JSON: the job's
-throughput over time with each kill and rejoin marked, what follows each kill (the survivors' next steps, the
-restarted worker's start, join and first step), and the step time under each commit setting.
+throughput over time with each kill and rejoin marked, what follows each kill of a worker (w1) or a server (s1):
+the survivors' next steps, the restarted process's start, a worker's join, the first step with every worker or
+server again; and the step time under each commit setting.
 
 python -m benchmarks.report.elastic_plots docs/performance/elastic_recovery_w4_s4_1gbit.json
 """
@@ -21,6 +22,10 @@ def _where(result):
     return f"emulated cluster, {result['rate']} links, a worker and a server per host"
 
 
+def _name(kill):
+    return f"w{kill['worker']}" if "worker" in kill else f"s{kill['server']}"
+
+
 def plot_series(result, axes, sizes):
     """Samples/s over time on `axes`, the job's workers on `sizes` (below it, same time axis)."""
     series = result["throughput"]
@@ -39,23 +44,26 @@ def plot_series(result, axes, sizes):
             where.axvline(kill["t"], color="C3", ls="--", lw=1, label="kill -9" if i == 0 and where is axes else None)
             if first is not None:
                 where.axvline(kill["t"] + first, color="C2", ls=":", lw=1.4,
-                              label="the restarted worker's first step" if i == 0 and where is axes else None)
-        axes.text(kill["t"], axes.get_ylim()[1] * 0.98, f" w{kill['worker']}", color="C3", fontsize=8, va="top")
+                              label="back: first step with every worker or server" if i == 0 and where is axes
+                              else None)
+        axes.text(kill["t"], axes.get_ylim()[1] * 0.98, f" {_name(kill)}", color="C3", fontsize=8, va="top")
     axes.legend(fontsize=7, loc="lower left")
-    recovery = result["recovery"]
+    medians = [f"{what} {r['median_next_step_s']:.2f} s" for what, r in
+               (("worker", result["recovery"]), ("server", result["recovery"].get("server_kills")))
+               if r and r["median_next_step_s"] is not None]
     axes.set_title(f"{result['workers']} workers + {result['servers']} servers, {_where(result)}\n"
                    f"{result['model']} ({result['gradient_bytes'] / 1e6:.1f} MB of gradients), "
                    f"{result['batch_per_worker']} samples per worker and step, a commit every "
-                   f"{result['batches_per_commit']} batch(es); survivors' next step after a kill: median "
-                   f"{recovery['median_next_step_s']:.2f} s", fontsize=9)
+                   f"{result['batches_per_commit']} batch(es)\nthe survivors' next step after a kill, median: "
+                   f"{', '.join(medians)}", fontsize=9)
 
 
 def plot_recoveries(result, axes):
     """One row per kill, seconds from the kill: each survivor's next completed step, and when the restarted
-    worker's process was up, had joined and took its first step with the others."""
+    process was up, had joined (a worker) and the first step with every worker or server again."""
     kills = result["recovery"]["kills"]
     marks = (("process_started_s", "restarted process up", "C7", "|"), ("joined_s", "restarted worker joined", "C1", "x"),
-             ("first_step_s", "first step with every worker", "C2", "D"))
+             ("first_step_s", "first step with every worker / server", "C2", "D"))
     for row, kill in enumerate(kills):
         steps = [s["next_step_s"] for s in kill["survivors"] if s["next_step_s"] is not None]
         axes.scatter(steps, [row] * len(steps), color="C3", marker="o", s=18, zorder=3,
@@ -67,7 +75,7 @@ def plot_recoveries(result, axes):
                              label=label if row == 0 else None)
         if steps:
             axes.text(max(steps), row + 0.22, f"{max(steps):.2f} s", color="C3", fontsize=7)
-    axes.set_yticks(range(len(kills)), [f"kill -9 of w{k['worker']}" for k in kills], fontsize=7)
+    axes.set_yticks(range(len(kills)), [f"kill -9 of {_name(k)}" for k in kills], fontsize=7)
     axes.set_ylim(len(kills) - 0.5, -0.7)
     axes.set_xlim(left=0)
     axes.set_xlabel("seconds after the kill", fontsize=8)

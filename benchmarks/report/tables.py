@@ -131,23 +131,30 @@ def s_cell(value):
     return "-" if value is None else f"{value:.2f}"
 
 
-def elastic_recovery_table(result):
-    lines = ["| kill -9 of worker | survivors' next step, s (each) | median, s | next generation formed, s | "
-             "state synchronised, s | restarted: process up, s | joined, s | first step with all, s | "
-             "survivors' pause at the join, s |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for kill in result["recovery"]["kills"]:
-        restart = kill["restart"]
+def elastic_recovery_table(result, role="worker"):
+    """A row for each kill of a `role` (worker or server), and one for all of them."""
+    if role == "worker":
+        restarted = [("process_started_s", "restarted: process up, s"), ("joined_s", "joined, s"),
+                     ("first_step_s", "first step with all, s"), ("join_pause_s", "survivors' pause at the join, s")]
+        survivors, r = "survivors'", result["recovery"]
+    else:
+        restarted = [("process_started_s", "restarted: process up, s"),
+                     ("first_step_s", "taken back: first step with all servers, s"),
+                     ("join_pause_s", "workers' pause at the take-back, s")]
+        survivors, r = "workers'", result["recovery"]["server_kills"]
+    heads = [f"kill -9 of {role}", f"{survivors} next step, s (each)", "median, s", "next generation formed, s",
+             "state synchronised, s", *(head for _, head in restarted)]
+    lines = ["| " + " | ".join(heads) + " |", "|" + " --- |" * len(heads)]
+    for kill in (k for k in result["recovery"]["kills"] if role in k):
         each = ", ".join(f"{s['next_step_s']:.2f}" for s in kill["survivors"])
         resets = [s["reset_s"] for s in kill["survivors"] if s["reset_s"] is not None]
         synced = [s["synchronised_s"] for s in kill["survivors"] if s["synchronised_s"] is not None]
-        lines.append(f"| {kill['worker']} | {each} | {s_cell(kill['median_next_step_s'])} | "
-                     f"{s_cell(_median(resets))} | {s_cell(_median(synced))} | "
-                     f"{s_cell(restart['process_started_s'])} | {s_cell(restart['joined_s'])} | "
-                     f"{s_cell(restart['first_step_s'])} | {s_cell(restart['join_pause_s'])} |")
-    r = result["recovery"]
+        cells = [kill[role], each, s_cell(kill["median_next_step_s"]), s_cell(_median(resets)),
+                 s_cell(_median(synced)), *(s_cell(kill["restart"][key]) for key, _ in restarted)]
+        lines.append("| " + " | ".join(map(str, cells)) + " |")
+    blanks = " |" * (len(heads) - 4)
     lines.append(f"| all | median of {len(r['all_next_step_s'])}: {s_cell(r['median_next_step_s'])}, "
-                 f"max {s_cell(r['max_next_step_s'])} | | | | | | "
-                 f"{s_cell(r['median_rejoin_first_step_s'])} (median) | "
+                 f"max {s_cell(r['max_next_step_s'])} |{blanks} {s_cell(r['median_rejoin_first_step_s'])} (median) | "
                  f"{s_cell(r['median_join_pause_s'])} (median) |")
     return "\n".join(lines)
 

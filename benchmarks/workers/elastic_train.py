@@ -8,15 +8,15 @@ later (it is given the state of rank 0) goes straight to the phase the others ar
    CommitStateCallback(state, batches_per_commit=N)), --rounds times, the order rotated every round;
 2. recovery: one long epoch committing every --batches-per-commit batches, until the benchmark asks the
    workers to stop (it creates LOG_DIR/stop; every --stop-check batches the workers agree on it with a
-   max push_pull, so that all stop at the same step). Meanwhile the benchmark kills workers; bpslaunch starts
-   them again and they rejoin.
+   max push_pull, so that all stop at the same step). Meanwhile the benchmark kills workers and servers;
+   bpslaunch starts them again and they rejoin.
 
 Every process appends events to LOG_DIR/events.<worker id>.jsonl, one JSON object a line, with "t" (time.time,
 the same clock in every process of the machine), "pid" and "event": start (before TensorFlow is imported),
-ready (job joined, model compiled), reset (a new generation formed: the reset callback), begin (a fit
-starts), step (a batch done: "gen", "size", "rank", "phase", "setting", "segment", "batch", "commit_s": time
-in the commit callback at that batch, "push_pull_s": this process's wall time so far with a push_pull in
-flight), stopped.
+ready (job joined, model compiled), reset (a new generation formed: the reset callback; "gen", "size",
+"servers": the generation's servers, "rank"), begin (a fit starts), step (a batch done: "gen", "size",
+"servers", "rank", "phase", "setting", "segment", "batch", "commit_s": time in the commit callback at that
+batch, "push_pull_s": this process's wall time so far with a push_pull in flight), stopped.
 """
 
 import time
@@ -72,6 +72,7 @@ def main():
     import bps_tf.keras as hvd
     import bps_tf.numpy as bps_numpy
     from bps_tf._native import load_core
+    from bps_tf.elastic.generations import servers
 
     from benchmarks.lib import models
 
@@ -94,7 +95,8 @@ def main():
 
     def on_state_reset():
         model.optimizer.learning_rate.assign(args.learning_rate * hvd.size())
-        events.write("reset", gen=core.elastic_state()["generation"], size=hvd.size(), rank=hvd.rank())
+        events.write("reset", gen=core.elastic_state()["generation"], size=hvd.size(), servers=servers(),
+                     rank=hvd.rank())
 
     state.register_reset_callbacks([on_state_reset])
 
@@ -121,8 +123,8 @@ def main():
                          phase=where["phase"])
 
         def on_train_batch_end(self, batch, logs=None):
-            events.write("step", gen=core.elastic_state()["generation"], size=hvd.size(), rank=hvd.rank(),
-                         phase=where["phase"], setting=where["setting"], segment=int(state.segment),
+            events.write("step", gen=core.elastic_state()["generation"], size=hvd.size(), servers=servers(),
+                         rank=hvd.rank(), phase=where["phase"], setting=where["setting"], segment=int(state.segment),
                          batch=int(state.batch), commit_s=round(self.clock.get("commit_s", 0.0), 6),
                          push_pull_s=round(bps_numpy.communication_counters()["push_pull_seconds"], 6))
 
