@@ -19,8 +19,8 @@ TF_LINES = tuple(f"2.{minor}" for minor in range(15, 22))
 # the rest: it supports the releases it was tested with.
 SUPPORTED_VERSIONS = {
     OPS: {"tensorflow": TF_LINES},
-    HOROVOD_API: {"tensorflow": TF_LINES, "keras": ("3.15",), "tf_keras": TF_LINES},
-    STRATEGY: {"tensorflow": ("2.15", "2.21"), "keras": ("3.15",), "tf_keras": ("2.15", "2.21")},
+    HOROVOD_API: {"tensorflow": TF_LINES, "keras": ("3.12", "3.15"), "tf_keras": TF_LINES},
+    STRATEGY: {"tensorflow": ("2.15", "2.21"), "keras": ("3.12", "3.15"), "tf_keras": ("2.15", "2.21")},
 }
 
 

@@ -14,6 +14,9 @@ from bps_tf.compat, which checks it against the supported Keras versions.
   other workers write TensorBoard logs to a temporary directory. BackupAndRestore restores on worker 0 and
   broadcasts the state, so a resumed job needs the backup on worker 0's machine only. A backup also holds
   gradient compression's state (every worker's momentum and error feedback, the servers' residuals).
+- Gradients of two optimizers of one name (Keras 3.12 names every Adam "adam") are pushed under names of
+  their own, so a later optimizer does not carry on an earlier one's compression state
+  (bps_tf/strategy/gradient_names.py).
 - XLA: jit_compile="auto" compiles with XLA where it would on one device (a GPU, a model whose layers
   support it) and this job can (one GPU per process); Keras itself turns XLA off under any tf.distribute
   strategy. True and False are the user's choice (bps_tf/strategy/xla.py says what XLA cannot do there).
@@ -32,7 +35,7 @@ from bps_tf import compat, compression_state
 from bps_tf.elastic.generations import collectives_are_local
 from bps_tf.objects import broadcast_object
 from bps_tf.ops import broadcast_variables
-from bps_tf.strategy import loss_scaling, xla
+from bps_tf.strategy import gradient_names, loss_scaling, xla
 from bps_tf.strategy.extended import BytePSExtended
 
 _installed = False
@@ -225,6 +228,7 @@ def install():
     if compat.installed_version("keras") is None:
         return
     loss_scaling.install(is_bps_strategy)
+    gradient_names.install(is_bps_strategy)
     _install_global_predict_concat("trainer")
     _install_build_from_own_batch()
     _install_uniform_epoch_length()

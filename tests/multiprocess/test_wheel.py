@@ -37,9 +37,9 @@ TF215_SITE = REPO_ROOT / ".venv-tf2.15" / "lib" / f"python{MAIN_PYTHON}" / "site
 # pinned for the tests. scikit-learn is the examples' data's (the newest for that Python).
 REQUIREMENTS = {"2.21": REPO_ROOT / "requirements.txt", "2.15": REPO_ROOT / "requirements-tf2.15.txt"}
 EXAMPLE_PACKAGES = ["scikit-learn"]
-# Keras 3.15 needs Python 3.11: on 3.10, TensorFlow 2.21 comes with Keras 3.12 at most, which bps_tf's strategy
-# runs only as an untested version (docs/install.md).
-UNTESTED_KERAS = {("3.10", "2.21"): "keras==3.12.4"}
+# Keras 3.15 needs Python 3.11: on 3.10, TensorFlow 2.21 comes with Keras 3.12 at most, which bps_tf supports
+# too (docs/install.md).
+OLDER_KERAS = {("3.10", "2.21"): "keras==3.12.4"}
 
 NUMPY_JOB = """
 import numpy as np, bps_tf, bps_tf.numpy as bps
@@ -132,10 +132,8 @@ def test_a_new_environment_with_the_wheel_and_tensorflow_trains(wheels, tmp_path
     wheel = wheels(python, line)
     venv = tmp_path / "env"
     tensorflow = builder.pins(["tensorflow-cpu", "keras"], REQUIREMENTS[line])
-    untested = {}
-    if (python, line) in UNTESTED_KERAS:
-        tensorflow = [tensorflow[0], UNTESTED_KERAS[python, line]]
-        untested = {"BYTEPS_ALLOW_UNTESTED_VERSIONS": "1"}
+    if (python, line) in OLDER_KERAS:
+        tensorflow = [tensorflow[0], OLDER_KERAS[python, line]]
     venv_python = new_environment(venv, interpreter(python), wheel, *tensorflow, *EXAMPLE_PACKAGES)
     work = tmp_path / "job"
     work.mkdir()
@@ -148,7 +146,7 @@ def test_a_new_environment_with_the_wheel_and_tensorflow_trains(wheels, tmp_path
     for rank in (0, 1):
         assert f"rank {rank}: wheel sum exact from {venv}" in result.stdout, tail(result)
 
-    result = run([*launch, "keras_strategy.py"], cwd=work, venv=venv, timeout=600, **untested)
+    result = run([*launch, "keras_strategy.py"], cwd=work, venv=venv, timeout=600)
     assert result.returncode == 0, tail(result)
     accuracies = [float(a) for a in re.findall(r"worker \d: test loss [\d.]+, test accuracy ([\d.]+)", result.stdout)]
     assert len(accuracies) == 2 and min(accuracies) > 0.9, tail(result)

@@ -8,7 +8,7 @@ restored state reaches it from worker 0.
 
 With COMPRESSION (and BYTEPS_MIN_COMPRESS_BYTES=0) the gradients are compressed, and the backup holds every
 worker's momentum and error feedback and the server's residuals: the resumed run still equals the
-uninterrupted one.
+uninterrupted one, whose optimizer has the same name as the resumed run's.
 """
 
 import os
@@ -54,7 +54,9 @@ def train(strategy, callbacks):
     with strategy.scope():
         keras.utils.set_random_seed(9)
         model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(8, activation="tanh"), keras.layers.Dense(1)])
-        model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")
+        # One name for every run's optimizer (as Keras 3.12 gives by default): the uninterrupted run in the
+        # resuming process must still start its compression state afresh.
+        model.compile(optimizer=keras.optimizers.Adam(0.01, name="adam"), loss="mse")
     model.fit(x, y, batch_size=16, epochs=EPOCHS, shuffle=False, verbose=0, callbacks=callbacks)
     return model
 
