@@ -2,12 +2,13 @@
 BytePSStrategy with 1 and 2 workers (bpslaunch --local, one server), each a fresh job, on the digits MLP.
 
     python -m benchmarks.fit_overhead [--keras keras|tf_keras] [--workers 1,2] [--steps 5] [--calls 10]
-                                      [--epochs 10] [--output OUT.json]
+                                      [--epochs 10] [--rounds 3] [--output OUT.json]
 
 Each job times `--calls` fit() calls of one epoch of `--steps` steps (after one untimed call), then one fit()
 of `--epochs` epochs, marking every step and epoch with a callback. A call's fixed cost is its time less its
 steps' (`--steps` x the median step), an epoch's is the median time between the starts of consecutive
-epochs less its steps'. The table gives the medians, each strategy's extra over plain Keras and the ratio.
+epochs less its steps'. The jobs run `--rounds` times in turn; the table gives the median over the rounds
+of each job's medians, each strategy's extra over plain Keras and the ratio.
 """
 
 import argparse
@@ -129,6 +130,7 @@ def main():
     parser.add_argument("--steps", type=int, default=5, help="steps per epoch (batches of 64)")
     parser.add_argument("--calls", type=int, default=10, help="timed fit() calls of one epoch")
     parser.add_argument("--epochs", type=int, default=10, help="epochs of the fit() whose epochs are timed")
+    parser.add_argument("--rounds", type=int, default=3, help="times every job runs, in turn")
     parser.add_argument("--timeout", type=int, default=600, help="seconds a job may take")
     parser.add_argument("--output", help="write the result as JSON")
     args = parser.parse_args()
@@ -137,13 +139,18 @@ def main():
     if args.worker:
         return measure(args.worker, args.keras, args.steps, args.calls, args.epochs)
     jobs = [("plain", 1), ("mirrored", 1)] + [("bps", int(n)) for n in args.workers.split(",")]
-    rows = []
-    for variant, workers in jobs:
-        rows.append(dict(run_job(variant, workers, args), variant=variant, workers=workers))
-        print(f"{VARIANTS[variant]}, {workers} worker(s): done", file=sys.stderr, flush=True)
+    rounds = []
+    for round_ in range(args.rounds):
+        rounds.append([dict(run_job(variant, workers, args), variant=variant, workers=workers)
+                       for variant, workers in jobs])
+        print(f"round {round_ + 1} of {args.rounds}: done", file=sys.stderr, flush=True)
+    rows = [dict({key: statistics.median(r[i][key] for r in rounds) for key in rounds[0][i]
+                  if key.endswith("_ms")}, variant=variant, workers=workers)
+            for i, (variant, workers) in enumerate(jobs)]
     print(table(rows))
-    save_result(args.output, {"command": sys.argv, "machine": describe_machine(), "keras": args.keras,
-                              "steps": args.steps, "batch": BATCH, "rows": rows})
+    save_result(args.output, {"benchmark": "fit_overhead", "command": sys.argv, "machine": describe_machine(),
+                              "keras": args.keras, "steps": args.steps, "batch": BATCH, "rows": rows,
+                              "rounds": rounds})
 
 
 if __name__ == "__main__":
