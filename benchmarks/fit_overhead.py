@@ -7,8 +7,10 @@ BytePSStrategy with 1 and 2 workers (bpslaunch --local, one server), each a fres
 Each job times `--calls` fit() calls of one epoch of `--steps` steps (after one untimed call), then one fit()
 of `--epochs` epochs, marking every step and epoch with a callback. A call's fixed cost is its time less its
 steps' (`--steps` x the median step), an epoch's is the median time between the starts of consecutive
-epochs less its steps'. The jobs run `--rounds` times in turn; the table gives the median over the rounds
-of each job's medians, each strategy's extra over plain Keras and the ratio.
+epochs less its steps'. CPU time (worker 0's process, all threads) per call and per epoch is given too: it
+moves less than wall time when other processes load the machine. The jobs run `--rounds` times in turn;
+the table gives the median over the rounds of each job's medians, each strategy's extra over plain Keras
+and the ratio.
 """
 
 import argparse
@@ -53,11 +55,12 @@ def measure(variant, keras_name, steps, calls, epochs):
         model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(64, activation="relu"),
                                   keras.layers.Dense(10, activation="softmax")])
         model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-    marks = []
+    marks, cpu_marks = [], []
 
     class Marks(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):
             marks.append(("epoch", time.perf_counter()))
+            cpu_marks.append(time.process_time())
 
         def on_train_batch_begin(self, batch, logs=None):
             marks.append(("step", time.perf_counter()))
@@ -66,12 +69,14 @@ def measure(variant, keras_name, steps, calls, epochs):
         model.fit(x, y, batch_size=BATCH, epochs=n_epochs, verbose=0, shuffle=False, callbacks=[Marks()])
 
     fit(1)
-    call_s = []
+    call_s, call_cpu_s = [], []
     for _ in range(calls):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         fit(1)
         call_s.append(time.perf_counter() - start)
+        call_cpu_s.append(time.process_time() - start_cpu)
     marks.clear()
+    cpu_marks.clear()
     fit(epochs)
     epoch_starts = [t for kind, t in marks if kind == "epoch"]
     step_s = [b[1] - a[1] for a, b in zip(marks, marks[1:]) if a[0] == b[0] == "step"]
@@ -79,7 +84,9 @@ def measure(variant, keras_name, steps, calls, epochs):
     call, epoch = statistics.median(call_s), statistics.median(b - a for a, b in zip(epoch_starts, epoch_starts[1:]))
     row = {"call_ms": 1e3 * call, "epoch_ms": 1e3 * epoch, "step_ms": 1e3 * step,
            "call_fixed_ms": 1e3 * (call - steps * step), "epoch_fixed_ms": 1e3 * (epoch - steps * step),
-           "call_min_ms": 1e3 * min(call_s), "call_max_ms": 1e3 * max(call_s)}
+           "call_min_ms": 1e3 * min(call_s), "call_max_ms": 1e3 * max(call_s),
+           "call_cpu_ms": 1e3 * statistics.median(call_cpu_s),
+           "epoch_cpu_ms": 1e3 * statistics.median(b - a for a, b in zip(cpu_marks, cpu_marks[1:]))}
     if variant == "bps":
         import bps_tf
 
@@ -110,14 +117,16 @@ def run_job(variant, workers, args):
 def table(rows):
     base = rows[0]
     lines = ["| variant | workers | ms per call | ms per epoch | ms per step | fixed ms per call (extra, ratio) "
-             "| fixed ms per epoch (extra, ratio) |", "| --- | --- | --- | --- | --- | --- | --- |"]
+             "| fixed ms per epoch (extra, ratio) | CPU ms per call, per epoch |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row in rows:
         extra = []
         for key in ("call_fixed_ms", "epoch_fixed_ms"):
             ratio = row[key] / base[key] if base[key] > 0 else float("nan")
             extra.append(f"{row[key]:.0f} ({row[key] - base[key]:+.0f}, {ratio:.1f}x)")
         lines.append(f"| {VARIANTS[row['variant']]} | {row['workers']} | {row['call_ms']:.0f} | "
-                     f"{row['epoch_ms']:.0f} | {row['step_ms']:.1f} | {extra[0]} | {extra[1]} |")
+                     f"{row['epoch_ms']:.0f} | {row['step_ms']:.1f} | {extra[0]} | {extra[1]} | "
+                     f"{row['call_cpu_ms']:.0f}, {row['epoch_cpu_ms']:.0f} |")
     return "\n".join(lines)
 
 
