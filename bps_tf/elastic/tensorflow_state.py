@@ -52,25 +52,6 @@ def _assign(snapshot):
         variable.assign(value)
 
 
-def _reset_metrics_locally(model):
-    """Under BytePSStrategy, the model's reset_metrics() (fit and evaluate call it at every epoch) makes no
-    collective: tf-keras reads each metric variable back after zeroing it, a reduction over every worker,
-    and a worker that joined has fewer metrics to reset than the others (tf-keras builds the compiled ones
-    at the first step), so the workers' collectives would pair up wrongly and wait."""
-    strategy = getattr(model, "distribute_strategy", None)
-    local_reads = getattr(getattr(strategy, "extended", None), "local_reads", None)  # BytePSStrategy's
-    reset_metrics = getattr(model, "reset_metrics", None)
-    if local_reads is None or reset_metrics is None or getattr(reset_metrics, "reads_locally", False):
-        return
-
-    def reset_metrics_locally():
-        with local_reads():
-            return reset_metrics()
-
-    reset_metrics_locally.reads_locally = True
-    model.reset_metrics = reset_metrics_locally
-
-
 class TensorFlowKerasState(ObjectState):
     """The state of a Keras model and its optimizer (by default the model's), plus the Python attributes
     given as keyword arguments. The model must be built. `backend` is accepted (TF1 sessions: not offered,
@@ -82,7 +63,6 @@ class TensorFlowKerasState(ObjectState):
             raise ValueError("Model must be built first. Run `model.build(input_shape)`.")
         self.optimizer = optimizer or model.optimizer
         self.backend = backend
-        _reset_metrics_locally(model)
         self._save_model()
         super().__init__(bcast_object=broadcast_object, get_rank=rank, **kwargs)
 

@@ -191,6 +191,11 @@ class BytePSCrossDeviceOps(_CrossDeviceOps):
         reduced = self._reduce_batch(reduce_op, [_shapes_checked(per_replica_value)])[0]
         return _to_destinations(reduced, destinations)
 
+    def reduce_together(self, reduce_op, values, destinations):
+        """`values` (variables or per-replica values, of one shape on every worker) reduced in one batch,
+        uncompressed, each as reduce_implementation would give it."""
+        return [_to_destinations(r, destinations) for r in self._reduce_batch(reduce_op, values)]
+
     def batch_reduce_implementation(self, reduce_op, value_destination_pairs, options):
         reduced = self._reduce_batch(reduce_op, [v for v, _ in value_destination_pairs], self._compression)
         return [_to_destinations(r, d) for r, (_, d) in zip(reduced, value_destination_pairs)]

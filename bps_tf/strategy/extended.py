@@ -59,6 +59,7 @@ class BytePSExtended(compat.target("MirroredExtended")):
         self._id_in_cluster = rank()
         self._bps_ops = BytePSCrossDeviceOps(num_replicas_in_sync=len(devices) * size(), compression=compression)
         self._local_reads = 0
+        self._reduced_reads = {}
         self._xla_loops = ReplicaLoops(container_strategy)
         super().__init__(container_strategy, devices=devices, cross_device_ops=self._bps_ops)
         # Code written for MultiWorkerMirroredStrategy reads the job from these: a worker job, chief = worker 0.
@@ -88,6 +89,25 @@ class BytePSExtended(compat.target("MirroredExtended")):
             yield
         finally:
             self._local_reads -= 1
+
+    @contextlib.contextmanager
+    def reads_reduced_together(self, variables):
+        """Reads of these sync-on-read variables (metrics) in the cross-replica context meanwhile give their
+        values reduced across workers in one batch made now, instead of one reduction per read, each waiting
+        for the last. Every worker must pass the same variables in the same order."""
+        by_op = collections.defaultdict(list)
+        for v in variables:
+            if distribute_utils.is_sync_on_read(v) and v.aggregation != tf.VariableAggregation.ONLY_FIRST_REPLICA:
+                by_op[tf.distribute.ReduceOp.from_variable_aggregation(v.aggregation)].append(v)
+        before = self._reduced_reads
+        self._reduced_reads = dict(before)
+        for reduce_op, group in by_op.items():
+            reduced = self._bps_ops.reduce_together(reduce_op, group, "/device:CPU:0")
+            self._reduced_reads.update({id(v): (v, r) for v, r in zip(group, reduced)})
+        try:
+            yield
+        finally:
+            self._reduced_reads = before
 
     # (b) The replica count is global, or gradients would be `size` times too big.
     @property
@@ -137,6 +157,9 @@ class BytePSExtended(compat.target("MirroredExtended")):
             return value
         if isinstance(value, (list, tuple)) or isinstance(value, dict):
             return tf.nest.map_structure(lambda v: self._reduce_to(reduce_op, v, destinations, options), value)
+        reduced = self._reduced_reads.get(id(value))
+        if reduced is not None and reduced[0] is value:
+            return reduced[1]
         if self._local_reads and distribute_utils.is_sync_on_read(value):
             return self._bps_ops.broadcast_implementation(_local_reduction(reduce_op, value), destinations)
         # (a) A single local replica is still reduced across processes (our ops report more than one
@@ -180,6 +203,20 @@ class BytePSExtended(compat.target("MirroredExtended")):
                                            input_pipeline_id=self._id_in_cluster,
                                            num_replicas_in_sync=self._num_replicas_in_sync)
 
+    def _iterator_options(self, options):
+        """The options the distributed dataset's iterators are made with. With one local device that is the
+        host's CPU, a plain iterator of the worker's dataset (the per-replica mode without fetching to a
+        device gives one) yields the same batches as TensorFlow's default MultiDeviceIterator, which copies
+        them to the devices in background threads and traces its own functions for every iterator, i.e. at
+        every fit() call and epoch; here there is nothing to copy."""
+        if len(self._devices) != 1 or tf.DeviceSpec.from_string(self._devices[0]).device_type != "CPU":
+            return options
+        if options and options.experimental_replication_mode != distribute_lib.InputReplicationMode.PER_WORKER:
+            return options
+        return tf.distribute.InputOptions(
+            experimental_replication_mode=distribute_lib.InputReplicationMode.PER_REPLICA,
+            experimental_fetch_to_device=False, experimental_place_dataset_on_device=False)
+
     def _experimental_distribute_dataset(self, dataset, options):
         if options and options.experimental_replication_mode == distribute_lib.InputReplicationMode.PER_REPLICA:
             raise NotImplementedError("InputReplicationMode.PER_REPLICA is supported in "
@@ -187,14 +224,15 @@ class BytePSExtended(compat.target("MirroredExtended")):
         return input_util.get_distributed_dataset(
             dataset, self._input_workers_with_options(options), self._container_strategy(),
             num_replicas_in_sync=self._num_replicas_in_sync, input_context=self._make_input_context(),
-            options=options)
+            options=self._iterator_options(options))
 
     def _distribute_datasets_from_function(self, dataset_fn, options):
         if options and options.experimental_replication_mode == distribute_lib.InputReplicationMode.PER_REPLICA:
             raise NotImplementedError("InputReplicationMode.PER_REPLICA is not supported by BytePSStrategy")
         return input_util.get_distributed_datasets_from_function(
             dataset_fn=dataset_fn, input_workers=self._input_workers_with_options(options),
-            input_contexts=[self._make_input_context()], strategy=self._container_strategy(), options=options)
+            input_contexts=[self._make_input_context()], strategy=self._container_strategy(),
+            options=self._iterator_options(options))
 
     def _experimental_distribute_values_from_function(self, value_fn):
         per_replica = []

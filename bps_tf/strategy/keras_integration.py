@@ -69,21 +69,65 @@ def _first_local_replica(value, strategy):
     return value
 
 
+def _install_local_metric_resets(key):
+    """Zeroing a metric assigns its variables in the cross-replica context, and TensorFlow reads each one back
+    there, a reduction over every worker whose result Keras drops: fit makes them at every epoch and
+    evaluate at every call. Under BytePSStrategy those reads stay within the process. It also keeps the
+    workers' collectives paired in elastic jobs, where a worker that joined holds fewer metrics (tf-keras
+    builds its compiled metrics at the first step)."""
+    original = compat.target(key)
+
+    def reset_metrics(self):
+        strategy = getattr(self, "distribute_strategy", None)
+        if not is_bps_strategy(strategy):
+            return original(self)
+        with strategy.extended.local_reads():
+            return original(self)
+
+    compat.replace(key, reset_metrics)
+
+
+def _install_metric_reads_together():
+    """Keras 3 reads the metrics at the end of every epoch and evaluate call, one variable after another,
+    each read a reduction across workers; under a multi-worker BytePSStrategy they are reduced in one batch
+    first (every worker holds the same metrics: Keras builds them before the first step)."""
+    local_result = compat.target("Trainer.get_metrics_result")
+
+    def get_metrics_result(self):
+        strategy = getattr(self, "_distribute_strategy", None)
+        replica = tf.distribute.get_replica_context()
+        if (not _multi_worker(strategy) or not tf.executing_eagerly() or collectives_are_local()
+                or (replica is not None and replica.strategy is strategy)):
+            return local_result(self)
+        variables = {id(v): v for metric in self.metrics for v in metric.variables}.values()
+        variables = [getattr(v, "value", v) for v in variables]
+        with strategy.extended.reads_reduced_together(variables):
+            return local_result(self)
+
+    compat.replace("Trainer.get_metrics_result", get_metrics_result)
+
+
 def _install_build_from_own_batch():
     """Keras 3 builds the model from the mean of the replicas' first batches (a reduction across every
     worker); only the batch's shapes and dtypes matter, and the replicas' batch sizes differ when the global
     batch does not split evenly. Under BytePSStrategy this worker's first replica's batch is used: nothing
-    crosses processes."""
+    crosses processes. The batch is taken only when something is still unbuilt (Keras takes one at every
+    fit, evaluate and predict call, which costs an iterator of the distributed dataset each time)."""
     local_build = compat.target("TensorFlowTrainer._maybe_symbolic_build")
+    compat.target("Trainer._symbolic_build")
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
         strategy = getattr(self, "_distribute_strategy", None)
         if iterator is None or not is_bps_strategy(strategy):
             return local_build(self, iterator, data_batch)
-        for _, _, batches in iterator:
-            data_batch = tf.nest.map_structure(lambda v: _first_local_replica(v, strategy), next(batches))
-            break
-        return local_build(self, data_batch=data_batch)
+
+        def own_first_batch():
+            for _, _, batches in iterator:
+                yield None, None, [tf.nest.map_structure(lambda v: _first_local_replica(v, strategy), next(batches))]
+                return
+
+        with strategy.scope():
+            self._symbolic_build(iterator=own_first_batch())
 
     compat.replace("TensorFlowTrainer._maybe_symbolic_build", _maybe_symbolic_build)
 
@@ -225,12 +269,15 @@ def install():
     if compat.keras_in_use() == "tf_keras":
         _worker_zero_writes_then_all_wait("tf_keras.ModelCheckpoint._save_model", every_worker_runs=True)
         _install_global_predict_concat("tf_keras")
+        _install_local_metric_resets("tf_keras.Model.reset_metrics")
     if compat.installed_version("keras") is None:
         return
     loss_scaling.install(is_bps_strategy)
     gradient_names.install(is_bps_strategy)
     _install_global_predict_concat("trainer")
     _install_build_from_own_batch()
+    _install_local_metric_resets("Trainer.reset_metrics")
+    _install_metric_reads_together()
     _install_uniform_epoch_length()
     _install_worker_zero_files()
     _install_xla_by_default()

@@ -423,3 +423,19 @@ def test_message_cost_profile_puts_symbols_in_their_concerns():
     assert concern_of("libbps_core.so [.] bps::AddToAccumulator") == "summing"
     assert concern_of("libbps_core.so [.] bps::Server::CheckedKey").startswith("dispatch")
     assert concern_of("[vdso] [.] __vdso_clock_gettime") == "other"
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("keras_name, workers", [("keras", "1,2"), ("tf_keras", "2")])
+def test_fit_overhead_benchmark_prints_a_row_per_job(tmp_path, keras_name, workers):
+    out = tmp_path / "fit_overhead.json"
+    done = run_module("benchmarks.fit_overhead", "--keras", keras_name, "--workers", workers, "--steps", 2,
+                      "--calls", 1, "--epochs", 2, "--rounds", 1, "--timeout", 240, "--output", out, timeout=580)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    jobs = [("plain", 1), ("mirrored", 1)] + [("bps", int(n)) for n in workers.split(",")]
+    rows = json.loads(out.read_text())["rows"]
+    assert [(row["variant"], row["workers"]) for row in rows] == jobs
+    assert all(row["call_ms"] > 0 and row["epoch_ms"] > 0 and row["step_ms"] > 0 for row in rows)
+    for label in ["| plain Keras | 1 |", "| MirroredStrategy (1 CPU) | 1 |"] + [
+            f"| BytePSStrategy | {n} |" for n in workers.split(",")]:
+        assert label in done.stdout, done.stdout
