@@ -8,6 +8,7 @@
 #include "cc/common/communication_counters.h"
 #include "cc/common/process_set.h"
 #include "cc/common/timeline.h"
+#include "cc/ps/partition_planner.h"
 #include "cc/python/handles.h"
 #include "cc/runtime/process_engine.h"
 
@@ -147,6 +148,23 @@ void LoadCompressionStates(const std::vector<std::string>& saved) {
   MoveCompressionStates(*engine, PushPullRequest::Kind::kLoadState, states);
 }
 
+// The scheduler's plan of float32 tensors of `element_counts`, planned in that order: per tensor its slices'
+// (server, elements). Lets tests hold bps_tf.plan's mirror of the planner to the planner itself.
+std::vector<std::vector<std::pair<int, uint64_t>>> PlanPartitions(int num_servers, size_t partition_bytes,
+                                                                   size_t slice_bytes,
+                                                                   const std::vector<int64_t>& element_counts) {
+  PartitionPlanner planner(num_servers, partition_bytes);
+  planner.set_slice_bytes(slice_bytes);
+  std::vector<std::vector<std::pair<int, uint64_t>>> plans;
+  for (size_t i = 0; i < element_counts.size(); ++i) {
+    auto plan = planner.Plan(TensorSpec{"t" + std::to_string(i), DataType::kFloat32, {element_counts[i]}});
+    Check(plan.status());
+    plans.emplace_back();
+    for (const Partition& p : plan.value().partitions) plans.back().emplace_back(p.server, p.count);
+  }
+  return plans;
+}
+
 }  // namespace
 }  // namespace bps
 
@@ -195,6 +213,8 @@ PYBIND11_MODULE(_core, m) {
     counters["messages_sent_to_server"] = totals.messages_sent_to_server;
     return counters;
   });
+  m.def("plan_partitions", &PlanPartitions, py::arg("num_servers"), py::arg("partition_bytes"),
+        py::arg("slice_bytes"), py::arg("element_counts"));
   m.def("leave", [] {
     Status s;
     {
