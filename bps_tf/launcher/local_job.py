@@ -107,8 +107,8 @@ class Supervisor:
 
     def __init__(self, launches, timeout, shutdown_grace, kill_grace, output, restarts=None):
         self._launches = launches
-        # An elastic job (restarts given): a failed worker, or server while the scheduler goes on without it,
-        # is started again or left behind; only the scheduler's failure ends the job here.
+        # An elastic job (restarts given): a failed worker or server is started again or left behind while the
+        # job goes on; only the scheduler's failure ends the job here.
         self._restarts = restarts
         self._joined_files = JoinedFiles() if restarts is not None else None
         self._left_behind = []
@@ -232,11 +232,12 @@ class Supervisor:
             time.sleep(_POLL_INTERVAL_S)
 
     def _may_go_on_without(self, failed):
-        """Elastic: an elastic job may go on without a worker, or a server while the scheduler runs here."""
-        if not self._roles:
-            return False
-        return failed in self._workers or (failed.label.startswith("server") and
-                                           any(role.label == "scheduler" for role in self._roles))
+        """Elastic: the job may go on without a worker while this machine's scheduler or servers run, and without
+        a server wherever it ran (the scheduler drops it while another server is left). Where the scheduler
+        runs here, _job_goes_on_without sees whether it failed; elsewhere a server started again learns it."""
+        if failed.label.startswith("server"):
+            return True
+        return failed in self._workers and bool(self._roles)
 
     def _first_failed(self):
         # Workers first: when a worker dies, the scheduler and servers often fail right after, in reaction. In

@@ -828,3 +828,30 @@ class TestRealCore:
         finally:
             process.kill()
 
+
+
+class TestElasticServerRestarts:
+    @pytest.mark.timeout(30)
+    def test_a_server_lost_on_a_machine_without_the_scheduler_is_started_again(self, tmp_path):
+        """A cluster node that runs a server and a worker but not the scheduler: its lost server is started
+        again (the scheduler elsewhere takes it back), and the node's worker goes on."""
+        from bps_tf.launcher.local_job import Launch, Supervisor, WorkerRestarts
+        from bps_tf.launcher.output import PrefixedOutput
+
+        failed_once = tmp_path / "failed_once"
+        server = python(f"""
+            import pathlib, sys, time
+            if not pathlib.Path({str(failed_once)!r}).exists():
+                pathlib.Path({str(failed_once)!r}).touch()
+                sys.exit(1)
+            time.sleep(1)
+        """)
+        worker = python(JOINED + "time.sleep(3); print('trained on')")
+        launches = [Launch("server 1", server, dict(os.environ)),
+                    Launch("worker 1", worker, dict(os.environ), worker=True)]
+        stdout, stderr = io.StringIO(), io.StringIO()
+        code = Supervisor(launches, None, 30, 2, PrefixedOutput(stdout, stderr), WorkerRestarts(1)).run()
+        assert code == 0, stderr.getvalue()
+        assert "bpslaunch: server 1 exited with code 1; starting it again (restart 1 of 1): it rejoins the job" in \
+            stderr.getvalue().splitlines(), stderr.getvalue()
+        assert "trained on" in stdout.getvalue(), stdout.getvalue()
