@@ -178,7 +178,10 @@ def main():
 
     @hvd.elastic.run
     def train(state):
-        model.fit(dataset, steps_per_epoch=steps_of(), epochs=epochs - state.epoch, callbacks=callbacks, verbose=0)
+        # Under the strategy the global batches are the reference's: after a reset they go on from the epoch's
+        # place in the stream (a new iterator would start again from the first epoch's order).
+        data = dataset.skip(state.epoch * steps) if api == "strategy" else dataset
+        model.fit(data, steps_per_epoch=steps_of(), epochs=epochs - state.epoch, callbacks=callbacks, verbose=0)
 
     train(state)
     rank = hvd.rank()
