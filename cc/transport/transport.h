@@ -53,6 +53,8 @@ class Transport {
   virtual StatusOr<PeerId> Connect(const std::string& address, double timeout_s, Link link) = 0;
 
   // Thread-safe and non-blocking. `payload` must stay valid until `on_sent` runs (on the transport thread).
+  // `on_sent` runs exactly once, also when the connection closes or the transport shuts down with the frame
+  // still queued: callers count messages in flight by it (the worker's fused small pushes wait on that count).
   virtual void Send(PeerId to, std::string header, const void* payload, size_t length,
                     SendCallback on_sent) = 0;
 
