@@ -234,9 +234,14 @@ class Supervisor:
     def _may_go_on_without(self, failed):
         """Elastic: the job may go on without a worker while this machine's scheduler or servers run, and without
         a server wherever it ran (the scheduler drops it while another server is left). Where the scheduler
-        runs here, _job_goes_on_without sees whether it failed; elsewhere a server started again learns it."""
+        runs here, _job_goes_on_without sees whether it failed; elsewhere a server started again learns it.
+        A scheduler killed by a signal (a crash, an OOM kill, a preempted machine) is started again at the same
+        address, where the servers and workers register again; one that exited has ended the job (it aborts it
+        with a reason every process reports)."""
         if failed.label.startswith("server"):
             return True
+        if failed.label == "scheduler":
+            return failed.popen.returncode < 0
         return failed in self._workers and bool(self._roles)
 
     def _first_failed(self):

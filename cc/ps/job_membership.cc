@@ -23,6 +23,7 @@ Status JobMembership::Admit(PeerId peer, const RegisterBody& b, const std::strin
                            std::to_string(limits_.min_workers) + " and " + std::to_string(limits_.max_workers) +
                            " (0: not elastic): every process of a job needs the same values.");
   }
+  if (b.rejoins() && !started_) BPS_RETURN_IF_ERROR(NoteRejoin(b, who));
   const bool server = b.role == static_cast<int32_t>(Role::kServer);
   const bool server_place_free = active_servers() + WaitingServers() < num_server_;
   if (started_ && (!elastic() || (server && !server_place_free))) {
@@ -41,6 +42,8 @@ Status JobMembership::Admit(PeerId peer, const RegisterBody& b, const std::strin
       member.part = Part::kWaiting;  // elastic: a lost server's place, taken at the next generation
     } else {
       servers_.push_back(peer);
+      member.rejoined = b.rejoins();
+      member.seniority = b.rejoins() ? b.last_rank : kFreshSeniority;
     }
     members_[peer] = member;
     return Status::OK();
@@ -93,7 +96,7 @@ Status JobMembership::AdmitElastic(PeerId peer, const RegisterBody& b, const std
                              "DMLC_WORKER_ID; a worker's id is free again once it left the job.");
     }
   }
-  const int room = started_ ? limits_.max_workers : num_worker_;
+  const int room = started_ || recovering() ? limits_.max_workers : num_worker_;
   if (present >= room) {
     return FailedPrecondition(
         who + " cannot join: the job is full (" + std::to_string(present) + " workers" +
@@ -103,6 +106,10 @@ Status JobMembership::AdmitElastic(PeerId peer, const RegisterBody& b, const std
   local_size_ = 1;
   member.part = Part::kWaiting;
   member.seniority = started_ ? next_seniority_++ : 0;
+  if (!started_ && recovering()) {
+    member.rejoined = b.rejoins();
+    member.seniority = b.rejoins() ? b.last_rank : kFreshSeniority + b.worker_id;
+  }
   members_[peer] = member;
   return Status::OK();
 }
@@ -128,6 +135,7 @@ int JobMembership::registered_workers() const {
 }
 
 bool JobMembership::complete() const {
+  if (recovering()) return RecoveryComplete();
   if (static_cast<int>(servers_.size()) != num_server_) return false;
   if (elastic()) return Count(Part::kWaiting) == num_worker_;
   return local_size_ > 0 && static_cast<int>(workers_.size()) == worker_processes();
@@ -135,12 +143,70 @@ bool JobMembership::complete() const {
 
 void JobMembership::Start() {
   started_ = true;
+  if (recovering()) {
+    // The generation after the last one the members named, its servers and workers ranked as they were.
+    generation_ = recovery_.generation + 1;
+    std::stable_sort(servers_.begin(), servers_.end(), [this](PeerId a, PeerId b) {
+      return members_.at(a).seniority < members_.at(b).seniority;
+    });
+  }
   for (size_t i = 0; i < servers_.size(); ++i) members_[servers_[i]].rank = static_cast<int>(i);
   if (elastic()) {
-    next_seniority_ = 1;
+    next_seniority_ = recovering() ? kFreshSeniority * 2 : 1;
     MakeWaitingAdmissible();
     Form();
   }
+}
+
+Status JobMembership::NoteRejoin(const RegisterBody& b, const std::string& who) {
+  if (!elastic()) {
+    return FailedPrecondition(who + " registered again after losing its scheduler, but this job is not elastic: "
+                                    "only an elastic job (BYTEPS_MIN_WORKERS/BYTEPS_MAX_WORKERS) goes on after "
+                                    "a lost scheduler.");
+  }
+  const bool server = b.role == static_cast<int32_t>(Role::kServer);
+  const int most = server ? num_server_ : limits_.max_workers;
+  if (b.last_generation < 1 || b.last_generation > (1 << 30) || b.last_rank < 0 || b.last_rank >= most ||
+      b.generation_workers < 1 || b.generation_workers > limits_.max_workers || b.generation_servers < 1 ||
+      b.generation_servers > num_server_) {
+    return InvalidArgument(who + " registered again with a place that does not fit the job (generation " +
+                           std::to_string(b.last_generation) + ", rank " + std::to_string(b.last_rank) + ", " +
+                           std::to_string(b.generation_workers) + " workers, " +
+                           std::to_string(b.generation_servers) + " servers).");
+  }
+  if (!recovering()) {
+    // The first member back: those that registered fresh before it rank after every member that was in the job.
+    for (auto& entry : members_) entry.second.seniority = kFreshSeniority + entry.second.worker_id;
+  }
+  if (b.last_generation > recovery_.generation) {
+    recovery_ = Recovery{b.last_generation, b.generation_workers, b.generation_servers};
+  } else if (b.last_generation == recovery_.generation) {
+    recovery_.workers = std::max(recovery_.workers, static_cast<int>(b.generation_workers));
+    recovery_.servers = std::max(recovery_.servers, static_cast<int>(b.generation_servers));
+  }
+  return Status::OK();
+}
+
+int JobMembership::Rejoined(Role role) const {
+  int count = 0;
+  for (const auto& entry : members_) {
+    count += entry.second.role == role && entry.second.rejoined && entry.second.part != Part::kLeft ? 1 : 0;
+  }
+  return count;
+}
+
+bool JobMembership::RecoveryComplete() const {
+  return Rejoined(Role::kWorker) >= recovery_.workers && Rejoined(Role::kServer) >= recovery_.servers;
+}
+
+bool JobMembership::RecoveryViable() const {
+  return !servers_.empty() && Rejoined(Role::kWorker) >= std::max(1, limits_.min_workers);
+}
+
+std::string JobMembership::RecoveryMissing() const {
+  return std::to_string(Rejoined(Role::kWorker)) + " of its " + std::to_string(recovery_.workers) +
+         " workers and " + std::to_string(Rejoined(Role::kServer)) + " of its " + std::to_string(recovery_.servers) +
+         " servers";
 }
 
 const JobMembership::Member* JobMembership::Find(PeerId peer) const {

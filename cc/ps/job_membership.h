@@ -17,6 +17,11 @@
 // ends for every worker, none of them lost, and the next one plans its tensors over the servers left. A
 // server that registers later (a restarted one takes the lost one's place) waits like a late worker and is
 // taken into the next generation, whose servers are ranked anew: those of the last generation first.
+//
+// A scheduler started in the place of a lost one rebuilds a running elastic job (Recovering): its members
+// register again saying where they were (RegisterBody's rejoin fields); it starts once every member of the
+// last generation they name is back (or, after BYTEPS_TIMEOUT, with those that are: RecoveryViable), as the
+// generation after it, ranking the members as they were ranked.
 #pragma once
 
 #include <map>
@@ -65,6 +70,7 @@ class JobMembership {
     // Elastic, working: it asked for the next generation before this one broke (it saw a server's connection
     // break before the scheduler did): once the generation breaks, it is ready.
     bool asked_early = false;
+    bool rejoined = false;  // registered again with this scheduler, having been in the job (Recovering)
   };
   // What a member's lost connection means.
   enum class Departure {
@@ -102,6 +108,18 @@ class JobMembership {
   bool started() const { return started_; }
   bool elastic() const { return limits_.on(); }
   const ElasticLimits& limits() const { return limits_; }
+
+  // --- A scheduler started in a lost one's place (elastic) ---
+
+  // Members registered again saying where they were: this scheduler rebuilds a running job.
+  bool recovering() const { return recovery_.generation > 0; }
+  int recovered_generation() const { return recovery_.generation; }
+  // Every worker and server of the last generation the members named is back.
+  bool RecoveryComplete() const;
+  // Enough is back to go on without the others: a server and BYTEPS_MIN_WORKERS workers.
+  bool RecoveryViable() const;
+  // Who of that generation is missing, for messages.
+  std::string RecoveryMissing() const;
 
   // --- Who is who ---
 
@@ -180,6 +198,18 @@ class JobMembership {
   int Count(Part part) const;
   // A generation ended (or the job starts): the workers waiting now are taken into the next one.
   void MakeWaitingAdmissible();
+  // A registration that says where the process was in the job (b.rejoins()): checked, and noted.
+  Status NoteRejoin(const RegisterBody& b, const std::string& who);
+  int Rejoined(Role role) const;
+  // Members that registered fresh rank after those that were in the job (rank 0 holds the state).
+  static constexpr int kFreshSeniority = 1 << 20;
+
+  struct Recovery {
+    int generation = 0;  // the latest generation a member named
+    int workers = 0;     // its workers and servers
+    int servers = 0;
+  };
+  Recovery recovery_;
 
   const int num_worker_;
   const int num_server_;

@@ -115,6 +115,10 @@ std::string RegisterBody::Encode() const {
   w.Put(min_workers);
   w.Put(max_workers);
   w.PutString(address);
+  w.Put(last_generation);
+  w.Put(last_rank);
+  w.Put(generation_workers);
+  w.Put(generation_servers);
   return w.Take();
 }
 
@@ -130,6 +134,10 @@ StatusOr<RegisterBody> RegisterBody::Decode(const std::string& bytes) {
   b.min_workers = r.Get<int32_t>();
   b.max_workers = r.Get<int32_t>();
   b.address = r.GetString();
+  b.last_generation = r.Get<int32_t>();
+  b.last_rank = r.Get<int32_t>();
+  b.generation_workers = r.Get<int32_t>();
+  b.generation_servers = r.Get<int32_t>();
   if (r.failed()) return Truncated("REGISTER");
   return b;
 }

@@ -117,6 +117,13 @@ struct RegisterBody {
   int32_t min_workers = 0;  // BYTEPS_MIN_WORKERS / BYTEPS_MAX_WORKERS (0: not elastic), checked too
   int32_t max_workers = 0;
   std::string address;  // where this node listens
+  // Elastic: a member of a running job that lost its scheduler registers again with a scheduler started in
+  // its place, saying where it was (0: a process that registers for the first time).
+  int32_t last_generation = 0;
+  int32_t last_rank = -1;           // its rank in that generation
+  int32_t generation_workers = 0;   // how many workers and servers that generation had
+  int32_t generation_servers = 0;
+  bool rejoins() const { return last_generation > 0; }
   std::string Encode() const;
   static StatusOr<RegisterBody> Decode(const std::string& bytes);
 };

@@ -85,6 +85,22 @@ void RequestTable::FailAll(const Status& why, PeerId lost) {
   for (Request& r : failed) r.Answer(why);
 }
 
+void RequestTable::FailPeer(const Status& why, PeerId lost) {
+  std::vector<Request> failed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = requests_.begin(); it != requests_.end();) {
+      if (it->second.peer != lost) {
+        ++it;
+        continue;
+      }
+      failed.push_back(std::move(it->second));
+      it = requests_.erase(it);
+    }
+  }
+  for (Request& r : failed) r.Answer(why);
+}
+
 void RequestTable::FailExpired(double now, double limit_s, const std::function<Status(const Request&)>& why) {
   std::vector<Request> expired;
   {

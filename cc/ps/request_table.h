@@ -64,6 +64,9 @@ class RequestTable {
   // Fails every request with `why`: at once those not using the caller's memory and those bound to `lost`
   // (a connection that is gone carries nothing), the others once the transport is done with them.
   void FailAll(const Status& why, PeerId lost = -1);
+  // Fails the requests bound to `lost`, a connection that is gone, with `why`; the others go on (a server of
+  // an earlier generation may close while this one runs).
+  void FailPeer(const Status& why, PeerId lost);
   // Fails, with what `why` says of each, the requests older than `limit_s` at `now`.
   void FailExpired(double now, double limit_s, const std::function<Status(const Request&)>& why);
 

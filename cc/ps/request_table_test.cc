@@ -84,6 +84,19 @@ TEST(RequestTableTest, LostPeerFailsItsRequestsEvenWhileInUse) {
   EXPECT_EQ(table.size(), 1u);
 }
 
+TEST(RequestTableTest, APeerThatClosesFailsItsOwnRequestsOnly) {
+  // An elastic job's server of an earlier generation may close while the next one runs.
+  RequestTable table;
+  auto answers = std::make_shared<std::vector<Status>>();
+  table.Track(Recorded(answers, /*peer=*/7));
+  const uint64_t current = table.Track(Recorded(answers, /*peer=*/8));
+  table.FailPeer(Unavailable("lost a server of the last generation"), /*lost=*/7);
+  ASSERT_EQ(answers->size(), 1u);
+  EXPECT_EQ((*answers)[0].code(), Code::kUnavailable);
+  EXPECT_EQ(table.size(), 1u);
+  EXPECT_TRUE(table.Take(current, 8)) << "the request to a server of this generation goes on";
+}
+
 TEST(RequestTableTest, ReceiveIntoChecksPeerAndLengthAndHoldsTheRequest) {
   RequestTable table;
   auto answers = std::make_shared<std::vector<Status>>();

@@ -143,6 +143,12 @@ void Scheduler::HandleRegister(PeerId from, const Message& m) {
 
 void Scheduler::SendAddressBooks() {
   membership_.Start();
+  if (membership_.recovering()) {
+    BPS_LOG(Warning) << "the job goes on with this scheduler: generation " << membership_.generation()
+                     << " forms from the " << membership_.workers().size() << " worker(s) and "
+                     << membership_.active_servers() << " server(s) that registered again after generation "
+                     << membership_.recovered_generation() << " lost its scheduler";
+  }
   SendGenerationBooks();
   BPS_LOG(Info) << (address_book_.slice_bytes ? "partitions cross the network in slices of " +
                                                     std::to_string(address_book_.slice_bytes) + " bytes"
@@ -378,6 +384,19 @@ void Scheduler::CheckFormationTimeouts(double now) {
 
 void Scheduler::CheckTimeouts() {
   const double now = NowSeconds();
+  if (!membership_.started() && membership_.recovering() && now - start_time_ > config_.timeout_s) {
+    std::ostringstream limit;
+    limit << "BYTEPS_TIMEOUT=" << config_.timeout_s << " s";
+    const std::string back = membership_.RecoveryMissing();
+    if (!membership_.RecoveryViable()) {
+      return Abort(DeadlineExceeded("a scheduler started in a lost one's place found only " + back + " of generation " +
+                                    std::to_string(membership_.recovered_generation()) + " within " + limit.str() +
+                                    ": fewer than a server and BYTEPS_MIN_WORKERS workers"));
+    }
+    BPS_LOG(Warning) << "only " << back << " of generation " << membership_.recovered_generation()
+                     << " registered again within " << limit.str() << "; the job goes on without the others";
+    return SendAddressBooks();
+  }
   if (!membership_.started() && now - start_time_ > config_.timeout_s) {
     std::ostringstream limit;
     limit << "BYTEPS_TIMEOUT=" << config_.timeout_s << " s";

@@ -17,8 +17,9 @@
 // BYTEPS_ELASTIC_TIMEOUT for workers, then the job fails. It ends well once a worker of the last generation
 // finished and none is left; when every one of them failed or was lost it fails, naming the last. A lost
 // server breaks the generation as a lost worker does, all workers going on, while another server is left; a
-// server that registers later takes a lost one's place at the next generation. A lost scheduler still ends
-// the job.
+// server that registers later takes a lost one's place at the next generation. A scheduler started in the
+// place of a lost one (same address) rebuilds an elastic job from its members, which register again saying
+// where they were (JobMembership's recovery); they drop what was in flight, as for a generation that broke.
 //
 // This class runs the protocol. Who is in the job is JobMembership's (job_membership.h), the tensors' plans
 // Declarations' (declarations.h); what nodes learn at the start is made in address_books.h.

@@ -34,7 +34,9 @@ Server::~Server() {
 
 Status Server::Run() {
   transport_->SetHandler(this);
-  BPS_RETURN_IF_ERROR(JoinJob(config_, transport_, &scheduler_));
+  PeerId scheduler = -1;
+  BPS_RETURN_IF_ERROR(JoinJob(config_, transport_, &scheduler, &listening_));
+  scheduler_ = scheduler;
   auto book = address_book_.Wait(config_.timeout_s);
   // A server that registered while an elastic job runs waits for its workers to end a generation.
   if (!book && join_pending_) book = address_book_.Wait(config_.elastic_timeout_s);
@@ -51,10 +53,14 @@ Status Server::Run() {
   BPS_LOG(Info) << "server " << decoded.value().your_rank << " serving " << decoded.value().num_workers
                 << " workers";
   // The job ends by SHUTDOWN or ABORT from the scheduler, or when the scheduler is lost (its connection
-  // breaks, or it stays silent for BYTEPS_TIMEOUT); each of those sets `finished_`.
+  // breaks, or it stays silent for BYTEPS_TIMEOUT) and, elastic, none comes back; each of those sets
+  // `finished_`.
   while (true) {
-    auto result = finished_.Wait(3600);
-    if (!result) continue;
+    auto result = finished_.Wait(0.2);
+    if (!result) {
+      if (scheduler_gone_) RejoinScheduler();
+      continue;
+    }
     if (!result->ok()) {
       // The scheduler sends ABORT to every node at once; leaving at once would let workers see this server's
       // connection drop before the scheduler's message, and report a lost server instead of the root cause.
@@ -65,6 +71,21 @@ Status Server::Run() {
 }
 
 void Server::Finish(const Status& result) { finished_.Set(result); }
+
+void Server::RejoinScheduler() {
+  scheduler_gone_ = false;
+  Rejoin where;
+  where.generation = book_generation_;
+  where.rank = book_rank_;
+  where.workers = book_workers_;
+  where.servers = book_servers_;
+  BPS_LOG(Warning) << "registering again with the scheduler at " << config_.root_uri << ":" << config_.root_port;
+  PeerId scheduler = -1;
+  Status joined = RejoinJob(config_, transport_, listening_, where, NowSeconds() + config_.elastic_timeout_s,
+                            [this] { return finished_.Wait(0).has_value(); }, &scheduler);
+  if (!joined.ok()) return Finish(joined);
+  scheduler_ = scheduler;
+}
 
 void Server::CreateSharedArena() {
   auto arena = SharedArena::Create(kSharedArenaBytes);
@@ -121,6 +142,10 @@ void Server::OnSchedulerMessage(const Message& m) {
 void Server::OnAddressBook(const Message& m) {
   auto book = AddressBook::Decode(m.text);
   if (book.ok() && m.status().ok()) {
+    book_rank_ = book.value().your_rank;
+    book_generation_ = book.value().generation;
+    book_workers_ = book.value().num_workers;
+    book_servers_ = static_cast<int>(book.value().servers.size());
     bool first = false;
     {
       std::lock_guard<std::mutex> lock(keys_mu_);
@@ -501,7 +526,16 @@ void Server::OnPeerLost(PeerId peer, const Status& why) {
   // SHUTDOWN arrives. So only the scheduler's loss ends a server.
   if (peer == scheduler_) {
     std::string lost = "lost the connection to the scheduler (" + why.message() + ")";
-    if (config_.elastic() && stop_watch_.JustStopped(NowSeconds())) {
+    const bool stopped = stop_watch_.JustStopped(NowSeconds());
+    if (config_.elastic() && !stopped && book_generation_ > 0 && !finished_.Wait(0)) {
+      // The scheduler may be started again: what was in flight is dropped, as for a generation that broke.
+      BPS_LOG(Warning) << lost << "; waiting up to BYTEPS_ELASTIC_TIMEOUT=" << config_.elastic_timeout_s
+                       << " s for a scheduler at the same address";
+      HandleReset(/*dropped=*/true);
+      scheduler_gone_ = true;
+      return;
+    }
+    if (config_.elastic() && stopped) {
       lost += "; this server was stopped longer than BYTEPS_TIMEOUT, and an elastic job goes on without a "
               "server it does not hear from: a server started again (bpslaunch --max-restarts) takes its place";
     }

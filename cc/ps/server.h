@@ -12,6 +12,10 @@
 // dropped keys are kept, unused, until every worker that was identified then has identified again (it has
 // left that generation behind) or is gone. An elastic job's generations each bring a new address book: the
 // workers, their tokens, and who they are, anew.
+//
+// An elastic job's server that loses the scheduler (not because this process was stopped) drops the
+// unfinished rounds, as for a generation that broke, and registers again with a scheduler started at the same
+// address, saying where it was; the job fails if none comes within BYTEPS_ELASTIC_TIMEOUT.
 #pragma once
 
 #include <atomic>
@@ -43,7 +47,7 @@ class Server : public MessageHandler {
   ~Server() override;
 
   // Registers with the scheduler and serves until the job ends: OK on SHUTDOWN, the error on ABORT or
-  // when the scheduler is lost.
+  // when the scheduler is lost (elastic: and none comes back).
   Status Run();
   // Makes Run() return `why` (used when the process is told to stop).
   void Stop(const Status& why) { Finish(why); }
@@ -85,6 +89,8 @@ class Server : public MessageHandler {
   void SumPush(uint64_t key, ServerKey* entry, int rank, bool zeros, const ParkedPull& pull);
   void CheckStaleRounds(size_t thread_index);
   void Finish(const Status& result);
+  // Elastic: registers with the scheduler started in the lost one's place; the job's end if none comes.
+  void RejoinScheduler();
   // See ServerGeneration; these take keys_mu_.
   std::set<int> FinishedContributors(const KeySpec& spec);
   std::set<int> JoinedContributors(const KeySpec& spec);
@@ -100,7 +106,14 @@ class Server : public MessageHandler {
   Transport* transport_;
   std::vector<std::unique_ptr<WorkThread>> sum_threads_;
 
-  PeerId scheduler_ = -1;
+  std::atomic<PeerId> scheduler_{-1};
+  std::string listening_;  // where workers reach this server
+  std::atomic<bool> scheduler_gone_{false};  // elastic: lost; Run() registers again
+  // From the last address book: where this server was in the job (for REGISTER after a lost scheduler).
+  std::atomic<int> book_rank_{-1};
+  std::atomic<int> book_generation_{0};
+  std::atomic<int> book_workers_{0};
+  std::atomic<int> book_servers_{0};
   OneShot<Message> address_book_;
   std::atomic<bool> join_pending_{false};  // registered while an elastic job ran: taken at its next generation
   StoppedProcessWatch stop_watch_{config_.timeout_s};  // tells a server woken from SIGSTOP why it was dropped

@@ -21,7 +21,9 @@ WorkerLifecycle::WorkerLifecycle(const Config& config, Transport* transport, Ser
       stop_watch_(config.timeout_s) {}
 
 Status WorkerLifecycle::Start() {
-  BPS_RETURN_IF_ERROR(JoinJob(config_, transport_, &scheduler_));
+  PeerId scheduler = -1;
+  BPS_RETURN_IF_ERROR(JoinJob(config_, transport_, &scheduler, &listening_));
+  scheduler_ = scheduler;
   auto book = AwaitBook(config_.timeout_s);
   if (!book.ok()) return book.status();
   return TakeBook(book.value());
@@ -29,7 +31,11 @@ Status WorkerLifecycle::Start() {
 
 Status WorkerLifecycle::NextGeneration() {
   BPS_RETURN_IF_ERROR(requests_->failure());
-  Send(MessageType::kNextGeneration);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // A scheduler started in the lost one's place learns of this worker by its REGISTER (AwaitBook).
+    if (!scheduler_gone_) Send(MessageType::kNextGeneration);
+  }
   // Below BYTEPS_MIN_WORKERS the scheduler waits BYTEPS_ELASTIC_TIMEOUT for workers, then aborts the job.
   auto book = AwaitBook(config_.elastic_timeout_s + config_.timeout_s);
   if (!book.ok()) return book.status();
@@ -46,9 +52,14 @@ void WorkerLifecycle::Send(MessageType type, const std::string& text) {
 
 StatusOr<AddressBook> WorkerLifecycle::AwaitBook(double seconds) {
   std::unique_lock<std::mutex> lock(mu_);
-  const double started = NowSeconds();
+  double started = NowSeconds();
   while (books_.empty()) {
     BPS_RETURN_IF_ERROR(requests_->failure());
+    if (scheduler_gone_) {
+      BPS_RETURN_IF_ERROR(RejoinScheduler(lock));
+      started = NowSeconds();  // the new scheduler forms the generation from the members that report
+      continue;
+    }
     const double limit = join_pending_ ? config_.elastic_timeout_s + config_.timeout_s : seconds;
     const double left = started + limit - NowSeconds();
     if (left <= 0) {
@@ -76,6 +87,7 @@ Status WorkerLifecycle::TakeBook(const AddressBook& book) {
   rank_ = book.your_rank;
   num_workers_ = book.num_workers;
   generation_ = book.generation;
+  book_servers_ = static_cast<int>(book.servers.size());
   slice_bytes_ = book.slice_bytes;
   if (!servers_->Serves(book.servers)) {
     // The first generation, or an elastic job's servers changed; otherwise a generation keeps the same
@@ -177,16 +189,26 @@ void WorkerLifecycle::OnPeerLost(PeerId peer, const Status& why) {
   std::string who = "a peer";
   if (peer == scheduler_) who = "the scheduler";
   if (auto server = servers_->ServerAt(peer)) who = servers_->Name(*server);
+  bool scheduler_may_return = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (peer == scheduler_) {
       lost_scheduler_ = true;
       lost_scheduler_while_stopped_ = stop_watch_.JustStopped(NowSeconds());
+      // Not when this process was stopped (the job removed it: it joins again as a new client, see
+      // rejoinable) nor once the job failed or this worker asked it to.
+      scheduler_may_return = config_.elastic() && !lost_scheduler_while_stopped_ && !aborted_ &&
+                             requests_->failure().ok() && (generation_ > 0 || join_pending_);
+      scheduler_gone_ = scheduler_may_return;
     }
     changed_.notify_all();
   }
   Status lost = Unavailable("lost " + who + ": it exited or its connection broke (" + why.message() + ")");
-  if (config_.elastic() && servers_->ServerAt(peer)) {
+  if (scheduler_may_return) {
+    BreakGeneration(Aborted(lost.message() + "; the job goes on once a scheduler is started again at " +
+                            config_.root_uri + ":" + std::to_string(config_.root_port) +
+                            " (bpslaunch --max-restarts), within BYTEPS_ELASTIC_TIMEOUT"));
+  } else if (config_.elastic() && servers_->ServerAt(peer)) {
     // An elastic job goes on without a lost server while another is left (the scheduler says which): this
     // generation is over.
     servers_->Lost(peer);
@@ -196,7 +218,35 @@ void WorkerLifecycle::OnPeerLost(PeerId peer, const Status& why) {
   } else {
     Fail(lost);
   }
-  requests_->FailAll(lost, peer);  // what the lost connection was still carrying, now that it carries nothing
+  // What the lost connection was still carrying, now that it carries nothing (the rest failed above, or goes
+  // on: a retired server's connection may close in a later generation).
+  requests_->FailPeer(lost, peer);
+}
+
+Status WorkerLifecycle::RejoinScheduler(std::unique_lock<std::mutex>& lock) {
+  Rejoin where;
+  where.generation = std::max(1, generation_.load());
+  where.rank = rank_;
+  where.workers = num_workers_;
+  where.servers = book_servers_;
+  // A worker waiting to join (no generation yet) registers as it did the first time.
+  if (join_pending_ || generation_ == 0) where = Rejoin{};
+  scheduler_gone_ = false;
+  lock.unlock();
+  BPS_LOG(Warning) << "registering again with the scheduler at " << config_.root_uri << ":" << config_.root_port;
+  PeerId scheduler = -1;
+  Status joined = RejoinJob(config_, transport_, listening_, where, NowSeconds() + config_.elastic_timeout_s,
+                            [this] { return !requests_->failure().ok(); }, &scheduler);
+  lock.lock();
+  if (!joined.ok()) {
+    lock.unlock();
+    Fail(joined);
+    lock.lock();
+    return joined;
+  }
+  scheduler_ = scheduler;
+  lost_scheduler_ = false;
+  return Status::OK();
 }
 
 StatusOr<int> WorkerLifecycle::EndGeneration(bool joined) {

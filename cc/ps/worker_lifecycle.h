@@ -3,7 +3,9 @@
 // job's failure as the scheduler or a lost peer reports it. The connections outlive generations:
 // EndGeneration() keeps them, so that the same process may take part in the next generation (elastic jobs:
 // NextGeneration()) without joining anew. A generation that broke (a worker was lost) fails every request
-// at once; the next one forms with the others.
+// at once; the next one forms with the others. An elastic worker that loses the scheduler (not because this
+// process was stopped) breaks its generation the same way, and registers again with a scheduler started at
+// the same address, saying where it was, before it waits for its next book.
 #pragma once
 
 #include <atomic>
@@ -52,7 +54,7 @@ class WorkerLifecycle {
   bool OnSchedulerMessage(const Message& m);
   void OnPeerLost(PeerId peer, const Status& why);
 
-  PeerId scheduler() const { return scheduler_; }
+  PeerId scheduler() const { return scheduler_.load(); }
   int rank() const { return rank_; }
   int num_workers() const { return num_workers_; }
   int generation() const { return generation_; }
@@ -72,6 +74,9 @@ class WorkerLifecycle {
   // Takes this generation's place from `book`: connects to the servers the first time, then proves the new
   // rank to each of them.
   Status TakeBook(const AddressBook& book);
+  // Elastic: the scheduler was lost while this worker went on; registers with the one started in its place
+  // (up to BYTEPS_ELASTIC_TIMEOUT). With mu_ held (released while it connects).
+  Status RejoinScheduler(std::unique_lock<std::mutex>& lock);
   void Send(MessageType type, const std::string& text = "");
 
   const Config& config_;
@@ -79,7 +84,8 @@ class WorkerLifecycle {
   ServerLinks* const servers_;
   RequestTable* const requests_;
   SharedPushes* const shared_;
-  PeerId scheduler_ = -1;
+  std::atomic<PeerId> scheduler_{-1};
+  std::string listening_;  // where this worker listens (its address in REGISTER)
   std::atomic<int> rank_{0};
   std::atomic<int> num_workers_{0};
   std::atomic<int> generation_{0};
@@ -98,6 +104,10 @@ class WorkerLifecycle {
   // This process was stopped (SIGSTOP, a paused machine) when it lost the scheduler: the job removed it, and
   // it may join again. A scheduler that exited is not waited for.
   bool lost_scheduler_while_stopped_ = false;
+  // Elastic: the scheduler is gone but the job may go on: register again before the next book.
+  bool scheduler_gone_ = false;
+  // Where this worker was in the job (for REGISTER after a lost scheduler).
+  int book_servers_ = 0;
   StoppedProcessWatch stop_watch_;
 };
 

@@ -37,7 +37,7 @@ def wait_for_output(job, pattern, after=0, timeout=60):
         if job.launcher.poll() is not None:
             break
         time.sleep(0.05)
-    raise AssertionError(f"no {pattern!r} in the job's output within {timeout} s\n{job.output()[-4000:]}")
+    raise AssertionError(f"no {pattern!r} in the job's output within {timeout} s\n{job.output()[-20000:]}")
 
 
 def survivors_next_step(job, since, workers=(0, 1)):
