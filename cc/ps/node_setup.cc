@@ -48,7 +48,7 @@ std::string SchedulerAddress(const Config& config) {
 
 }  // namespace
 
-Status JoinJob(const Config& config, Transport* transport, PeerId* scheduler, std::string* listening) {
+Status JoinJob(const Config& config, Transport* transport, std::atomic<PeerId>* scheduler, std::string* listening) {
   auto host = AdvertisedHost(config);
   if (!host.ok()) return host.status();
   auto bound = transport->Listen(host.value(), 0);
@@ -68,7 +68,7 @@ Status JoinJob(const Config& config, Transport* transport, PeerId* scheduler, st
 }
 
 Status RejoinJob(const Config& config, Transport* transport, const std::string& listening, const Rejoin& rejoin,
-                 double deadline, const std::function<bool()>& stop, PeerId* scheduler) {
+                 double deadline, const std::function<bool()>& stop, std::atomic<PeerId>* scheduler) {
   const std::string root = SchedulerAddress(config);
   Status last = Unavailable("no attempt");
   while (!stop()) {

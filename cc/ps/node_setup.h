@@ -1,6 +1,7 @@
 // What every node does to join a job: pick the address it advertises, register with the scheduler.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <string>
 
@@ -15,8 +16,10 @@ namespace bps {
 StatusOr<std::string> AdvertisedHost(const Config& config);
 
 // Listens on the advertised host, connects to the scheduler and sends REGISTER. The role's handler
-// receives the ADDRESS_BOOK reply. `listening` (optional) gets the address peers reach this node at.
-Status JoinJob(const Config& config, Transport* transport, PeerId* scheduler, std::string* listening = nullptr);
+// receives the ADDRESS_BOOK reply, which may come at once: `scheduler` is set before REGISTER leaves.
+// `listening` (optional) gets the address peers reach this node at.
+Status JoinJob(const Config& config, Transport* transport, std::atomic<PeerId>* scheduler,
+               std::string* listening = nullptr);
 
 // Where a member of an elastic job was when it lost its scheduler (RegisterBody's rejoin fields).
 struct Rejoin {
@@ -30,6 +33,6 @@ struct Rejoin {
 // started in its place), trying until `deadline` (NowSeconds()), and registers the node listening at
 // `listening` with `rejoin`. `stop` is asked between tries: true ends the wait (the process is leaving).
 Status RejoinJob(const Config& config, Transport* transport, const std::string& listening, const Rejoin& rejoin,
-                 double deadline, const std::function<bool()>& stop, PeerId* scheduler);
+                 double deadline, const std::function<bool()>& stop, std::atomic<PeerId>* scheduler);
 
 }  // namespace bps

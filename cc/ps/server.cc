@@ -34,9 +34,7 @@ Server::~Server() {
 
 Status Server::Run() {
   transport_->SetHandler(this);
-  PeerId scheduler = -1;
-  BPS_RETURN_IF_ERROR(JoinJob(config_, transport_, &scheduler, &listening_));
-  scheduler_ = scheduler;
+  BPS_RETURN_IF_ERROR(JoinJob(config_, transport_, &scheduler_, &listening_));
   auto book = address_book_.Wait(config_.timeout_s);
   // A server that registered while an elastic job runs waits for its workers to end a generation.
   if (!book && join_pending_) book = address_book_.Wait(config_.elastic_timeout_s);
@@ -80,11 +78,9 @@ void Server::RejoinScheduler() {
   where.workers = book_workers_;
   where.servers = book_servers_;
   BPS_LOG(Warning) << "registering again with the scheduler at " << config_.root_uri << ":" << config_.root_port;
-  PeerId scheduler = -1;
   Status joined = RejoinJob(config_, transport_, listening_, where, NowSeconds() + config_.elastic_timeout_s,
-                            [this] { return finished_.Wait(0).has_value(); }, &scheduler);
+                            [this] { return finished_.Wait(0).has_value(); }, &scheduler_);
   if (!joined.ok()) return Finish(joined);
-  scheduler_ = scheduler;
 }
 
 void Server::CreateSharedArena() {

@@ -21,9 +21,7 @@ WorkerLifecycle::WorkerLifecycle(const Config& config, Transport* transport, Ser
       stop_watch_(config.timeout_s) {}
 
 Status WorkerLifecycle::Start() {
-  PeerId scheduler = -1;
-  BPS_RETURN_IF_ERROR(JoinJob(config_, transport_, &scheduler, &listening_));
-  scheduler_ = scheduler;
+  BPS_RETURN_IF_ERROR(JoinJob(config_, transport_, &scheduler_, &listening_));
   auto book = AwaitBook(config_.timeout_s);
   if (!book.ok()) return book.status();
   return TakeBook(book.value());
@@ -234,9 +232,8 @@ Status WorkerLifecycle::RejoinScheduler(std::unique_lock<std::mutex>& lock) {
   scheduler_gone_ = false;
   lock.unlock();
   BPS_LOG(Warning) << "registering again with the scheduler at " << config_.root_uri << ":" << config_.root_port;
-  PeerId scheduler = -1;
   Status joined = RejoinJob(config_, transport_, listening_, where, NowSeconds() + config_.elastic_timeout_s,
-                            [this] { return !requests_->failure().ok(); }, &scheduler);
+                            [this] { return !requests_->failure().ok(); }, &scheduler_);
   lock.lock();
   if (!joined.ok()) {
     lock.unlock();
@@ -244,7 +241,6 @@ Status WorkerLifecycle::RejoinScheduler(std::unique_lock<std::mutex>& lock) {
     lock.lock();
     return joined;
   }
-  scheduler_ = scheduler;
   lost_scheduler_ = false;
   return Status::OK();
 }

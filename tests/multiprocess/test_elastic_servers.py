@@ -51,7 +51,7 @@ def assert_sums_job_ended_as_if_nothing_happened(code, out, steps):
     assert code == 0, out[-4000:]
     ends = re.findall(SUMS_END, out)
     assert sorted(int(e[0]) for e in ends) == [0, 1], out[-4000:]
-    assert {e[2] for e in ends} == {expected_model_digest(steps, 2)}, ends
+    assert {e[2] for e in ends} == {expected_model_digest(steps, 2)}, (ends, out[-6000:])
     assert all(int(e[3]) == steps and int(e[4]) == 2 for e in ends), ends
 
 
