@@ -110,7 +110,7 @@ TEST_F(SchedulerRecoveryTest, ARegistrationThatDoesNotFitIsTurnedAwayAndTheJobWa
 }
 
 TEST_F(SchedulerRecoveryTest, AJobThatIsNotElasticRefusesAMemberRegisteringAgain) {
-  StartScheduler(20);
+  StartScheduler(/*timeout_s=*/2);  // the job never starts: it ends at its start timeout
   Node& node = Rejoin(Role::kWorker, 0, 0, "hosta:3", 4, 2, 1);
   auto refused = node.Book();
   ASSERT_FALSE(refused.ok());
