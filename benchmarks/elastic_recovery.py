@@ -1,6 +1,7 @@
 """Elastic training under failures: Keras 3 `fit` with bps_tf.keras.elastic (the Horovod API) in one elastic
-job, whose workers and servers the benchmark kills with SIGKILL one after another (--kills 1,2,3,0,s1,s2:
-workers 1, 2, 3 and 0, then servers 1 and 2); bpslaunch (--max-restarts 1) starts each again and it rejoins.
+job, whose workers, servers and scheduler the benchmark kills with SIGKILL one after another (--kills
+1,2,3,0,s1,s2,sched: workers 1, 2, 3 and 0, then servers 1 and 2, then the scheduler); bpslaunch
+(--max-restarts 1) starts each again and it rejoins (the scheduler: the job's processes register again).
 One run measures
 
   recovery: the time from each kill to every survivor's next completed step (each kill, and the median; every
@@ -24,9 +25,9 @@ Its parts: benchmarks/lib/elastic_launchers.py (the two ways to start the job), 
 elastic_events.py (the workers' events), elastic_analysis.py (from events to the result);
 benchmarks/report/tables.py and elastic_plots.py (its tables and plot).
 
-python -m benchmarks.elastic_recovery --workers 4 --servers 4 --rate 1gbit --kills 1,2,3,0,s1,s2 \\
+python -m benchmarks.elastic_recovery --workers 4 --servers 4 --rate 1gbit --kills 1,2,3,0,s1,s2,sched \\
     --output docs/performance/elastic_recovery_w4_s4_1gbit.json
-python -m benchmarks.elastic_recovery --local --workers 2 --servers 2 --kills 1,s1 --segment-steps 10 \\
+python -m benchmarks.elastic_recovery --local --workers 2 --servers 2 --kills 1,s1,sched --segment-steps 10 \\
     --rounds 1 --commit-settings none,1,5 --settle-s 2 --warmup-s 2     # a quick check
 """
 
@@ -54,7 +55,8 @@ def parse_args(argv=None):
     parser.add_argument("--model", default="mlp-small", help="a model of benchmarks/lib/models.py")
     parser.add_argument("--batch-per-worker", type=int, default=32)
     parser.add_argument("--kills", default="1,2,3,0",
-                        help="the workers (N) and servers (sN) to kill, in order (each once), e.g. 1,2,3,0,s1,s2")
+                        help="the workers (N), servers (sN) and the scheduler (sched) to kill, in order (each once), "
+                             "e.g. 1,2,3,0,s1,s2,sched")
     parser.add_argument("--min-workers", type=int, help="BYTEPS_MIN_WORKERS (default: workers - 1)")
     parser.add_argument("--batches-per-commit", type=int, default=1, help="while workers are killed")
     parser.add_argument("--commit-settings", default="none,1,10,100")
@@ -73,13 +75,13 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     args.env = parse_env_items(args.env)
     try:
-        args.kills = [("server", int(k[1:])) if k.startswith("s") else ("worker", int(k))
-                      for k in args.kills.split(",") if k != ""]
+        args.kills = [("scheduler", 0) if k == "sched" else ("server", int(k[1:])) if k.startswith("s")
+                      else ("worker", int(k)) for k in args.kills.split(",") if k != ""]
     except ValueError:
-        parser.error(f"--kills: worker ids (N) and server ids (sN), comma-separated, not {args.kills!r}")
-    counts = {"worker": args.workers, "server": args.servers}
+        parser.error(f"--kills: worker ids (N), server ids (sN) and sched, comma-separated, not {args.kills!r}")
+    counts = {"worker": args.workers, "server": args.servers, "scheduler": 1}
     if len(set(args.kills)) != len(args.kills) or not all(0 <= n < counts[role] for role, n in args.kills):
-        parser.error("--kills: distinct worker ids below --workers and sN with server ids below --servers "
+        parser.error("--kills: distinct worker ids below --workers, sN with server ids below --servers and sched "
                      "(bpslaunch restarts each place once)")
     if args.servers < 2 and any(role == "server" for role, _ in args.kills):
         parser.error("--kills: an elastic job goes on without a lost server only with another: --servers 2 or more")
@@ -105,7 +107,8 @@ def main(argv=None):
               "servers; the scheduler on host 0",
               "model": args.model, "batch_per_worker": args.batch_per_worker, "min_workers": args.min_workers,
               "batches_per_commit": args.batches_per_commit,
-              "kills": [n if role == "worker" else f"s{n}" for role, n in args.kills],
+              "kills": [n if role == "worker" else "sched" if role == "scheduler" else f"s{n}"
+                        for role, n in args.kills],
               "benchmark_command": shlex.join(["python", "-m", "benchmarks.elastic_recovery",
                                                *(sys.argv[1:] if argv is None else argv)]),
               "job_command": run["job_command"], "product": run["product"], "machine": describe_machine()}
@@ -113,7 +116,7 @@ def main(argv=None):
     result["launcher_restarts"] = run["launcher_restarts"]
     result["stalls"] = {"threshold_s": STUCK_S, "after_s": [round(s["after"] - start, 3) for s in run["stalls"]]}
     result["network_counters"] = run["network_counters"]
-    for role in ("worker", "server"):
+    for role in ("worker", "server", "scheduler"):
         if any(role in kill for kill in result["recovery"]["kills"]):
             print(elastic_recovery_table(result, role))
             print()

@@ -46,7 +46,7 @@ def commit_costs(args, events):
 
 
 def role_of(kill):
-    return "server" if "server" in kill else "worker"
+    return next((role for role in ("server", "scheduler") if role in kill), "worker")
 
 
 def recovery(args, events, kills):
@@ -166,11 +166,12 @@ def analyse(args, events, start, kills, end):
     rates = steady_rates(args, events, start, kills_out)
     for kill in kills_out:
         kill["t"] = round(kill["t"] - start, 3)  # on the series' clock
-    # the summary of the worker kills as before; of the server kills apart
-    by_role = {role: [k for k in kills_out if role_of(k) == role] for role in ("worker", "server")}
+    # the summary of the worker kills as before; of the server and scheduler kills apart
+    by_role = {role: [k for k in kills_out if role_of(k) == role] for role in ("worker", "server", "scheduler")}
     return {
         "gradient_bytes": ready["gradient_bytes"],
-        "recovery": {"kills": kills_out, **summary(by_role["worker"]), "server_kills": summary(by_role["server"])},
+        "recovery": {"kills": kills_out, **summary(by_role["worker"]), "server_kills": summary(by_role["server"]),
+                     "scheduler_kills": summary(by_role["scheduler"])},
         "throughput": dict(series, **rates),
         "commit_costs": commit_costs(args, events),
     }

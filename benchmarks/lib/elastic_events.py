@@ -37,13 +37,22 @@ def worker_pids(log_dir):
     return {int(env["DMLC_WORKER_ID"]): pid for pid, env in _workers(log_dir).items()}
 
 
+def scheduler_pids(log_dir):
+    """Pids of the job's scheduler processes running now (one, but while one is started again)."""
+    return _role_pids(log_dir, "scheduler")
+
+
 def server_pids(log_dir):
     """Pids of the job's server processes running now (those of its workers' scheduler), by host (SLURM_NODEID)
     and then in the order they started: while none was started again, on the emulated cluster with a server
     per host server N is host N's."""
+    return _role_pids(log_dir, "server")
+
+
+def _role_pids(log_dir, role):
     ports = {env["DMLC_PS_ROOT_PORT"] for env in _workers(log_dir).values()}
     found = [(int(env.get("SLURM_NODEID", "0")), pid) for pid, env in processes_with("bps_tf.launcher.role").items()
-             if env.get("DMLC_ROLE") == "server" and env.get("DMLC_PS_ROOT_PORT") in ports]
+             if env.get("DMLC_ROLE") == role and env.get("DMLC_PS_ROOT_PORT") in ports]
     return [pid for _, pid in sorted(found)]
 
 
@@ -63,8 +72,10 @@ def steps_of(rows, phase=None):
 
 
 def at_full_strength(args, role):
-    """Whether a step's generation has every worker (what a worker's loss waits for) or every server (a
-    server's)."""
+    """Whether a step's generation has every worker (what a worker's loss waits for), every server (a
+    server's) or both (the scheduler's: the one started again rebuilt the whole job)."""
+    if role == "scheduler":
+        return lambda step: step.get("size") == args.workers and step.get("servers") == args.servers
     key, count = ("size", args.workers) if role == "worker" else ("servers", args.servers)
     return lambda step: step.get(key) == count
 

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 from benchmarks.lib import netns
-from benchmarks.lib.elastic_events import (at_full_strength, full_step_after, read_events, server_pids, started_at,
-                                           steps_of, worker_pids)
+from benchmarks.lib.elastic_events import (at_full_strength, full_step_after, read_events, scheduler_pids,
+                                           server_pids, started_at, steps_of, worker_pids)
 from benchmarks.lib.elastic_launchers import ClusterJob, LocalJob, network_counters
 from benchmarks.lib.results import product_version
 
@@ -60,18 +60,19 @@ class Watch:
 
 
 def run_kills(args, job, log_dir, watch):
-    """Kills each worker and server of --kills in turn; returns the kill times and pids (and for a server, when
-    the one started again in its place started)."""
+    """Kills each worker, server and scheduler of --kills in turn; returns the kill times and pids (and for a
+    server or the scheduler, when the one started again in its place started)."""
     everyone = range(args.workers)
     watch.until("the recovery phase", lambda ev: all(steps_of(ev.get(w, []), "recovery") for w in everyone))
     start = max(steps_of(read_events(log_dir)[w], "recovery")[0]["t"] for w in everyone)
     print(f"commit-cost segments done; training with {args.workers} workers", flush=True)
     watch.idle(args.warmup_s)
     servers = server_pids(log_dir)  # server N: the job's N-th (each is killed once at most)
-    seen = set(servers)
+    seen = set(servers) | set(scheduler_pids(log_dir))
     kills = []
     for role, target in args.kills:
-        pid = worker_pids(log_dir)[target] if role == "worker" else servers[target]
+        pid = {"worker": lambda: worker_pids(log_dir)[target], "server": lambda: servers[target],
+               "scheduler": lambda: scheduler_pids(log_dir)[0]}[role]()
         broken = max(r["gen"] for rows in read_events(log_dir).values() for r in steps_of(rows))
         killed_at = time.time()
         os.kill(pid, signal.SIGKILL)
@@ -86,8 +87,9 @@ def run_kills(args, job, log_dir, watch):
                            lambda ev: full_step_after(ev, reference, killed_at, broken, whole))
         print(f"{role} {target} rejoined {back['t'] - killed_at:.1f} s after the kill", flush=True)
         kill = {role: target, "pid": pid, "t": killed_at}
-        if role == "server":
-            replacement = next((p for p in server_pids(log_dir) if p not in seen), None)
+        if role != "worker":
+            running = server_pids(log_dir) if role == "server" else scheduler_pids(log_dir)
+            replacement = next((p for p in running if p not in seen), None)
             seen.add(replacement)
             kill["restarted_at"] = started_at(replacement)
         kills.append(kill)

@@ -1,5 +1,6 @@
 """The plot of an elastic recovery result (benchmarks/elastic_recovery.py), written next to its JSON: the job's
-throughput over time with each kill and rejoin marked, what follows each kill of a worker (w1) or a server (s1):
+throughput over time with each kill and rejoin marked, what follows each kill of a worker (w1), a server (s1)
+or the scheduler (sched):
 the survivors' next steps, the restarted process's start, a worker's join, the first step with every worker or
 server again; and the step time under each commit setting.
 
@@ -23,6 +24,8 @@ def _where(result):
 
 
 def _name(kill):
+    if "scheduler" in kill:
+        return "sched"
     return f"w{kill['worker']}" if "worker" in kill else f"s{kill['server']}"
 
 
@@ -49,7 +52,8 @@ def plot_series(result, axes, sizes):
         axes.text(kill["t"], axes.get_ylim()[1] * 0.98, f" {_name(kill)}", color="C3", fontsize=8, va="top")
     axes.legend(fontsize=7, loc="lower left")
     medians = [f"{what} {r['median_next_step_s']:.2f} s" for what, r in
-               (("worker", result["recovery"]), ("server", result["recovery"].get("server_kills")))
+               (("worker", result["recovery"]), ("server", result["recovery"].get("server_kills")),
+                ("scheduler", result["recovery"].get("scheduler_kills")))
                if r and r["median_next_step_s"] is not None]
     axes.set_title(f"{result['workers']} workers + {result['servers']} servers, {_where(result)}\n"
                    f"{result['model']} ({result['gradient_bytes'] / 1e6:.1f} MB of gradients), "

@@ -132,16 +132,21 @@ def s_cell(value):
 
 
 def elastic_recovery_table(result, role="worker"):
-    """A row for each kill of a `role` (worker or server), and one for all of them."""
+    """A row for each kill of a `role` (worker, server or scheduler), and one for all of them."""
     if role == "worker":
         restarted = [("process_started_s", "restarted: process up, s"), ("joined_s", "joined, s"),
                      ("first_step_s", "first step with all, s"), ("join_pause_s", "survivors' pause at the join, s")]
         survivors, r = "survivors'", result["recovery"]
-    else:
+    elif role == "server":
         restarted = [("process_started_s", "restarted: process up, s"),
                      ("first_step_s", "taken back: first step with all servers, s"),
                      ("join_pause_s", "workers' pause at the take-back, s")]
         survivors, r = "workers'", result["recovery"]["server_kills"]
+    else:
+        restarted = [("process_started_s", "restarted: process up, s"),
+                     ("first_step_s", "first step with every worker and server, s"),
+                     ("join_pause_s", "workers' pause, s")]
+        survivors, r = "workers'", result["recovery"]["scheduler_kills"]
     heads = [f"kill -9 of {role}", f"{survivors} next step, s (each)", "median, s", "next generation formed, s",
              "state synchronised, s", *(head for _, head in restarted)]
     lines = ["| " + " | ".join(heads) + " |", "|" + " --- |" * len(heads)]

@@ -136,16 +136,16 @@ def test_synthetic_training_benchmark_and_its_example(tmp_path):
 
 @pytest.mark.timeout(240)
 def test_elastic_recovery_benchmark_on_loopback(tmp_path):
-    """2 workers through 2 servers on this host: worker 1 killed and started again, then server 1; the
-    commit-cost segments, the result file and its plot."""
+    """2 workers through 2 servers on this host: worker 1 killed and started again, then server 1, then the
+    scheduler; the commit-cost segments, the result file and its plot."""
     out = tmp_path / "elastic.json"
-    done = run_module("benchmarks.elastic_recovery", "--local", "--workers", 2, "--servers", 2, "--kills", "1,s1",
+    done = run_module("benchmarks.elastic_recovery", "--local", "--workers", 2, "--servers", 2, "--kills", "1,s1,sched",
                       "--segment-steps", 10, "--rounds", 1, "--commit-settings", "none,1,5", "--warmup-s", 2,
                       "--settle-s", 2, "--timeout", 200, "--output", out, timeout=230)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(out.read_text())
-    assert result["kills"] == [1, "s1"]
-    worker, server = result["recovery"]["kills"]
+    assert result["kills"] == [1, "s1", "sched"]
+    worker, server, scheduler = result["recovery"]["kills"]
     assert worker["worker"] == 1 and [s["worker"] for s in worker["survivors"]] == [0]
     assert worker["survivors"][0]["size_after"] in (1, 2) and worker["restart"]["rank_after"] == 1
     # every worker survives a server's loss and steps with the other server; the restarted one is taken back
@@ -156,12 +156,18 @@ def test_elastic_recovery_benchmark_on_loopback(tmp_path):
     assert restart["steps_with_fewer_servers"] >= 1 and restart["join_pause_s"] is not None
     assert result["recovery"]["server_kills"]["all_next_step_s"] == [s["next_step_s"] for s in server["survivors"]]
     assert result["recovery"]["all_next_step_s"] == [worker["survivors"][0]["next_step_s"]]
-    assert result["launcher_restarts"] == 2
+    # every worker goes on through the scheduler's loss, with every server, once the new one rebuilt the job
+    assert scheduler["scheduler"] == 0 and [s["worker"] for s in scheduler["survivors"]] == [0, 1]
+    assert all(s["servers_after"] == 2 and s["size_after"] == 2 for s in scheduler["survivors"])
+    assert 0 < scheduler["restart"]["process_started_s"] < scheduler["restart"]["first_step_s"], scheduler
+    assert result["recovery"]["scheduler_kills"]["all_next_step_s"] == [s["next_step_s"]
+                                                                        for s in scheduler["survivors"]]
+    assert result["launcher_restarts"] == 3
     assert [c["setting"] for c in result["commit_costs"]] == ["none", "1", "5"]
     assert all(c["steps"] == 9 for c in result["commit_costs"])
     assert [c["commits"] for c in result["commit_costs"]] == [0, 10, 2]
     assert max(result["throughput"]["workers"]) == 2 and sum(result["throughput"]["samples_per_s"]) > 0
-    assert "| kill -9 of worker |" in done.stdout and "| kill -9 of server |" in done.stdout
+    assert all(f"| kill -9 of {role} |" in done.stdout for role in ("worker", "server", "scheduler"))
     assert "batches_per_commit=5" in done.stdout
     assert out.with_suffix(".png").stat().st_size > 0
     out.with_suffix(".png").unlink()  # the plot again from the result file alone, as benchmarks/README.md says
