@@ -196,7 +196,10 @@ int JobMembership::Rejoined(Role role) const {
 }
 
 bool JobMembership::RecoveryComplete() const {
-  return Rejoined(Role::kWorker) >= recovery_.workers && Rejoined(Role::kServer) >= recovery_.servers;
+  // Processes lost with the scheduler may come back fresh (a restarted pod runs its worker again); a worker
+  // that was in the job must be there, or the state would be lost.
+  return Rejoined(Role::kWorker) >= 1 && registered_workers() >= recovery_.workers &&
+         active_servers() >= recovery_.servers;
 }
 
 bool JobMembership::RecoveryViable() const {
@@ -204,9 +207,9 @@ bool JobMembership::RecoveryViable() const {
 }
 
 std::string JobMembership::RecoveryMissing() const {
-  return std::to_string(Rejoined(Role::kWorker)) + " of its " + std::to_string(recovery_.workers) +
-         " workers and " + std::to_string(Rejoined(Role::kServer)) + " of its " + std::to_string(recovery_.servers) +
-         " servers";
+  return std::to_string(registered_workers()) + " of its " + std::to_string(recovery_.workers) + " workers (" +
+         std::to_string(Rejoined(Role::kWorker)) + " of them in it before) and " + std::to_string(active_servers()) +
+         " of its " + std::to_string(recovery_.servers) + " servers";
 }
 
 const JobMembership::Member* JobMembership::Find(PeerId peer) const {

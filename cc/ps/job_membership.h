@@ -20,8 +20,8 @@
 //
 // A scheduler started in the place of a lost one rebuilds a running elastic job (Recovering): its members
 // register again saying where they were (RegisterBody's rejoin fields); it starts once every member of the
-// last generation they name is back (or, after BYTEPS_TIMEOUT, with those that are: RecoveryViable), as the
-// generation after it, ranking the members as they were ranked.
+// last generation they name is back (RecoveryComplete; or, after BYTEPS_TIMEOUT, with those that are:
+// RecoveryViable), as the generation after it, ranking the members as they were ranked.
 #pragma once
 
 #include <map>
@@ -114,7 +114,8 @@ class JobMembership {
   // Members registered again saying where they were: this scheduler rebuilds a running job.
   bool recovering() const { return recovery_.generation > 0; }
   int recovered_generation() const { return recovery_.generation; }
-  // Every worker and server of the last generation the members named is back.
+  // As many workers and servers as the last generation the members named had are back (some may have been
+  // started again, registering fresh), at least one of its workers among them.
   bool RecoveryComplete() const;
   // Enough is back to go on without the others: a server and BYTEPS_MIN_WORKERS workers.
   bool RecoveryViable() const;

@@ -92,8 +92,21 @@ TEST_F(SchedulerRecoveryTest, TooFewBackWithinTheTimeoutFailsTheJobSayingWhoIsMi
   Node& server = Rejoin(Role::kServer, 0, 0, "hosta:1");
   Rejoin(Role::kWorker, 0, 0, "hosta:3");
   Status abort = server.Outcome(MessageType::kAbort, 10);
-  EXPECT_TRUE(Contains(abort, "found only 1 of its 2 workers and 1 of its 2 servers of generation 4")) << abort.ToString();
+  EXPECT_TRUE(Contains(abort, "found only 1 of its 2 workers (1 of them in it before) and 1 of its 2 servers of generation 4")) << abort.ToString();
   EXPECT_TRUE(Contains(Result(), "BYTEPS_MIN_WORKERS"));
+}
+
+TEST_F(SchedulerRecoveryTest, AWorkerStartedAgainFreshCountsButAMemberMustBeBack) {
+  // The scheduler's machine ran worker 0 too: it comes back fresh, with the scheduler.
+  StartScheduler(20, ElasticLimits{1, 3}, 600, /*num_server=*/1);
+  Node& fresh = Register(Role::kWorker, 0, "hosta:3");
+  Node& server = Rejoin(Role::kServer, 0, 0, "hostc:1", 3, 2, 1);
+  EXPECT_FALSE(server.Gets(MessageType::kAddressBook, 0.3)) << "no worker that was in the job is back yet";
+  Node& member = Rejoin(Role::kWorker, 1, 1, "hostb:3", 3, 2, 1);
+  ASSERT_TRUE(server.Book().ok());
+  server.Send(MessageType::kServerReady);
+  EXPECT_EQ(WorkerBook(member).your_rank, 0) << "the worker that holds the state ranks first";
+  EXPECT_EQ(WorkerBook(fresh).your_rank, 1);
 }
 
 TEST_F(SchedulerRecoveryTest, ARegistrationThatDoesNotFitIsTurnedAwayAndTheJobWaitsForTheOthers) {
