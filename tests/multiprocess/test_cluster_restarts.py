@@ -261,7 +261,8 @@ def test_elastic_slurm_mistakes_say_what_to_change(env, roles, message):
 
 def test_the_elastic_sbatch_example_restarts_worker_steps_beside_one_servers_step():
     script = (REPO_ROOT / "examples" / "slurm" / "bps_tf_elastic.sbatch").read_text()
-    assert re.search(r"^srun --overlap .*bpslaunch --roles scheduler,server &$", script, re.MULTILINE)
+    assert re.search(r"^srun --overlap .*bpslaunch --max-restarts \"\$MAX_RESTARTS\" --roles scheduler,server &$", script,
+                     re.MULTILINE)
     assert re.search(r"srun --nodes=1 --ntasks=1 --nodelist=\"\$node\" .*\n\s*bpslaunch --roles worker python \"\$@\"",
                      script)
     assert "export BYTEPS_MIN_WORKERS=" in script and "export BYTEPS_MAX_WORKERS=" in script
@@ -299,7 +300,7 @@ def test_the_elastic_tfjob_manifest_keeps_servers_off_the_worker_pods_that_resta
                                                                 DMLC_NODE_HOST="10.0.0.9", BYTEPS_JOB_SECRET="s" * 16))
     assert len(elastic) == 1  # every pod the same limits
     assert replicas["Worker"]["restartPolicy"] in ("OnFailure", "ExitCode")
-    assert replicas["Chief"]["restartPolicy"] == replicas["PS"]["restartPolicy"] == "Never"
+    assert replicas["Chief"]["restartPolicy"] == replicas["PS"]["restartPolicy"] == "OnFailure"
     chief_command = replicas["Chief"]["template"]["spec"]["containers"][0]["command"]
     assert chief_command[:3] == ["bpslaunch", "--max-restarts", "3"]
     workers = [plan for (name, _), plan in plans.items() if name == "Worker"]

@@ -4,12 +4,14 @@ line."""
 
 import os
 import re
+import signal
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+from testing.elastic_jobs import processes_with
 from testing.jobs import REPO_ROOT, WORKERS_DIR, clean_env
 from testing.slurm import FINAL_STATES
 
@@ -106,9 +108,40 @@ def test_an_elastic_job_goes_on_when_a_worker_step_is_cancelled_and_the_step_sta
 
 
 @pytest.mark.timeout(300)
+def test_an_elastic_job_goes_on_when_its_scheduler_is_killed_and_started_again_in_its_step(slurm_cluster):
+    """The elastic sbatch example: kill -9 of the scheduler process in the step of the scheduler and servers;
+    that step's bpslaunch starts it again, the servers and workers register again with it, both workers end
+    with the same model and the job is COMPLETED."""
+    steps, step_seconds = 300, 0.05
+    with tempfile.TemporaryDirectory(prefix="bps_tf_slurm_elastic_") as folder:
+        log_dir = Path(folder)
+        job = slurm_cluster.submit(ELASTIC_EXAMPLE, WORKERS_DIR / "elastic_sums.py", steps, log_dir, step_seconds,
+                                   options=SMALL_CLUSTER, env=job_env(MAX_RESTARTS=2), cwd=REPO_ROOT)
+        try:
+            _wait_for(lambda: (_latest_step(log_dir, 1) or (0, 0))[0] >= 20, "worker 1 at step 20", slurm_cluster, job)
+            schedulers = [pid for pid, env in processes_with("bps_tf.launcher.role").items()
+                          if env.get("DMLC_ROLE") == "scheduler" and env.get("SLURM_JOB_ID") == str(job)]
+            assert len(schedulers) == 1, schedulers
+            os.kill(schedulers[0], signal.SIGKILL)
+            state = slurm_cluster.wait(job, timeout=200)
+        except BaseException:
+            slurm_cluster.command("scancel", str(job), check=False)
+            raise
+        output = slurm_cluster.output(job)
+    assert state == "COMPLETED", output[-4000:]
+    assert "scheduler was killed by SIGKILL; starting it again (restart 1 of 2)" in output, output[-4000:]
+    assert re.search(r"the job goes on with this scheduler: generation 2 forms from the 2 worker\(s\)", output), \
+        output[-4000:]
+    ends = re.findall(r"\[worker (\d)\] rank (\d): model (\w+) after (\d+) steps with (\d) workers", output)
+    assert sorted(end[0] for end in ends) == ["0", "1"], output[-4000:]
+    assert len({end[2] for end in ends}) == 1, f"the models differ: {ends}"
+    assert all(end[3] == str(steps) and end[4] == "2" for end in ends), ends
+
+
+@pytest.mark.timeout(300)
 def test_an_elastic_job_whose_scheduler_and_servers_step_is_lost_fails(slurm_cluster):
-    """The scheduler is the job's single point of failure: cancelling the step of the scheduler and servers
-    ends the job within seconds, FAILED, although its workers could go on."""
+    """The step of the scheduler and servers is where the job keeps them: cancelling it (as losing its first
+    node would) ends the job within seconds, FAILED, although its workers could go on."""
     with tempfile.TemporaryDirectory(prefix="bps_tf_slurm_elastic_") as folder:
         log_dir = Path(folder)
         job = slurm_cluster.submit(ELASTIC_EXAMPLE, WORKERS_DIR / "elastic_sums.py", 300, log_dir, 0.05,
