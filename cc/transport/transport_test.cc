@@ -71,9 +71,10 @@ class TransportTest : public ::testing::TestWithParam<std::string> {
       if (!network_) network_ = std::make_shared<InMemoryNetwork>();
       return CreateInMemoryTransport(network_);
     }
-    if (GetParam() == "tcp") {
+    if (GetParam() == "tcp" || GetParam() == "tcp_io_threads") {
       TcpOptions options;
       options.secret = JobSecret::From("a secret shared by the test's peers").value();
+      if (GetParam() == "tcp_io_threads") options.io_threads = 3;
       auto transport = CreateTcpTransport(options);
       EXPECT_TRUE(transport.ok()) << transport.status().ToString();
       return std::move(transport.value());
@@ -204,7 +205,7 @@ TEST_P(TransportTest, ConnectToNobodyTimesOut) {
 TEST_P(TransportTest, AnotherJobsSecretIsTurnedAwayAtOnce) {
   if (GetParam() == "inmemory") GTEST_SKIP() << "the in-memory transport has no strangers";
   std::unique_ptr<Transport> stranger;
-  if (GetParam() == "tcp") {
+  if (GetParam() == "tcp" || GetParam() == "tcp_io_threads") {
     TcpOptions options;
     options.secret = JobSecret::From("another job's secret entirely").value();
     stranger = std::move(CreateTcpTransport(options).value());
@@ -228,8 +229,8 @@ TEST_P(TransportTest, AnotherJobsSecretIsTurnedAwayAtOnce) {
   EXPECT_TRUE(server_inbox_.lost_.empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTransports, TransportTest, ::testing::Values("inmemory", "tcp", "ucx", "ucx_eager",
-                                                                            "ucx_unwatched"),
+INSTANTIATE_TEST_SUITE_P(AllTransports, TransportTest, ::testing::Values("inmemory", "tcp", "tcp_io_threads", "ucx",
+                                                                            "ucx_eager", "ucx_unwatched"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace
