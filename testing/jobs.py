@@ -20,12 +20,15 @@ BPSLAUNCH = str(Path(sys.executable).parent / "bpslaunch")
 # cluster managers' descriptions bpslaunch reads its roles from (TF_CONFIG, also read by tf.distribute, and
 # SLURM's). A process started here must not inherit a job from the shell that runs the tests.
 JOB_VARIABLE_PREFIXES = ("DMLC_", "BYTEPS_", "TF_CONFIG", "SLURM_")
+# Settings that describe the machine rather than a job, which the shell may set for every test's processes:
+# the suite runs as well with 1 TCP I/O thread as with 4.
+PASSED_THROUGH = ("BYTEPS_TCP_IO_THREADS",)
 
 
 def clean_env(**extra):
     """This process's environment without a job's variables, with this checkout on PYTHONPATH (bps_tf, the
     examples and this module) and unbuffered Python output, plus `extra`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(JOB_VARIABLE_PREFIXES)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(JOB_VARIABLE_PREFIXES) or k in PASSED_THROUGH}
     env["PYTHONPATH"] = str(REPO_ROOT)
     env["PYTHONUNBUFFERED"] = "1"
     env.update({k: str(v) for k, v in extra.items()})

@@ -4,12 +4,14 @@
 #include <netdb.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 extern char** environ;
 
@@ -168,6 +170,8 @@ bool ListsRdmaTransport(const std::string& tls) {
   return false;
 }
 
+int DefaultTcpIoThreads(unsigned cores) { return std::max(1, std::min(4, static_cast<int>(cores / 2))); }
+
 bool Config::rdma() const { return enable_rdma || ListsRdmaTransport(!ucx_tls.empty() ? ucx_tls : user_ucx_tls); }
 
 Environment ProcessEnvironment() {
@@ -246,6 +250,9 @@ StatusOr<Config> Config::FromEnvironment(const Environment& environment) {
   value = static_cast<long>(c.tcp_send_buffer_bytes);
   BPS_RETURN_IF_ERROR(env.Int("BYTEPS_TCP_SNDBUF", 0, 1L << 30, &value, "a number of bytes (0: the kernel's choice)"));
   c.tcp_send_buffer_bytes = static_cast<size_t>(value);
+  value = DefaultTcpIoThreads(std::thread::hardware_concurrency());
+  BPS_RETURN_IF_ERROR(env.Int("BYTEPS_TCP_IO_THREADS", 1, 256, &value, "a number of threads in [1, 256]"));
+  c.tcp_io_threads = static_cast<int>(value);
   BPS_RETURN_IF_ERROR(ReadJobSecret(env, &c.job_secret));
 
   value = static_cast<long>(c.partition_bytes);

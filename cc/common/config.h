@@ -28,6 +28,10 @@ Environment ProcessEnvironment();
 // Whether a UCX_TLS list names an RDMA transport (ib; rc, ud, dc and their variants such as rc_x).
 bool ListsRdmaTransport(const std::string& tls);
 
+// BYTEPS_TCP_IO_THREADS when unset: half of `cores`, at least 1 and at most 4 (4 threads carry 100 Gbit/s;
+// the other cores sum and train).
+int DefaultTcpIoThreads(unsigned cores);
+
 struct Config {
   Role role = Role::kWorker;
   std::string root_uri;  // scheduler address
@@ -50,6 +54,9 @@ struct Config {
   // BYTEPS_TCP_SNDBUF: SO_SNDBUF of TCP connections between hosts (0: the kernel's autotuning). Bytes in a
   // socket's buffer have left the credit window and its priority order; the kernel doubles the value.
   size_t tcp_send_buffer_bytes = 65536;
+  // BYTEPS_TCP_IO_THREADS: threads that move one process's TCP traffic, its connections spread over them
+  // (the kernel's TCP needs several cores for 100 Gbit/s). Default: half the cores, 1 to 4 (DefaultTcpIoThreads).
+  int tcp_io_threads = 1;
   size_t partition_bytes = 4096000;
   // Between hosts over TCP, each partition crosses the network in slices of at most this many bytes, each
   // summed and returned on its own, so the first slices come back while the last are still arriving (a 4 MB

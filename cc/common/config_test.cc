@@ -95,6 +95,20 @@ TEST(ConfigTest, AnElasticJobHasLimitsAroundItsFirstSize) {
   EXPECT_NE(Config::FromEnvironment(timeout_only).status().message().find("not elastic"), std::string::npos);
 }
 
+TEST(ConfigTest, TcpIoThreadsDefaultToHalfTheCoresFromOneToFour) {
+  EXPECT_EQ(DefaultTcpIoThreads(0), 1);
+  EXPECT_EQ(DefaultTcpIoThreads(2), 1);
+  EXPECT_EQ(DefaultTcpIoThreads(6), 3);
+  EXPECT_EQ(DefaultTcpIoThreads(128), 4);
+  Environment env = Base();
+  env["BYTEPS_TCP_IO_THREADS"] = "3";
+  EXPECT_EQ(Config::FromEnvironment(env).value().tcp_io_threads, 3);
+  env["BYTEPS_TCP_IO_THREADS"] = "0";
+  auto refused = Config::FromEnvironment(env);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("BYTEPS_TCP_IO_THREADS"), std::string::npos);
+}
+
 TEST(ConfigTest, RdmaTransportsAreRecognisedByWholeName) {
   for (const char* tls : {"rc", "rc_x,sm,self", "tcp,ud_v", "dc_mlx5", "ib", "sm,self,rc_verbs"}) {
     EXPECT_TRUE(ListsRdmaTransport(tls)) << tls;

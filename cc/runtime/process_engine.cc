@@ -42,6 +42,7 @@ StatusOr<std::unique_ptr<Transport>> MakeTransport(const Config& config) {
   options.secret = secret.value();
   options.liveness_timeout_s = config.timeout_s;
   options.send_buffer_bytes = config.tcp_send_buffer_bytes;
+  options.io_threads = config.tcp_io_threads;
   return CreateTcpTransport(options);
 }
 

@@ -1,6 +1,6 @@
-// A transport's one thread, shared by the TCP and UCX transports. The thread owns the transport's state
-// (sockets, UCX's worker), so none of it is locked: other threads post work to it. It sleeps in epoll on
-// the file descriptors the transport watches and on an eventfd that posted work rings, only while the
+// A transport's thread (the UCX transport's one, each of the TCP transport's I/O threads). The thread owns
+// its state (sockets, UCX's worker), so none of it is locked: other threads post work to it. It sleeps in
+// epoll on the file descriptors it watches and on an eventfd that posted work rings, only while the
 // thread sleeps: work posted to a busy thread costs no system call.
 #pragma once
 

@@ -1,7 +1,7 @@
 // The byte stream of an authenticated bps_tf TCP connection: frames of a 12-byte prefix (header length:
 // u32, payload length: u64, little-endian), the header, then the payload. A prefix of zeros is a heartbeat.
 // FrameReader parses what a socket delivers; FrameWriter queues frames and writes as much as the socket
-// takes. Both run on one thread (the transport's), never block, and never trust a length from the wire:
+// takes. Both run on the connection's I/O thread, never block, and never trust a length from the wire:
 // a header longer than kMaxHeaderBytes ends the connection, and a payload lands only where the owner says
 // (exactly its declared length) or is read and dropped piecewise.
 #pragma once

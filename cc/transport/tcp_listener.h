@@ -10,7 +10,7 @@
 // away thousands of connections a second, but a place still comes free every grace_s / max_pending (0.4 ms
 // by default): a member trying 50 times a second gets one within a fraction of a second.
 //
-// Runs on the transport's thread.
+// Runs on the TCP transport's first I/O thread, which hands admitted connections on (tcp_transport.h).
 #pragma once
 
 #include <functional>

@@ -7,19 +7,21 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <map>
-#include <mutex>
-#include <set>
+#include <memory>
+#include <shared_mutex>
 #include <thread>
+#include <vector>
 
 #include "cc/common/clock.h"
 #include "cc/common/logging.h"
 #include "cc/transport/address.h"
-#include "cc/transport/event_loop.h"
+#include "cc/transport/handler_turns.h"
 #include "cc/transport/handshake.h"
-#include "cc/transport/tcp_frames.h"
+#include "cc/transport/tcp_io_thread.h"
 #include "cc/transport/tcp_listener.h"
 
 namespace bps {
@@ -30,8 +32,6 @@ namespace {
 // (StrangersReopeningEveryClosedConnectionKeepNoMemberOut).
 constexpr int kTurnedAwayPauseMs = 20;
 constexpr int kNoListenerPauseMs = 200;
-constexpr double kHeartbeatMaxIntervalS = 5;
-constexpr double kTickS = 0.1;
 
 TcpListener::Limits ListenerLimits(const TcpOptions& options) {
   TcpListener::Limits limits;
@@ -39,140 +39,89 @@ TcpListener::Limits ListenerLimits(const TcpOptions& options) {
   return limits;
 }
 
+std::vector<std::unique_ptr<TcpIoThread>> MakeThreads(const TcpOptions& options, HandlerTurns* handler,
+                                                      const std::atomic<bool>* stopping) {
+  const int count = std::max(1, options.io_threads);
+  std::vector<std::unique_ptr<TcpIoThread>> threads;
+  for (int i = 0; i < count; ++i) {
+    threads.push_back(std::make_unique<TcpIoThread>(options, handler, stopping, i, count));
+  }
+  return threads;
+}
+
 std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
-class TcpTransport : public Transport, private FrameReader::Sink {
+// The transport's face: where connections come from (the listener, on the first I/O thread, and Connect)
+// and which I/O thread owns each (round robin); sends go to the owner's thread.
+class TcpTransport : public Transport, private TcpIoThread::Guest {
  public:
   explicit TcpTransport(const TcpOptions& options)
       : options_(options),
-        listener_(options_.secret, ListenerLimits(options_), &loop_,
+        handler_(options_.io_threads > 1),
+        threads_(MakeThreads(options_, &handler_, &stopping_)),
+        listener_(options_.secret, ListenerLimits(options_), &threads_[0]->loop(),
                   [this](int fd, const std::string& name, bool other_host) { Admit(fd, name, other_host); },
                   [this](int fd, bool other_host) { ConfigureSocket(fd, other_host); }) {}
   ~TcpTransport() override { Shutdown(1); }
 
   Status Init();
-  void SetHandler(MessageHandler* handler) override { handler_ = handler; }
+  void SetHandler(MessageHandler* handler) override { handler_.Set(handler); }
   StatusOr<std::string> Listen(const std::string& host, int port) override;
   StatusOr<PeerId> Connect(const std::string& address, double timeout_s, Link link) override;
   void Send(PeerId to, std::string header, const void* payload, size_t length, SendCallback on_sent) override;
-  std::string PeerName(PeerId peer) override;
+  std::string PeerName(PeerId peer) override { return Owner(peer).PeerName(peer); }
   void Shutdown(double timeout_s) override;
 
  private:
-  struct Connection {
-    int fd = -1;
-    PeerId id = -1;  // assigned once authenticated
-    std::string name;
-    bool other_host = false;
-    FrameReader reader;
-    FrameWriter writer;
-    double last_heard = 0;   // anything arrived
-    double last_queued = 0;  // anything queued to send
-    bool watching_writes = false;
-  };
-
-  void Loop();
-  void RunCommands();
-  void Tick(double now);
-  // A connection the listener admitted becomes a peer.
+  // The listener's thread, and where every I/O thread comes from.
+  EventLoop& listener_loop() { return threads_[0]->loop(); }
+  TcpIoThread& Owner(PeerId peer) { return *threads_[peer >= 0 ? peer % threads_.size() : 0]; }
+  TcpIoThread& NextThread() { return *threads_[next_thread_++ % threads_.size()]; }
+  // A connection the listener admitted (on the first thread) becomes a peer of the next thread.
   void Admit(int fd, const std::string& name, bool other_host);
-  void OnReadable(Connection* c);
-  void Flush(Connection* c);
-  void WatchWrites(Connection* c, bool writes);
-  PeerId Open(Connection* c);
-  void Close(Connection* c, const Status& why);
-  void CloseAll();
   void ConfigureSocket(int fd, bool other_host) const;
 
-  // FrameReader::Sink, for the connection being read (current_).
-  void* Destination(const std::string& header, size_t length) override;
-  void Frame(const std::string& header, void* payload, size_t length) override;
+  // TcpIoThread::Guest: the listener's descriptors, on the first thread.
+  bool OnReady(int fd) override;
+  void Tick(double now) override { listener_.Tick(now); }
+  void CloseAll() override;
 
   const TcpOptions options_;
-  MessageHandler* handler_ = nullptr;
+  // Declared before the threads, which use them until they are joined.
+  HandlerTurns handler_;
+  // Send and Admit hand work to a thread only while not stopping_ (under a shared lock), and Shutdown sets
+  // it (exclusively) before any thread stops: what they hand over is there before the thread's last turn.
+  std::shared_mutex stopping_mu_;
+  std::atomic<bool> stopping_{false};
+  std::vector<std::unique_ptr<TcpIoThread>> threads_;
+  TcpListener listener_;  // the first thread's: connections that have not proven they belong to the job
   std::string local_host_;  // where we listen: peers elsewhere are on other hosts
-  int listen_fd_ = -1;
-  EventLoop loop_{"the TCP transport's thread"};
-  TcpListener listener_;  // the I/O thread's: connections that have not proven they belong to the job
-
-  std::mutex mu_;  // guards names_ (PeerName is called from any thread)
-  std::map<PeerId, std::string> names_;
-
-  // The I/O thread's.
-  std::map<int, std::unique_ptr<Connection>> connections_;  // by fd
-  std::map<PeerId, Connection*> peers_;
-  std::set<Connection*> dirty_;  // queued frames to write after the current commands
-  Connection* current_ = nullptr;
-  PeerId next_peer_ = 0;
-  double closing_deadline_ = -1;  // set by Shutdown: flush until then, then close
+  int listen_fd_ = -1;      // the first thread's
+  std::atomic<unsigned> next_thread_{0};
 };
 
-Status TcpTransport::Init() { return loop_.Start([this] { Loop(); }); }
-
-void TcpTransport::RunCommands() {
-  loop_.RunPosted();
-  std::set<Connection*> dirty;
-  dirty.swap(dirty_);
-  for (Connection* c : dirty) Flush(c);
+Status TcpTransport::Init() {
+  BPS_RETURN_IF_ERROR(threads_[0]->Start(this));
+  for (size_t i = 1; i < threads_.size(); ++i) BPS_RETURN_IF_ERROR(threads_[i]->Start(nullptr));
+  return Status::OK();
 }
 
-void TcpTransport::Loop() {
-  double next_tick = NowSeconds();
-  epoll_event events[64];
-  while (loop_.running()) {
-    RunCommands();
-    int timeout_ms = static_cast<int>(std::max(0.0, next_tick - NowSeconds()) * 1000) + 1;
-    int n = loop_.Wait(events, 64, timeout_ms);
-    for (int i = 0; i < n; ++i) {
-      int fd = events[i].data.fd;
-      if (fd == listen_fd_) {
-        listener_.Accept(listen_fd_, loop_.stopping(), NowSeconds());
-        continue;
-      }
-      if (listener_.Pending(fd)) {
-        listener_.OnReadable(fd);
-        continue;
-      }
-      auto it = connections_.find(fd);
-      if (it == connections_.end()) continue;
-      Connection* c = it->second.get();
-      if (events[i].events & EPOLLOUT) Flush(c);
-      if (connections_.count(fd) && (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) OnReadable(c);
-    }
-    const double now = NowSeconds();
-    if (now >= next_tick) {
-      Tick(now);
-      next_tick = now + kTickS;
-    }
+bool TcpTransport::OnReady(int fd) {
+  if (fd == listen_fd_) {
+    listener_.Accept(listen_fd_, stopping_, NowSeconds());
+    return true;
   }
-  RunCommands();  // what was posted before the end: sends fail (no connection is left), waits are answered
+  if (!listener_.Pending(fd)) return false;
+  listener_.OnReadable(fd);
+  return true;
 }
 
-void TcpTransport::Tick(double now) {
-  const double heartbeat = std::min(kHeartbeatMaxIntervalS, options_.liveness_timeout_s / 4);
-  std::vector<Connection*> all;
-  for (auto& entry : connections_) all.push_back(entry.second.get());
-  listener_.Tick(now);
-  for (Connection* c : all) {
-    if (now - c->last_heard > options_.liveness_timeout_s) {
-      Close(c, Unavailable("no sign of life from " + c->name + " for " +
-                           std::to_string(static_cast<int>(options_.liveness_timeout_s)) +
-                           " s (BYTEPS_TIMEOUT): the process is frozen or the network is cut"));
-      continue;
-    }
-    if (now - c->last_queued > heartbeat && c->writer.empty()) {
-      c->writer.QueueHeartbeat();
-      c->last_queued = now;
-      Flush(c);
-    }
-  }
-  if (closing_deadline_ >= 0) {
-    bool flushed = true;
-    for (auto& entry : connections_) flushed &= entry.second->writer.empty();
-    if (flushed || now >= closing_deadline_) {
-      CloseAll();
-      loop_.Exit();
-    }
+void TcpTransport::CloseAll() {
+  listener_.CloseAll();
+  if (listen_fd_ >= 0) {
+    listener_loop().Unwatch(listen_fd_);
+    close(listen_fd_);
+    listen_fd_ = -1;
   }
 }
 
@@ -203,8 +152,8 @@ StatusOr<std::string> TcpTransport::Listen(const std::string& host, int port) {
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length);
   const std::string bound = host + ":" + std::to_string(ntohs(addr.sin_port));
   local_host_ = host;  // read by Connect, which the same thread calls after this
-  Status added = loop_.RunOnThread([this, fd]() -> Status {
-    BPS_RETURN_IF_ERROR(loop_.Watch(fd));
+  Status added = listener_loop().RunOnThread([this, fd]() -> Status {
+    BPS_RETURN_IF_ERROR(listener_loop().Watch(fd));
     listen_fd_ = fd;
     return Status::OK();
   });
@@ -216,23 +165,18 @@ StatusOr<std::string> TcpTransport::Listen(const std::string& host, int port) {
 }
 
 void TcpTransport::Admit(int fd, const std::string& name, bool other_host) {
-  auto c = std::make_unique<Connection>();
-  c->fd = fd;
-  c->name = name;
-  c->other_host = other_host;
-  Connection* raw = c.get();
-  connections_[fd] = std::move(c);
-  Open(raw);
-}
-
-PeerId TcpTransport::Open(Connection* c) {
-  loop_.AssertOnThread();
-  c->id = next_peer_++;
-  c->last_heard = c->last_queued = NowSeconds();
-  peers_[c->id] = c;
-  std::lock_guard<std::mutex> lock(mu_);
-  names_[c->id] = c->name;
-  return c->id;
+  TcpIoThread& owner = NextThread();
+  if (&owner == threads_[0].get()) {
+    owner.AdoptHere(fd, name, other_host);
+    return;
+  }
+  listener_loop().Unwatch(fd);  // the owner watches it from now on (bytes that came meanwhile wait there)
+  std::shared_lock<std::shared_mutex> lock(stopping_mu_);
+  if (stopping_) {
+    close(fd);
+    return;
+  }
+  owner.AdoptLater(fd, name, other_host);
 }
 
 StatusOr<PeerId> TcpTransport::Connect(const std::string& address, double timeout_s, Link) {
@@ -246,7 +190,7 @@ StatusOr<PeerId> TcpTransport::Connect(const std::string& address, double timeou
   Deadline deadline(timeout_s);
   Status last = Unavailable("no attempt made");
   while (!deadline.expired()) {
-    if (loop_.stopping()) return Aborted("transport is shut down");
+    if (stopping_) return Aborted("transport is shut down");
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return Internal(Errno("socket"));
     ConfigureSocket(fd, other_host);
@@ -267,22 +211,9 @@ StatusOr<PeerId> TcpTransport::Connect(const std::string& address, double timeou
     Status step = rc == 0 ? RunClientHandshake(fd, options_.secret, attempt)
                           : Unavailable(std::string("connect: ") + std::strerror(errno));
     if (step.ok()) {
-      auto id = std::make_shared<PeerId>(-1);
-      const std::string name = address;
-      Status opened = loop_.RunOnThread([this, fd, name, other_host, id]() -> Status {
-        auto c = std::make_unique<Connection>();
-        c->fd = fd;
-        c->name = name;
-        c->other_host = other_host;
-        BPS_RETURN_IF_ERROR(loop_.Watch(fd));
-        Connection* raw = c.get();
-        connections_[fd] = std::move(c);
-        *id = Open(raw);
-        return Status::OK();
-      });
-      if (opened.ok()) return *id;
-      close(fd);
-      return opened;
+      auto id = NextThread().Adopt(fd, address, other_host);
+      if (!id.ok()) close(fd);
+      return id;
     }
     close(fd);
     // Not a member of this job: trying again will not change that.
@@ -298,94 +229,27 @@ StatusOr<PeerId> TcpTransport::Connect(const std::string& address, double timeou
 }
 
 void TcpTransport::Send(PeerId to, std::string header, const void* payload, size_t length, SendCallback on_sent) {
-  if (loop_.stopping()) {
+  std::shared_lock<std::shared_mutex> lock(stopping_mu_);
+  if (stopping_) {
+    lock.unlock();
     if (on_sent) on_sent(Aborted("transport is shut down"));
     return;
   }
-  auto queue = [this, to, header = std::move(header), payload, length, on_sent = std::move(on_sent)]() mutable {
-    auto it = peers_.find(to);
-    if (it == peers_.end()) {
-      if (on_sent) on_sent(Unavailable("connection to " + PeerName(to) + " is closed"));
-      return;
-    }
-    Connection* c = it->second;
-    c->writer.Queue(header, payload, length, std::move(on_sent));
-    c->last_queued = NowSeconds();
-    dirty_.insert(c);
-  };
-  // A reply sent from a message handler (on this thread) is queued at once and written with the others
-  // after the current reads. A send that fails is answered later, as from any thread: the caller may hold
-  // a lock its callback takes.
-  if (loop_.on_thread() && peers_.count(to)) return queue();
-  loop_.Post(std::move(queue));
-}
-
-void TcpTransport::Flush(Connection* c) {
-  if (!connections_.count(c->fd) || connections_[c->fd].get() != c) return;  // closed meanwhile
-  Status written = c->writer.WriteTo(c->fd);
-  if (!written.ok()) return Close(c, Unavailable("connection to " + c->name + " lost (" + written.message() + ")"));
-  WatchWrites(c, !c->writer.empty());
-}
-
-void TcpTransport::WatchWrites(Connection* c, bool writes) {
-  if (c->watching_writes == writes) return;
-  loop_.Rewatch(c->fd, writes);
-  c->watching_writes = writes;
-}
-
-void TcpTransport::OnReadable(Connection* c) {
-  current_ = c;
-  const int fd = c->fd;
-  Status read = c->reader.ReadFrom(fd, *this);
-  current_ = nullptr;
-  if (!connections_.count(fd)) return;
-  c->last_heard = NowSeconds();
-  if (!read.ok()) Close(c, Unavailable("connection to " + c->name + " lost (" + read.message() + ")"));
-}
-
-void* TcpTransport::Destination(const std::string& header, size_t length) {
-  if (handler_ == nullptr || loop_.stopping()) return nullptr;
-  return handler_->PayloadDestination(current_->id, header, length);
-}
-
-void TcpTransport::Frame(const std::string& header, void* payload, size_t length) {
-  if (handler_ != nullptr && !loop_.stopping()) handler_->OnMessage(current_->id, header, payload, length);
-}
-
-void TcpTransport::Close(Connection* c, const Status& why) {
-  loop_.AssertOnThread();
-  loop_.Unwatch(c->fd);
-  close(c->fd);
-  c->writer.FailAll(why);
-  dirty_.erase(c);
-  const PeerId id = c->id;
-  const bool was_open = id >= 0;
-  auto owned = std::move(connections_[c->fd]);
-  connections_.erase(c->fd);
-  if (was_open) peers_.erase(id);
-  if (was_open && handler_ != nullptr && !loop_.stopping()) handler_->OnPeerLost(id, why);
-}
-
-void TcpTransport::CloseAll() {
-  std::vector<Connection*> all;
-  for (auto& entry : connections_) all.push_back(entry.second.get());
-  for (Connection* c : all) Close(c, Aborted("transport is shut down"));
-  listener_.CloseAll();
-  if (listen_fd_ >= 0) {
-    loop_.Unwatch(listen_fd_);
-    close(listen_fd_);
-    listen_fd_ = -1;
-  }
-}
-
-std::string TcpTransport::PeerName(PeerId peer) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = names_.find(peer);
-  return it == names_.end() ? "unknown peer" : it->second;
+  Owner(to).Send(to, std::move(header), payload, length, std::move(on_sent));
 }
 
 void TcpTransport::Shutdown(double timeout_s) {
-  loop_.Stop([this, timeout_s] { closing_deadline_ = NowSeconds() + timeout_s; });
+  {
+    std::unique_lock<std::shared_mutex> lock(stopping_mu_);
+    if (stopping_.exchange(true)) return;
+  }
+  // Every thread flushes within the same timeout: they stop side by side.
+  std::vector<std::thread> stoppers;
+  for (size_t i = 1; i < threads_.size(); ++i) {
+    stoppers.emplace_back([thread = threads_[i].get(), timeout_s] { thread->Stop(timeout_s); });
+  }
+  threads_[0]->Stop(timeout_s);
+  for (std::thread& stopper : stoppers) stopper.join();
 }
 
 }  // namespace

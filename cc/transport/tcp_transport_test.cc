@@ -61,8 +61,9 @@ class Inbox : public MessageHandler {
   std::deque<std::vector<char>> buffers_;
 };
 
-std::unique_ptr<Transport> MakeTcp(const char* secret = kSecret, double liveness_s = 300, double handshake_s = 10) {
+std::unique_ptr<Transport> MakeTcpWith(int io_threads, const char* secret, double liveness_s, double handshake_s) {
   TcpOptions options;
+  options.io_threads = io_threads;
   options.secret = JobSecret::From(secret).value();
   options.liveness_timeout_s = liveness_s;
   options.handshake_timeout_s = handshake_s;
@@ -88,8 +89,13 @@ void SendBytes(int fd, const std::string& bytes) {
   (void)unused;  // the transport may have closed the connection already: that is the point
 }
 
-class TcpTransportTest : public ::testing::Test {
+// Each case with one I/O thread and with three (connections spread over them).
+class TcpTransportTest : public ::testing::TestWithParam<int> {
  protected:
+  std::unique_ptr<Transport> MakeTcp(const char* secret = kSecret, double liveness_s = 300, double handshake_s = 10) {
+    return MakeTcpWith(GetParam(), secret, liveness_s, handshake_s);
+  }
+
   void SetUp() override {
     server_ = MakeTcp();
     server_->SetHandler(&server_inbox_);
@@ -115,7 +121,7 @@ class TcpTransportTest : public ::testing::Test {
   std::string address_;
 };
 
-TEST_F(TcpTransportTest, AWrongSecretFailsAtOnceAndTheServerGoesOn) {
+TEST_P(TcpTransportTest, AWrongSecretFailsAtOnceAndTheServerGoesOn) {
   auto stranger = MakeTcp("another job's secret, also long");
   Inbox inbox;
   stranger->SetHandler(&inbox);
@@ -130,7 +136,7 @@ TEST_F(TcpTransportTest, AWrongSecretFailsAtOnceAndTheServerGoesOn) {
   ExpectStillServing();
 }
 
-TEST_F(TcpTransportTest, AServerWithAnotherSecretIsNotTrusted) {
+TEST_P(TcpTransportTest, AServerWithAnotherSecretIsNotTrusted) {
   auto impostor = MakeTcp("an impostor's secret, long enough");
   Inbox inbox;
   impostor->SetHandler(&inbox);
@@ -144,7 +150,7 @@ TEST_F(TcpTransportTest, AServerWithAnotherSecretIsNotTrusted) {
   impostor->Shutdown(1);
 }
 
-TEST_F(TcpTransportTest, GarbageBeforeTheHandshakeIsTurnedAway) {
+TEST_P(TcpTransportTest, GarbageBeforeTheHandshakeIsTurnedAway) {
   std::mt19937 random(7);
   std::vector<std::string> garbage = {std::string(1000, '\0'), std::string(512, '\xff'), "GET / HTTP/1.0\r\n\r\n"};
   for (int i = 0; i < 200; ++i) {
@@ -161,7 +167,7 @@ TEST_F(TcpTransportTest, GarbageBeforeTheHandshakeIsTurnedAway) {
   ExpectStillServing();
 }
 
-TEST_F(TcpTransportTest, GarbageAfterTheHandshakeClosesOnlyThatConnection) {
+TEST_P(TcpTransportTest, GarbageAfterTheHandshakeClosesOnlyThatConnection) {
   JobSecret secret = JobSecret::From(kSecret).value();
   std::mt19937 random(11);
   for (int i = 0; i < 50; ++i) {
@@ -178,7 +184,7 @@ TEST_F(TcpTransportTest, GarbageAfterTheHandshakeClosesOnlyThatConnection) {
   ExpectStillServing();
 }
 
-TEST_F(TcpTransportTest, AStrangerThatSaysNothingIsDroppedAfterTheHandshakeTimeout) {
+TEST_P(TcpTransportTest, AStrangerThatSaysNothingIsDroppedAfterTheHandshakeTimeout) {
   auto server = MakeTcp(kSecret, 300, 0.5);
   Inbox inbox;
   server->SetHandler(&inbox);
@@ -194,7 +200,7 @@ TEST_F(TcpTransportTest, AStrangerThatSaysNothingIsDroppedAfterTheHandshakeTimeo
   server->Shutdown(1);
 }
 
-TEST_F(TcpTransportTest, StrangersHoldingEveryHandshakePlaceKeepNoMemberOut) {
+TEST_P(TcpTransportTest, StrangersHoldingEveryHandshakePlaceKeepNoMemberOut) {
   // More idle strangers than places for handshakes, some holding a place since before, some just arrived.
   std::vector<int> strangers;
   for (int i = 0; i < 300; ++i) strangers.push_back(RawConnect(address_));
@@ -258,7 +264,7 @@ class ReopeningStrangers {
   std::thread thread_;
 };
 
-TEST_F(TcpTransportTest, StrangersReopeningEveryClosedConnectionKeepNoMemberOut) {
+TEST_P(TcpTransportTest, StrangersReopeningEveryClosedConnectionKeepNoMemberOut) {
   // Four times as many strangers as places, each back as soon as the server closed it: the server turns
   // away thousands of connections a second, and every place is taken whenever a member arrives.
   ReopeningStrangers strangers(address_, 500);
@@ -271,7 +277,7 @@ TEST_F(TcpTransportTest, StrangersReopeningEveryClosedConnectionKeepNoMemberOut)
   EXPECT_GT(strangers.reopened(), 1000) << "the strangers did not keep every place taken";
 }
 
-TEST_F(TcpTransportTest, AFrozenPeerIsReportedLostAfterTheLivenessTimeout) {
+TEST_P(TcpTransportTest, AFrozenPeerIsReportedLostAfterTheLivenessTimeout) {
   auto server = MakeTcp(kSecret, 1.0);
   Inbox inbox;
   server->SetHandler(&inbox);
@@ -289,7 +295,7 @@ TEST_F(TcpTransportTest, AFrozenPeerIsReportedLostAfterTheLivenessTimeout) {
   server->Shutdown(1);
 }
 
-TEST_F(TcpTransportTest, HeartbeatsKeepAnIdleConnectionAlive) {
+TEST_P(TcpTransportTest, HeartbeatsKeepAnIdleConnectionAlive) {
   auto server = MakeTcp(kSecret, 1.0);
   auto client = MakeTcp(kSecret, 1.0);
   Inbox server_inbox, client_inbox;
@@ -305,6 +311,11 @@ TEST_F(TcpTransportTest, HeartbeatsKeepAnIdleConnectionAlive) {
   client->Shutdown(1);
   server->Shutdown(1);
 }
+
+INSTANTIATE_TEST_SUITE_P(IoThreads, TcpTransportTest, ::testing::Values(1, 3),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::to_string(info.param) + "_io_threads";
+                         });
 
 class Frames : public FrameReader::Sink {
  public:

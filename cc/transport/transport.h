@@ -23,7 +23,9 @@ using PeerId = int;  // a connection, numbered by the transport that owns it
 // scheduler's ABORT); between hosts a data link is watched like a control link.
 enum class Link { kControl, kData };
 
-// Called on the transport's thread: keep handlers short, hand heavy work to other threads.
+// Called on a transport thread: keep handlers short, hand heavy work to other threads. A transport may have
+// several (the TCP transport's I/O threads), but its callbacks, on_sent's included, take turns: one runs at
+// a time (handler_turns.h), so a handler needs no lock against itself, only against its other threads.
 class MessageHandler {
  public:
   virtual ~MessageHandler() = default;
@@ -52,7 +54,7 @@ class Transport {
   // Connects to a listening peer, retrying until `timeout_s` passes (the peer may still be starting).
   virtual StatusOr<PeerId> Connect(const std::string& address, double timeout_s, Link link) = 0;
 
-  // Thread-safe and non-blocking. `payload` must stay valid until `on_sent` runs (on the transport thread).
+  // Thread-safe and non-blocking. `payload` must stay valid until `on_sent` runs (on a transport thread).
   // `on_sent` runs exactly once, also when the connection closes or the transport shuts down with the frame
   // still queued: callers count messages in flight by it (the worker's fused small pushes wait on that count).
   virtual void Send(PeerId to, std::string header, const void* payload, size_t length,

@@ -1,6 +1,7 @@
 // The same conformance tests for every Transport: bps_tf's TCP and UCX on loopback, and the in-memory one.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <functional>
@@ -71,9 +72,10 @@ class TransportTest : public ::testing::TestWithParam<std::string> {
       if (!network_) network_ = std::make_shared<InMemoryNetwork>();
       return CreateInMemoryTransport(network_);
     }
-    if (GetParam() == "tcp") {
+    if (GetParam() == "tcp" || GetParam() == "tcp_io_threads") {
       TcpOptions options;
       options.secret = JobSecret::From("a secret shared by the test's peers").value();
+      if (GetParam() == "tcp_io_threads") options.io_threads = 3;
       auto transport = CreateTcpTransport(options);
       EXPECT_TRUE(transport.ok()) << transport.status().ToString();
       return std::move(transport.value());
@@ -124,12 +126,10 @@ TEST_P(TransportTest, PayloadsOfEverySizeArriveIntact) {
     for (size_t i = 0; i < n; ++i) p[i] = static_cast<char>(i * 31 + n);
     payloads.push_back(std::move(p));
   }
-  std::mutex mu;
-  int sent_ok = 0;
+  std::atomic<int> sent_ok{0};  // read here while the transport's threads count
   for (size_t i = 0; i < sizes.size(); ++i) {
     client_->Send(to_server_, "msg" + std::to_string(i), payloads[i].data(), payloads[i].size(),
                   [&](const Status& s) {
-                    std::lock_guard<std::mutex> lock(mu);
                     if (s.ok()) ++sent_ok;
                   });
   }
@@ -204,7 +204,7 @@ TEST_P(TransportTest, ConnectToNobodyTimesOut) {
 TEST_P(TransportTest, AnotherJobsSecretIsTurnedAwayAtOnce) {
   if (GetParam() == "inmemory") GTEST_SKIP() << "the in-memory transport has no strangers";
   std::unique_ptr<Transport> stranger;
-  if (GetParam() == "tcp") {
+  if (GetParam() == "tcp" || GetParam() == "tcp_io_threads") {
     TcpOptions options;
     options.secret = JobSecret::From("another job's secret entirely").value();
     stranger = std::move(CreateTcpTransport(options).value());
@@ -228,8 +228,8 @@ TEST_P(TransportTest, AnotherJobsSecretIsTurnedAwayAtOnce) {
   EXPECT_TRUE(server_inbox_.lost_.empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTransports, TransportTest, ::testing::Values("inmemory", "tcp", "ucx", "ucx_eager",
-                                                                            "ucx_unwatched"),
+INSTANTIATE_TEST_SUITE_P(AllTransports, TransportTest, ::testing::Values("inmemory", "tcp", "tcp_io_threads", "ucx",
+                                                                            "ucx_eager", "ucx_unwatched"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace

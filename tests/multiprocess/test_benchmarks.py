@@ -381,6 +381,19 @@ def test_fused_messages_benchmark_counts_fewer_messages_with_fusion():
 
 
 @pytest.mark.timeout(300)
+def test_tcp_io_threads_benchmark_measures_the_kernel_and_each_thread_count():
+    done = run_module("benchmarks.tcp_io_threads", "--runs", 1, "--workers", 2, "--bytes", 1 << 20, "--rounds", 3,
+                      "--floor-messages", 50, timeout=280)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    run, median = lines[0], lines[-1]["median"]
+    assert run["kernel_tcp"]["cpu_ns_per_byte"] > 0 and run["kernel_tcp"]["bytes_per_cpu_s"] > 0, run
+    assert sorted(run["server"]) == ["1", "2", "4"] and run["server"]["1"]["ratio"] == 1.0, run
+    assert all(measured["bytes_per_s"] > 0 for measured in run["server"].values()), run
+    assert median["server_ratio"]["1"] == 1.0 and median["kernel_tcp_cpu_ns_per_byte"] > 0, median
+
+
+@pytest.mark.timeout(300)
 def test_message_cost_benchmark_counts_messages_and_compares_with_the_floor(tmp_path):
     """2 sizes, 8 tensors in flight, 2 rounds (the profile where perf works): the floor's and the job's CPU,
     the push_pulls checked against the bytes the worker pushed, the ratios from the same rounds."""

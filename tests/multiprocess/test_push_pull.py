@@ -39,6 +39,15 @@ def test_hundreds_in_flight_and_many_rounds():
 
 
 @pytest.mark.timeout(300)
+def test_every_byte_over_sockets_spread_over_tcp_io_threads():
+    # 3 workers and 2 servers without shared memory: each server's connections (3 workers, the scheduler) and
+    # each worker's (2 servers, the scheduler) spread over 3 I/O threads, whatever the machine's default.
+    result = run_local("inflight.py", 3, 2, BYTEPS_PARTITION_BYTES=65536, BYTEPS_SHARED_MEMORY=0,
+                       BYTEPS_TCP_IO_THREADS=3)
+    assert_job_ok(result, 3, "200 in flight and 100 rounds exact")
+
+
+@pytest.mark.timeout(300)
 def test_small_partitions_and_tight_credit():
     result = run_local("inflight.py", 2, 2, BYTEPS_PARTITION_BYTES=4096, BYTEPS_SCHEDULING_CREDIT=8192)
     assert_job_ok(result, 2, "200 in flight and 100 rounds exact")
