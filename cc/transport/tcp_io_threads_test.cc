@@ -23,6 +23,7 @@
 #include "cc/transport/handshake.h"
 #include "cc/transport/tcp_frames.h"
 #include "cc/transport/tcp_transport.h"
+#include "cc/transport/raw_socket_testing.h"
 
 namespace bps {
 namespace {
@@ -210,13 +211,7 @@ TEST(TcpIoThreadsTest, ManyPeersExchangeCheckedPayloadsBothWaysWhileOneIsLost) {
 
 // A plain socket that authenticates and says hello, then reads nothing and says nothing more.
 int SilentMember(const std::string& address) {
-  auto parsed = ParseHostPort(address).value();
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(parsed.port));
-  inet_pton(AF_INET, parsed.host.c_str(), &addr.sin_addr);
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  int fd = testing::RawConnect(address);
   EXPECT_TRUE(RunClientHandshake(fd, JobSecret::From(kSecret).value(), Deadline(10)).ok());
   const std::string hello = FramePrefix(5, 0) + "0 0 x";
   EXPECT_EQ(send(fd, hello.data(), hello.size(), MSG_NOSIGNAL), static_cast<ssize_t>(hello.size()));

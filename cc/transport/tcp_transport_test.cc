@@ -22,9 +22,12 @@
 #include "cc/transport/stream_frames.h"
 #include "cc/transport/tcp_frames.h"
 #include "cc/transport/handshake.h"
+#include "cc/transport/raw_socket_testing.h"
 
 namespace bps {
 namespace {
+
+using testing::RawConnect;
 
 const char kSecret[] = "the secret of the test job, 32+ bytes";
 
@@ -72,17 +75,6 @@ std::unique_ptr<Transport> MakeTcpWith(int io_threads, const char* secret, doubl
   return std::move(transport.value());
 }
 
-// A plain socket connected to `address`, for speaking to the transport as a stranger would.
-int RawConnect(const std::string& address) {
-  auto parsed = ParseHostPort(address).value();
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(parsed.port));
-  inet_pton(AF_INET, parsed.host.c_str(), &addr.sin_addr);
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  return fd;
-}
 
 void SendBytes(int fd, const std::string& bytes) {
   ssize_t unused = send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);

@@ -11,7 +11,8 @@ import time
 import pytest
 
 from testing.elastic_jobs import ElasticJob, open_files, resident_kib
-from test_elastic_servers import assert_sums_job_ended_as_if_nothing_happened, survivors_next_step, wait_for_output
+from test_elastic_servers import (assert_keras_job_ended_alike, assert_sums_job_ended_as_if_nothing_happened,
+                                  survivors_next_step, wait_for_output)
 
 RECOVERED = r"\[scheduler\] .*the job goes on with this scheduler: generation (\d+) forms from the 2 worker\(s\) " \
             r"and 2 server\(s\) that registered again after generation (\d+) lost its scheduler"
@@ -60,15 +61,9 @@ def test_a_scheduler_killed_mid_epoch_is_replaced_and_keras_training_ends_alike(
         wait_for_output(job, RECOVERED, mark, timeout=60)
         went_on = [job.wait_for_step(w, lambda s: s[0] > killed_at, timeout=60)[0] - killed_at for w in range(2)]
         code, out = job.wait(timeout=240)
-    assert code == 0, out[-6000:]
-    ends = re.findall(r"rank (\d): weights (\w+) accuracy ([0-9.]+) epochs (\d+) size (\d)", out)
-    assert sorted(int(e[0]) for e in ends) == [0, 1], out[-4000:]
-    assert len({e[1] for e in ends}) == 1, f"weights differ: {ends}"
-    assert all(e[3] == "12" and e[4] == "2" for e in ends), ends
-    reference = float(re.search(r"rank 0: uninterrupted accuracy ([0-9.]+)", out).group(1))
-    assert float(ends[0][2]) >= reference - 0.01, (ends, reference)
+    accuracy, reference = assert_keras_job_ended_alike(code, out, epochs=12)
     print(f"{api}: the workers' next steps {max(went_on):.2f} s after the scheduler was killed; accuracy "
-          f"{ends[0][2]} against {reference:.4f} uninterrupted")
+          f"{accuracy} against {reference:.4f} uninterrupted")
 
 
 @pytest.mark.timeout(120)

@@ -55,6 +55,21 @@ def assert_sums_job_ended_as_if_nothing_happened(code, out, steps):
     assert all(int(e[3]) == steps and int(e[4]) == 2 for e in ends), ends
 
 
+def assert_keras_job_ended_alike(code, out, epochs):
+    """tests/workers/elastic_keras.py's 2 workers ended well with identical weights, no more than a point below
+    the same training uninterrupted; returns (accuracy, reference)."""
+    assert code == 0, out[-6000:]
+    ends = re.findall(r"rank (\d): weights (\w+) accuracy ([0-9.]+) epochs (\d+) size (\d)", out)
+    assert sorted(int(e[0]) for e in ends) == [0, 1], out[-4000:]
+    assert len({e[1] for e in ends}) == 1, f"weights differ: {ends}"
+    assert all(e[3] == str(epochs) and e[4] == "2" for e in ends), ends
+    reference = float(re.search(r"rank 0: uninterrupted accuracy ([0-9.]+)", out).group(1))
+    # After the reset fit starts the interrupted epoch's data again (as Horovod's elastic Keras does): the run
+    # trains a little more than the reference and may end ahead of it, never more than a point behind.
+    assert float(ends[0][2]) >= reference - 0.01, (ends, reference)
+    return ends[0][2], reference
+
+
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("shared_memory", [1, 0], ids=["shared_memory", "tcp_fused"])
 def test_a_killed_server_is_dropped_restarted_and_taken_back_and_every_sum_stays_exact(shared_memory):
@@ -99,18 +114,10 @@ def test_a_server_killed_mid_epoch_is_replaced_and_keras_training_ends_alike(api
         delay = survivors_next_step(job, killed_at)
         wait_for_output(job, r"generation \d+ started: 2 workers, 2 servers", mark, timeout=120)
         code, out = job.wait(timeout=240)
-    assert code == 0, out[-6000:]
     assert re.search(r"server \d was killed by SIGKILL; starting it again", out), out[-4000:]
-    ends = re.findall(r"rank (\d): weights (\w+) accuracy ([0-9.]+) epochs (\d+) size (\d)", out)
-    assert sorted(int(e[0]) for e in ends) == [0, 1], out[-4000:]
-    assert len({e[1] for e in ends}) == 1, f"weights differ: {ends}"
-    assert all(e[3] == "12" and e[4] == "2" for e in ends), ends
-    reference = float(re.search(r"rank 0: uninterrupted accuracy ([0-9.]+)", out).group(1))
-    # After the reset fit starts the interrupted epoch's data again (as Horovod's elastic Keras does): the run
-    # trains a little more than the reference and may end ahead of it, never more than a point behind.
-    assert float(ends[0][2]) >= reference - 0.01, (ends, reference)
+    accuracy, reference = assert_keras_job_ended_alike(code, out, epochs=12)
     print(f"{api}, keras {'2' if legacy_keras else '3'}: the workers' next step {delay:.2f} s after the server "
-          f"was killed; accuracy {ends[0][2]} against {reference:.4f} uninterrupted")
+          f"was killed; accuracy {accuracy} against {reference:.4f} uninterrupted")
 
 
 FROZEN_TIMEOUT_S = 6

@@ -71,6 +71,27 @@ def _wait_for(condition, what, cluster, job, timeout=120):
     raise AssertionError(f"{what} not seen within {timeout} s; the job's output:\n{cluster.output(job)[-4000:]}")
 
 
+def submit_elastic_until_step(cluster, log_dir, steps, step_seconds, step):
+    """The elastic sbatch example training tests/workers/elastic_sums.py, once worker 1 is at `step`."""
+    job = cluster.submit(ELASTIC_EXAMPLE, WORKERS_DIR / "elastic_sums.py", steps, log_dir, step_seconds,
+                         options=SMALL_CLUSTER, env=job_env(MAX_RESTARTS=2), cwd=REPO_ROOT)
+    try:
+        _wait_for(lambda: (_latest_step(log_dir, 1) or (0, 0))[0] >= step, f"worker 1 at step {step}", cluster, job)
+    except BaseException:
+        cluster.command("scancel", str(job), check=False)
+        raise
+    return job
+
+
+def assert_both_workers_ended_with_the_same_model(output, steps):
+    """tests/workers/elastic_sums.py's final lines: both workers, every step, the same model."""
+    ends = re.findall(r"\[worker (\d)\] rank (\d): model (\w+) after (\d+) steps with (\d) workers", output)
+    assert sorted(end[0] for end in ends) == ["0", "1"], output[-4000:]
+    assert len({end[2] for end in ends}) == 1, f"the models differ: {ends}"
+    assert all(end[3] == str(steps) and end[4] == "2" for end in ends), ends
+    return ends
+
+
 @pytest.mark.timeout(300)
 def test_an_elastic_job_goes_on_when_a_worker_step_is_cancelled_and_the_step_started_again_rejoins(slurm_cluster):
     """The elastic sbatch example: worker 1's step is cancelled (scancel JOB.STEP) mid-training; worker 0 goes
@@ -79,10 +100,8 @@ def test_an_elastic_job_goes_on_when_a_worker_step_is_cancelled_and_the_step_sta
     steps, step_seconds = 300, 0.05
     with tempfile.TemporaryDirectory(prefix="bps_tf_slurm_elastic_") as folder:
         log_dir = Path(folder)
-        job = slurm_cluster.submit(ELASTIC_EXAMPLE, WORKERS_DIR / "elastic_sums.py", steps, log_dir, step_seconds,
-                                   options=SMALL_CLUSTER, env=job_env(MAX_RESTARTS=2), cwd=REPO_ROOT)
+        job = submit_elastic_until_step(slurm_cluster, log_dir, steps, step_seconds, 20)
         try:
-            _wait_for(lambda: (_latest_step(log_dir, 1) or (0, 0))[0] >= 20, "worker 1 at step 20", slurm_cluster, job)
             slurm_cluster.command("scancel", slurm_cluster.wait_for_step(job, "worker-bpsnode1"))
             cancelled_at = _latest_step(log_dir, 0)[0]
             state = slurm_cluster.wait(job, timeout=200)
@@ -99,10 +118,7 @@ def test_an_elastic_job_goes_on_when_a_worker_step_is_cancelled_and_the_step_sta
     changes = re.findall(r"\[worker 0\] bps_tf\.elastic: the job's workers changed: generation (\d+) has (\d+) workers",
                          output)
     assert changes == [("2", "1"), ("3", "2")], output[-4000:]
-    ends = re.findall(r"\[worker (\d)\] rank (\d): model (\w+) after (\d+) steps with (\d) workers", output)
-    assert sorted(end[0] for end in ends) == ["0", "1"], output[-4000:]
-    assert len({end[2] for end in ends}) == 1, f"the models differ: {ends}"
-    assert all(end[3] == str(steps) and end[4] == "2" for end in ends), ends
+    ends = assert_both_workers_ended_with_the_same_model(output, steps)
     print(f"worker 1's step cancelled at worker 0's step {cancelled_at} of {steps}; it rejoined and both ended "
           f"with model {ends[0][2]}")
 
@@ -115,10 +131,8 @@ def test_an_elastic_job_goes_on_when_its_scheduler_is_killed_and_started_again_i
     steps, step_seconds = 300, 0.05
     with tempfile.TemporaryDirectory(prefix="bps_tf_slurm_elastic_") as folder:
         log_dir = Path(folder)
-        job = slurm_cluster.submit(ELASTIC_EXAMPLE, WORKERS_DIR / "elastic_sums.py", steps, log_dir, step_seconds,
-                                   options=SMALL_CLUSTER, env=job_env(MAX_RESTARTS=2), cwd=REPO_ROOT)
+        job = submit_elastic_until_step(slurm_cluster, log_dir, steps, step_seconds, 20)
         try:
-            _wait_for(lambda: (_latest_step(log_dir, 1) or (0, 0))[0] >= 20, "worker 1 at step 20", slurm_cluster, job)
             schedulers = [pid for pid, env in processes_with("bps_tf.launcher.role").items()
                           if env.get("DMLC_ROLE") == "scheduler" and env.get("SLURM_JOB_ID") == str(job)]
             assert len(schedulers) == 1, schedulers
@@ -132,10 +146,7 @@ def test_an_elastic_job_goes_on_when_its_scheduler_is_killed_and_started_again_i
     assert "scheduler was killed by SIGKILL; starting it again (restart 1 of 2)" in output, output[-4000:]
     assert re.search(r"the job goes on with this scheduler: generation 2 forms from the 2 worker\(s\)", output), \
         output[-4000:]
-    ends = re.findall(r"\[worker (\d)\] rank (\d): model (\w+) after (\d+) steps with (\d) workers", output)
-    assert sorted(end[0] for end in ends) == ["0", "1"], output[-4000:]
-    assert len({end[2] for end in ends}) == 1, f"the models differ: {ends}"
-    assert all(end[3] == str(steps) and end[4] == "2" for end in ends), ends
+    assert_both_workers_ended_with_the_same_model(output, steps)
 
 
 @pytest.mark.timeout(300)
@@ -144,10 +155,8 @@ def test_an_elastic_job_whose_scheduler_and_servers_step_is_lost_fails(slurm_clu
     node would) ends the job within seconds, FAILED, although its workers could go on."""
     with tempfile.TemporaryDirectory(prefix="bps_tf_slurm_elastic_") as folder:
         log_dir = Path(folder)
-        job = slurm_cluster.submit(ELASTIC_EXAMPLE, WORKERS_DIR / "elastic_sums.py", 300, log_dir, 0.05,
-                                   options=SMALL_CLUSTER, env=job_env(MAX_RESTARTS=2), cwd=REPO_ROOT)
+        job = submit_elastic_until_step(slurm_cluster, log_dir, 300, 0.05, 10)
         try:
-            _wait_for(lambda: (_latest_step(log_dir, 1) or (0, 0))[0] >= 10, "worker 1 at step 10", slurm_cluster, job)
             slurm_cluster.command("scancel", slurm_cluster.wait_for_step(job, "servers"))
             lost_at = time.monotonic()
             state = slurm_cluster.wait(job, timeout=120)
