@@ -1,7 +1,8 @@
 """The step model's predictions where nothing can be measured here: scaling efficiency of BERT-large and
 ResNet-50 from 8 to 256 GPUs (8 per machine) at 25 and 100 Gbit/s, bps_tf (as many server machines as
 worker machines, RDMA) against a ring all-reduce (Horovod + NCCL), with each step's compute measured on one
-H200 (with and without XLA), and how the 256-GPU BERT-large figure moves when one parameter changes.
+H200 (with and without XLA), and how the 256-GPU BERT-large figure moves when one parameter changes or the
+transport is TCP.
 
 Scaling efficiency: one GPU's step without communication over the distributed step (per-GPU batch fixed);
 communication runs under the backward pass (overlap 1, as in the frameworks BytePS and Horovod measured).
@@ -21,15 +22,15 @@ GPUS = (8, 16, 32, 64, 128, 256)
 LINKS = ("25gbit", "100gbit")
 
 
-def efficiencies(model, gpus, link, xla=True, params=MEASURED, element_bytes=2, compute_scale=1.0):
+def efficiencies(model, gpus, link, xla=True, params=MEASURED, element_bytes=2, compute_scale=1.0, transport="rdma"):
     tensors = workloads.gradient_bytes(model, element_bytes)
     compute = workloads.compute_seconds(model, xla) * compute_scale
     machines = gpus // 8
     cluster = Cluster(machines=machines, gpus_per_machine=8, link_bytes_per_s=rate_bytes_per_s(link),
-                      servers=machines)
+                      servers=machines, transport=transport)
     bps, bps_bound = push_pull_time(cluster, tensors, params, element_bytes)
     ring, ring_bound = ring_all_reduce_time(cluster, sum(tensors), params)
-    return {"model": model, "gpus": gpus, "link": link, "xla": xla, "compute_s": compute,
+    return {"model": model, "gpus": gpus, "link": link, "xla": xla, "transport": transport, "compute_s": compute,
             "bps_communication_s": bps, "bps_bound": bps_bound, "ring_communication_s": ring,
             "ring_bound": ring_bound,
             "bps_efficiency": compute / step_time(compute, bps, params), "ring_efficiency":
@@ -42,6 +43,8 @@ SENSITIVITY = {  # label: keyword arguments of efficiencies()
     "float32 gradients": {"element_bytes": 4},
     "server messages 10x cheaper (RDMA instead of TCP's per-message CPU)": {
         "params": MEASURED.replace(message_s=MEASURED.message_s / 10)},
+    "over TCP (256 KB slices, sockets on 4 I/O threads)": {"transport": "tcp"},
+    "over TCP, 1 I/O thread per process": {"transport": "tcp", "params": MEASURED.replace(io_threads=1)},
     "ring steps without latency": {"params": MEASURED.replace(ring_step_s=0.0)},
     "4 summing threads per server": {"params": MEASURED.replace(sum_threads=4)},
     "no overlap with the backward pass": {"params": MEASURED.replace(backward_share=0.0)},
@@ -61,8 +64,8 @@ def main():
     sensitivity = [dict(efficiencies("bert-large", 256, "100gbit", **kw), change=label)
                    for label, kw in SENSITIVITY.items()]
     for r in sensitivity:
-        print(f"256 GPUs, BERT-large, 100 Gbit/s, {r['change']}: bps_tf {r['bps_efficiency']:.0%}, ring "
-              f"{r['ring_efficiency']:.0%}")
+        print(f"256 GPUs, BERT-large, 100 Gbit/s, {r['change']}: bps_tf {r['bps_efficiency']:.0%} "
+              f"({r['bps_communication_s'] * 1e3:.0f} ms, {r['bps_bound']}), ring {r['ring_efficiency']:.0%}")
     save_result(args.output, {"benchmark": "scaling_predictions", "rows": rows, "sensitivity": sensitivity,
                               "parameters": MEASURED.__dict__})
 

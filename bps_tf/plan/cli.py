@@ -38,6 +38,9 @@ def parse_args(argv):
     parser.add_argument("--overlap", type=float, default=1.0,
                         help="share of the backward pass communication can run under (0: none)")
     parser.add_argument("--partition-bytes", type=int, default=MEASURED.partition_bytes)
+    parser.add_argument("--io-threads", type=int, default=MEASURED.io_threads,
+                        help="BYTEPS_TCP_IO_THREADS of every process (--transport tcp; default: a machine of 8 cores "
+                             "or more)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     return parser.parse_args(argv)
 
@@ -61,7 +64,9 @@ def plan_from(args):
                       link_bytes_per_s=rate_bytes_per_s(args.link), servers=servers,
                       server_link_bytes_per_s=rate_bytes_per_s(args.server_link) if args.server_link else None,
                       colocated=args.colocate, transport=args.transport)
-    params = MEASURED.replace(partition_bytes=args.partition_bytes)
+    if args.io_threads < 1:
+        raise SystemExit("--io-threads: at least 1 (BYTEPS_TCP_IO_THREADS)")
+    params = MEASURED.replace(partition_bytes=args.partition_bytes, io_threads=args.io_threads)
     tensors = gradients(args)
     element = args.gradient_element_bytes or (2 if args.model else 4)
     if args.servers or args.colocate:

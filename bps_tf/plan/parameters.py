@@ -18,6 +18,8 @@ class Parameters:
     min_spread_bytes: int = MIN_SPREAD_BYTES
     sum_bytes_per_s: float = 5.2e9
     sum_threads: int = 2
+    tcp_cpu_s_per_byte: float = 0.19e-9
+    io_threads: int = 4
     nccl_bus_bytes_per_s: float = 240e9
     copy_bytes_per_s: float = 50.9e9
     ring_step_s: float = 5e-6
@@ -53,6 +55,12 @@ SOURCES = {
                        "constant was set; the recorded run of cpu_reducer_bench on this machine, "
                        "performance/server_sum_rate.jsonl, gives 7.3 (float32: 10.0); runs vary, 4.9 in another",
     "sum_threads": "BYTEPS_SERVER_ENGINE_THREAD's default",
+    "tcp_cpu_s_per_byte": "the kernel's TCP CPU per byte moved between two processes, the sender's and the receiver's "
+                          "together (each end taken as half): cc/tools/tcp_floor moving 4 MB messages on loopback, "
+                          "median 0.19 ns of 6 runs, 0.17-0.33 (python -m benchmarks.tcp_io_threads --runs 6; "
+                          "performance.md, \"TCP I/O threads\"); likely more over a NIC",
+    "io_threads": "BYTEPS_TCP_IO_THREADS' default on a machine of 8 cores or more (half the cores, 1 to 4; "
+                  "cc/common/config.h): a process's TCP connections spread over them, one connection on one thread",
     "nccl_bus_bytes_per_s": "NCCL reduce-scatter + all-gather of 256 MiB on 2 H200s in 1.120 ms: 2 x (1/2) x 256 MiB "
                             "per GPU (docs/gpu.md, gpu/gpu_bench.jsonl)",
     "copy_bytes_per_s": "pinned chunked D2H/H2D copies on an H200, 256 MiB (docs/gpu.md, gpu/gpu_bench.jsonl)",

@@ -5,9 +5,13 @@ each way on its link); server s receives and returns its share L_s from each of 
 way on its link) and sums (n - 1) L_s. These stages run at once, pipelined slice by slice (partition by
 partition over RDMA), so the slowest sets the pace. A server returns a slice's sum only once all n copies
 of it have arrived, so the last sums arrive about one round of slices after the last push (n times the
-largest slice through a server link; drain_slices rounds); each call adds a round trip. Within a machine of
-g GPUs (docs/gpu.md): NCCL reduce-scatter, each GPU's share copied to the host, pushed and pulled, copied
-back, NCCL all-gather, each tensor's stages overlapping the others'.
+largest slice through a server link; drain_slices rounds); each call adds a round trip. Over TCP the
+kernel's work on every byte is a stage too, at each end: a process's connections are spread over its I/O
+threads (one connection on one thread), so a server's sockets run on as many cores as it has threads with
+worker connections on them, and each worker process's on as many as its threads with server connections;
+RDMA moves the bytes without the CPU. Within a machine of g GPUs (docs/gpu.md): NCCL reduce-scatter, each
+GPU's share copied to the host, pushed and pulled, copied back, NCCL all-gather, each tensor's stages
+overlapping the others'.
 
 An emulated cluster (every host a network namespace on one machine, links limited by tc) differs in two
 ways the model takes in: each link direction lets its token bucket's burst through at once after it idled
@@ -58,7 +62,32 @@ def network_stages(cluster, plan, params):
     # A push and its reply per slice, the small tensors of a group fused into one of each per process.
     stages["server messages"] = 2 * n * max(plan.server_messages) * params.message_s
     stages["worker messages"] = 2 * plan.messages / cluster.gpus_per_machine * params.message_s  # a process per GPU
+    stages.update(socket_stages(cluster, plan, params))
     return stages
+
+
+def _busiest_thread_share(connections, threads):
+    """The share of a process's socket bytes on its busiest I/O thread: connections go to the threads in
+    turn and each stays on its thread (cc/transport/tcp_transport.cc), their bytes about equal."""
+    connections = max(1, connections)
+    return math.ceil(connections / threads) / connections
+
+
+def socket_stages(cluster, plan, params):
+    """Seconds of the kernel's TCP work on the busiest server's and on each worker process's bytes, both
+    ways, on their busiest I/O thread ({} over RDMA, and on an emulated cluster, whose cores_time counts
+    every host's socket bytes). tcp_cpu_s_per_byte is a byte's cost at both ends together: half at each."""
+    if cluster.transport != "tcp" or cluster.shared_cores:
+        return {}
+    n, g = cluster.machines, cluster.gpus_per_machine
+    per_end = params.tcp_cpu_s_per_byte / 2
+    busiest = max(plan.server_bytes)
+    remote = n - 1 if cluster.colocated else n  # colocated: a machine's processes reach its server by shared memory
+    server = 2 * remote * busiest * per_end * _busiest_thread_share(remote * g, params.io_threads)
+    servers = cluster.servers - 1 if cluster.colocated else cluster.servers
+    sent = (plan.total_bytes - (busiest if cluster.colocated else 0)) / g  # each GPU's process, each way
+    worker = 2 * sent * per_end * _busiest_thread_share(servers, params.io_threads)
+    return {"server sockets": server, "worker sockets": worker}
 
 
 def pipeline_lag(cluster, plan, params):
