@@ -52,7 +52,8 @@ SOURCES = {
     "sum_bytes_per_s": "one server thread summing float16 into float32, 64 MB (memory-bound): 5.22 GB/s when the "
                        "constant was set; the recorded run of cpu_reducer_bench on this machine, "
                        "performance/server_sum_rate.jsonl, gives 7.3 (float32: 10.0); runs vary, 4.9 in another",
-    "sum_threads": "BYTEPS_SERVER_ENGINE_THREAD's default",
+    "sum_threads": "BYTEPS_SERVER_ENGINE_THREAD's default on the 2-core machine the model was validated on "
+                   "(the default is the server's cores, at most 16)",
     "nccl_bus_bytes_per_s": "NCCL reduce-scatter + all-gather of 256 MiB on 2 H200s in 1.120 ms: 2 x (1/2) x 256 MiB "
                             "per GPU (docs/gpu.md, gpu/gpu_bench.jsonl)",
     "copy_bytes_per_s": "pinned chunked D2H/H2D copies on an H200, 256 MiB (docs/gpu.md, gpu/gpu_bench.jsonl)",
