@@ -54,7 +54,8 @@ SOURCES = {
     "sum_bytes_per_s": "one server thread summing float16 into float32, 64 MB (memory-bound): 5.22 GB/s when the "
                        "constant was set; the recorded run of cpu_reducer_bench on this machine, "
                        "performance/server_sum_rate.jsonl, gives 7.3 (float32: 10.0); runs vary, 4.9 in another",
-    "sum_threads": "BYTEPS_SERVER_ENGINE_THREAD's default",
+    "sum_threads": "BYTEPS_SERVER_ENGINE_THREAD's default on the 2-core machine the model was validated on "
+                   "(the default is the server's cores, at most 16)",
     "tcp_cpu_s_per_byte": "the kernel's TCP CPU per byte moved between two processes, the sender's and the receiver's "
                           "together (each end taken as half): cc/tools/tcp_floor moving 4 MB messages on loopback, "
                           "median 0.19 ns of 6 runs, 0.17-0.33 (python -m benchmarks.tcp_io_threads --runs 6; "

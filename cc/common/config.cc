@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -184,6 +185,13 @@ Environment ProcessEnvironment() {
   return env;
 }
 
+int DefaultSumThreads() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  return std::min(std::max(cores, 1), kMaxDefaultSumThreads);
+}
+
 StatusOr<Config> Config::FromEnvironment(const Environment& environment) {
   EnvReader env(environment);
   Config c;
@@ -267,7 +275,7 @@ StatusOr<Config> Config::FromEnvironment(const Environment& environment) {
         env.Int("BYTEPS_SCHEDULING_CREDIT", 0, 1L << 50, &value, "a number of bytes in flight (0: unlimited)"));
     c.scheduling_credit = static_cast<size_t>(value);
   }
-  value = c.server_sum_threads;
+  value = DefaultSumThreads();
   BPS_RETURN_IF_ERROR(env.Int("BYTEPS_SERVER_ENGINE_THREAD", 1, 256, &value, "a positive number of threads"));
   c.server_sum_threads = static_cast<int>(value);
   BPS_RETURN_IF_ERROR(env.Seconds("BYTEPS_TIMEOUT", &c.timeout_s));

@@ -75,7 +75,8 @@ struct Config {
   int min_workers = 0;
   int max_workers = 0;
   double elastic_timeout_s = 600;
-  int server_sum_threads = 2;  // BYTEPS_SERVER_ENGINE_THREAD: threads that sum on each server
+  // BYTEPS_SERVER_ENGINE_THREAD: threads that sum on each server (DefaultSumThreads() unless set).
+  int server_sum_threads = 2;
   double timeout_s = 300;        // every wait on a peer gives up after this
   bool force_distributed = false;  // BYTEPS_FORCE_DISTRIBUTED: push/pull even with one worker machine
   // BYTEPS_SHARED_MEMORY: workers and servers on one host exchange tensors through the server's shared
@@ -101,5 +102,10 @@ struct Config {
   // Errors name the variable and say how to fix it.
   static StatusOr<Config> FromEnvironment(const Environment& env);
 };
+
+// BYTEPS_SERVER_ENGINE_THREAD's default: the cores this process may run on (its CPU affinity), at least 1 and
+// at most kMaxDefaultSumThreads. A server's sums are memory-bound: a few cores reach the memory's bandwidth.
+constexpr int kMaxDefaultSumThreads = 16;
+int DefaultSumThreads();
 
 }  // namespace bps

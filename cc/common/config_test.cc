@@ -1,8 +1,10 @@
 #include "cc/common/config.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <utility>
 #include <vector>
@@ -30,6 +32,22 @@ TEST(ConfigTest, ParsesAWorker) {
   EXPECT_EQ(Config::FromEnvironment(whole).value().slice_bytes, 0u);
   whole["BYTEPS_SLICE_BYTES"] = "-5";
   EXPECT_NE(Config::FromEnvironment(whole).status().message().find("BYTEPS_SLICE_BYTES"), std::string::npos);
+}
+
+// The summing threads follow the cores this process may use unless BYTEPS_SERVER_ENGINE_THREAD says otherwise.
+TEST(ConfigTest, SumThreadsDefaultToTheCores) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  const int cores = CPU_COUNT(&set);
+  EXPECT_EQ(DefaultSumThreads(), std::min(cores, kMaxDefaultSumThreads));
+  EXPECT_EQ(Config::FromEnvironment(Base()).value().server_sum_threads, DefaultSumThreads());
+  Environment set_threads = Base();
+  set_threads["BYTEPS_SERVER_ENGINE_THREAD"] = "3";
+  EXPECT_EQ(Config::FromEnvironment(set_threads).value().server_sum_threads, 3);
+  set_threads["BYTEPS_SERVER_ENGINE_THREAD"] = "0";
+  EXPECT_NE(Config::FromEnvironment(set_threads).status().message().find("BYTEPS_SERVER_ENGINE_THREAD"),
+            std::string::npos);
 }
 
 TEST(ConfigTest, EachMissingVariableIsNamed) {

@@ -8,6 +8,7 @@
 #include "cc/common/clock.h"
 #include "cc/compress/codec.h"
 #include "cc/reducer/cpu_reducer.h"
+#include "cc/reducer/parallel_reducer.h"
 
 namespace bps {
 namespace {
@@ -18,7 +19,7 @@ constexpr size_t kCacheLineBytes = 64;
 }  // namespace
 
 KeyRound::KeyRound(DataType dtype, uint64_t num_elements, int num_workers, SharedArena* arena, ReduceOp op,
-                   const CompressionSpec& compression, uint64_t key)
+                   const CompressionSpec& compression, uint64_t key, ChunkHelpers* helpers)
     : dtype_(dtype),
       num_elements_(num_elements),
       num_workers_(num_workers),
@@ -27,6 +28,7 @@ KeyRound::KeyRound(DataType dtype, uint64_t num_elements, int num_workers, Share
       key_(key),
       wire_bytes_(compression.on() ? EncodedBytes(compression, num_elements) : bytes()),
       arena_(arena),
+      helpers_(helpers),
       receive_(num_workers) {
   if (compression_.on()) {
     result_ = PrivateBuffer(wire_bytes_);
@@ -117,10 +119,10 @@ StatusOr<bool> KeyRound::Add(int rank, uint32_t round) {
       // (after this round's result reached it) lands in the old accumulator, of the same size.
       std::swap(sum_, receive_[rank]);
     } else {
-      StoreToAccumulator(dtype_, accumulator(), receive_[rank].data, num_elements_);
+      StoreToAccumulator(helpers_, dtype_, accumulator(), receive_[rank].data, num_elements_);
     }
   } else {
-    CombineIntoAccumulator(op_, dtype_, accumulator(), receive_[rank].data, num_elements_);
+    CombineIntoAccumulator(helpers_, op_, dtype_, accumulator(), receive_[rank].data, num_elements_);
   }
   return Counted();
 }
@@ -185,7 +187,7 @@ void KeyRound::CompleteRound() {
     // Same layout: swap buffers instead of copying. The old result was received by every worker already.
     std::swap(sum_, result_);
   } else {
-    LoadFromAccumulator(dtype_, wide_sum_.get(), result_.data, num_elements_);
+    LoadFromAccumulator(helpers_, dtype_, wide_sum_.get(), result_.data, num_elements_);
   }
   result_from_ = compression_.on() ? kSeveral : data_from_;  // an encoded sum is nobody's push
   data_from_ = kNobody;

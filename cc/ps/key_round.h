@@ -25,6 +25,7 @@
 #include <set>
 #include <vector>
 
+#include "cc/common/chunk_helpers.h"
 #include "cc/common/dtype.h"
 #include "cc/common/reduce_op.h"
 #include "cc/common/shared_arena.h"
@@ -37,9 +38,10 @@ class KeyRound {
  public:
   // `arena` (may be null) provides shared buffers; where it is full the key's buffers are private. `op`
   // combines the contributions (a sum unless said otherwise). `compression` (with the key, which seeds
-  // random-k) encodes pushes and results.
+  // random-k) encodes pushes and results. `helpers` (may be null) spread one large sum over idle cores.
   KeyRound(DataType dtype, uint64_t num_elements, int num_workers, SharedArena* arena = nullptr,
-           ReduceOp op = ReduceOp::kSum, const CompressionSpec& compression = {}, uint64_t key = 0);
+           ReduceOp op = ReduceOp::kSum, const CompressionSpec& compression = {}, uint64_t key = 0,
+           ChunkHelpers* helpers = nullptr);
   ~KeyRound();  // gives its block of the arena back
   KeyRound(const KeyRound&) = delete;
   KeyRound& operator=(const KeyRound&) = delete;
@@ -125,6 +127,7 @@ class KeyRound {
   const uint64_t key_;
   const size_t wire_bytes_;
   SharedArena* const arena_;
+  ChunkHelpers* const helpers_;
   std::optional<SharedArena::Block> block_;  // the arena's block holding every buffer, if shared
   size_t block_bytes_ = 0;
   std::vector<Buffer> receive_;  // per worker rank, allocated on first use

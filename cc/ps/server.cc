@@ -19,6 +19,7 @@ constexpr size_t kSumHereBytes = 64 << 10;
 Server::Server(const Config& config, Transport* transport)
     : config_(config),
       transport_(transport),
+      sum_helpers_(config.server_sum_threads - 1),
       settler_(config_, transport,
                {[this](const KeySpec& spec) { return FinishedContributors(spec); },
                 [this](const KeySpec& spec) { return JoinedContributors(spec); }},
@@ -307,7 +308,7 @@ ServerKey* Server::CheckedKey(PeerId from, const Message& m, Status* error, bool
   if (!entry.round) {
     try {
       entry.round = std::make_unique<KeyRound>(spec.dtype, spec.count, spec.participants, arena_.get(), spec.op,
-                                               spec.compression, spec.key);
+                                               spec.compression, spec.key, &sum_helpers_);
     } catch (const std::bad_alloc&) {
       *error = Unavailable("the server has no memory for key " + std::to_string(m.key) + " (" +
                            std::to_string(spec.count * DataTypeSize(spec.dtype)) + " bytes per contribution)");

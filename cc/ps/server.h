@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "cc/common/chunk_helpers.h"
 #include "cc/common/config.h"
 #include "cc/common/logging.h"
 #include "cc/common/one_shot.h"
@@ -104,6 +105,7 @@ class Server : public MessageHandler {
 
   const Config config_;
   Transport* transport_;
+  ChunkHelpers sum_helpers_;  // lend idle cores to one large sum: the summing threads less one
   std::vector<std::unique_ptr<WorkThread>> sum_threads_;
 
   std::atomic<PeerId> scheduler_{-1};

@@ -1,8 +1,10 @@
 #include "cc/ps/shared_pushes.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
+#include "cc/common/config.h"
 #include "cc/common/logging.h"
 
 namespace bps {
@@ -66,8 +68,21 @@ Status SharedPushes::TakeReply(int server, uint64_t key, const Message& reply, v
   if (reply.shared_result == Message::kNoOffset) return Status::OK();
   const char* sum = view == nullptr ? nullptr : view->At(reply.shared_result, bytes);
   if (sum == nullptr) return Internal("the sum from " + name + " is not in its shared memory");
-  std::memcpy(destination, sum, bytes);
+  Copy(destination, sum, bytes);
   return Status::OK();
+}
+
+void SharedPushes::CopyPush(char* destination, const void* input, size_t bytes) { Copy(destination, input, bytes); }
+
+int SharedPushes::CopyHelpers() { return std::min(DefaultSumThreads(), kCopyThreads) - 1; }
+
+void SharedPushes::Copy(void* destination, const void* source, size_t bytes) {
+  // Below 2 x 1 MB a copy stays on the calling thread: waking a helper costs more than it saves.
+  constexpr size_t kGrainBytes = 1 << 20;
+  constexpr size_t kAlignBytes = 4096;
+  copy_helpers_.Run(bytes, kGrainBytes, kAlignBytes, [&](size_t begin, size_t end) {
+    std::memcpy(static_cast<char*>(destination) + begin, static_cast<const char*>(source) + begin, end - begin);
+  });
 }
 
 void SharedPushes::ForgetOffsets() {
