@@ -65,6 +65,12 @@ bool RequestTable::SetGenerationFailure(const Status& why) {
 void RequestTable::StartGeneration() {
   std::lock_guard<std::mutex> lock(mu_);
   generation_failure_ = Status::OK();
+  ++generations_;
+}
+
+uint64_t RequestTable::generations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return generations_;
 }
 
 void RequestTable::FailAll(const Status& why, PeerId lost) {

@@ -60,6 +60,8 @@ class RequestTable {
   bool SetGenerationFailure(const Status& why);
   // A new generation formed: requests are taken again.
   void StartGeneration();
+  // How many generations started (StartGeneration calls): what a generation's bookkeeping is tagged with.
+  uint64_t generations() const;
 
   // Fails every request with `why`: at once those not using the caller's memory and those bound to `lost`
   // (a connection that is gone carries nothing), the others once the transport is done with them.
@@ -85,6 +87,7 @@ class RequestTable {
   mutable std::mutex mu_;
   std::map<uint64_t, Request> requests_;
   uint64_t next_id_ = 1;
+  uint64_t generations_ = 0;
   Status failure_;
   Status generation_failure_;
 };

@@ -101,7 +101,8 @@ void WorkerOperations::SendFused(FusedPushes* fused) {
     const int server = push.part.server;
     if (!Fusable(push)) {
       // The small pushes to its server that wait go first: they started before it (priority order).
-      for (auto& message : TakeAllWaiting(server)) SendMany(server, std::move(message));
+      Waiting before = TakeAllWaiting(server);
+      for (auto& message : before.messages) SendMany(server, before.generation, std::move(message));
       SendPush(push.part, push.round, push.me, push.dtype, push.input, push.output,
                push.part.count * DataTypeSize(push.dtype), /*shareable=*/true, std::move(push.on_sent),
                std::move(push.done));
@@ -109,9 +110,12 @@ void WorkerOperations::SendFused(FusedPushes* fused) {
     }
     // While a small message to the server is on its way, the small pushes that become ready wait for it and
     // then leave together, as they would have queued behind it anyway.
-    std::vector<FusedPushes::Push> now;
+    std::vector<FusedPushes::Push> now, failed;
+    uint64_t generation;
     {
       std::lock_guard<std::mutex> lock(small_mu_);
+      StartSmallQueues(&failed);
+      generation = small_generation_;
       SmallQueue& queue = small_queues_[server];
       queue.waiting.push_back(std::move(push));
       if (queue.in_flight == 0) {
@@ -119,21 +123,45 @@ void WorkerOperations::SendFused(FusedPushes* fused) {
         now = TakeMessage(&queue);
       }
     }
-    if (!now.empty()) SendMany(server, std::move(now));
+    FailPushes(&failed);
+    if (!now.empty()) SendMany(server, generation, std::move(now));
   }
   fused->pushes.clear();
 }
 
-std::vector<std::vector<FusedPushes::Push>> WorkerOperations::TakeAllWaiting(int server) {
-  std::vector<std::vector<FusedPushes::Push>> messages;
-  std::lock_guard<std::mutex> lock(small_mu_);
-  auto it = small_queues_.find(server);
-  if (it == small_queues_.end()) return messages;
-  while (!it->second.waiting.empty()) {
-    ++it->second.in_flight;
-    messages.push_back(TakeMessage(&it->second));
+void WorkerOperations::StartSmallQueues(std::vector<FusedPushes::Push>* failed) {
+  const uint64_t generation = requests_->generations();
+  if (generation == small_generation_) return;
+  for (auto& entry : small_queues_) {
+    for (FusedPushes::Push& push : entry.second.waiting) failed->push_back(std::move(push));
   }
-  return messages;
+  small_queues_.clear();
+  small_generation_ = generation;
+}
+
+void WorkerOperations::FailPushes(std::vector<FusedPushes::Push>* pushes) {
+  for (FusedPushes::Push& push : *pushes) {
+    if (push.on_sent) push.on_sent();
+    push.done(Aborted("the generation this push was made in ended before it left"));
+  }
+  pushes->clear();
+}
+
+WorkerOperations::Waiting WorkerOperations::TakeAllWaiting(int server) {
+  Waiting taken;
+  std::vector<FusedPushes::Push> failed;
+  {
+    std::lock_guard<std::mutex> lock(small_mu_);
+    StartSmallQueues(&failed);
+    taken.generation = small_generation_;
+    auto it = small_queues_.find(server);
+    while (it != small_queues_.end() && !it->second.waiting.empty()) {
+      ++it->second.in_flight;
+      taken.messages.push_back(TakeMessage(&it->second));
+    }
+  }
+  FailPushes(&failed);
+  return taken;
 }
 
 std::vector<FusedPushes::Push> WorkerOperations::TakeMessage(SmallQueue* queue) {
@@ -151,27 +179,29 @@ std::vector<FusedPushes::Push> WorkerOperations::TakeMessage(SmallQueue* queue) 
   return message;
 }
 
-// A small message to `server` has left (or failed): what waited for the last one goes next.
-void WorkerOperations::SmallSent(int server) {
+// A small message to `server` has left (or failed): what waited for the last one goes next. A message of an
+// earlier generation's queues counts for nothing now.
+void WorkerOperations::SmallSent(int server, uint64_t generation) {
   std::vector<FusedPushes::Push> next;
   {
     std::lock_guard<std::mutex> lock(small_mu_);
+    if (generation != small_generation_) return;
     SmallQueue& queue = small_queues_[server];
     if (--queue.in_flight > 0 || queue.waiting.empty()) return;
     ++queue.in_flight;
     next = TakeMessage(&queue);
   }
-  SendMany(server, std::move(next));
+  SendMany(server, generation, std::move(next));
 }
 
-void WorkerOperations::SendMany(int server_rank, std::vector<FusedPushes::Push> pushes) {
+void WorkerOperations::SendMany(int server_rank, uint64_t generation, std::vector<FusedPushes::Push> pushes) {
   Status failed = requests_->refusal();
   if (!failed.ok()) {
     for (FusedPushes::Push& push : pushes) {
       if (push.on_sent) push.on_sent();
       push.done(failed);
     }
-    return SmallSent(server_rank);
+    return SmallSent(server_rank, generation);
   }
   const PeerId server = servers_->peer(server_rank);
   auto payload = std::make_shared<std::string>();
@@ -212,7 +242,7 @@ void WorkerOperations::SendMany(int server_rank, std::vector<FusedPushes::Push> 
   }
   if (body.members.empty()) {
     for (auto& fn : *on_sent) fn();
-    return SmallSent(server_rank);
+    return SmallSent(server_rank, generation);
   }
   Message header;
   header.type = MessageType::kPushMany;
@@ -220,7 +250,7 @@ void WorkerOperations::SendMany(int server_rank, std::vector<FusedPushes::Push> 
   header.text = body.Encode();
   CommunicationCounters::OfProcess().MessageSent(server_rank);
   transport_->Send(server, header.Encode(), payload->empty() ? nullptr : payload->data(), payload->size(),
-                   [this, payload, on_sent, ids, server_rank](const Status& sent) {
+                   [this, payload, on_sent, ids, server_rank, generation](const Status& sent) {
                      for (auto& fn : *on_sent) fn();
                      if (!sent.ok()) {
                        for (uint64_t id : *ids) {
@@ -229,7 +259,7 @@ void WorkerOperations::SendMany(int server_rank, std::vector<FusedPushes::Push> 
                          Complete(-1, id, failed);
                        }
                      }
-                     SmallSent(server_rank);
+                     SmallSent(server_rank, generation);
                    });
 }
 
@@ -322,7 +352,8 @@ void WorkerOperations::FailExpired() {
       }
     }
     for (int server : servers) {
-      for (auto& message : TakeAllWaiting(server)) SendMany(server, std::move(message));
+      Waiting waiting = TakeAllWaiting(server);
+      for (auto& message : waiting.messages) SendMany(server, waiting.generation, std::move(message));
     }
   }
   const double limit = MissingWorkerTimeout(config_) + std::max(1.0, config_.timeout_s / 10);

@@ -103,13 +103,25 @@ class WorkerOperations {
     int in_flight = 0;  // PUSH_MANYs to the server on their way (each SendMany until its SmallSent)
     std::vector<FusedPushes::Push> waiting;
   };
+  // A new generation's queues start empty: a server rank may be another server now, and a message of the
+  // last generation that is never reported sent must not hold this one's back. Fails what still waited.
+  // With small_mu_ held; the pushes to fail are added to `failed`.
+  void StartSmallQueues(std::vector<FusedPushes::Push>* failed);
   bool Fusable(const FusedPushes::Push& push);
   // The first pushes waiting in `queue` that fit one message. With small_mu_ held.
   std::vector<FusedPushes::Push> TakeMessage(SmallQueue* queue);
-  // Every push waiting for `server`, as messages counted in flight (before a large push to it).
-  std::vector<std::vector<FusedPushes::Push>> TakeAllWaiting(int server);
-  void SmallSent(int server);
-  void SendMany(int server, std::vector<FusedPushes::Push> pushes);
+  // Every push waiting for `server`, as messages counted in flight (before a large push to it), and the
+  // queues' generation they count in.
+  struct Waiting {
+    uint64_t generation = 0;
+    std::vector<std::vector<FusedPushes::Push>> messages;
+  };
+  Waiting TakeAllWaiting(int server);
+  // Answers pushes that cannot leave any more (their generation ended).
+  static void FailPushes(std::vector<FusedPushes::Push>* pushes);
+  // A small message to `server` of the queues' generation `generation` left (or failed).
+  void SmallSent(int server, uint64_t generation);
+  void SendMany(int server, uint64_t generation, std::vector<FusedPushes::Push> pushes);
   void SendPush(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input, void* output,
                 size_t wire_bytes, bool shareable, std::function<void()> on_sent, Done done);
   void SendResidual(MessageType type, const Partition& part, Participant me, const float* source, float* destination,
@@ -129,6 +141,7 @@ class WorkerOperations {
   SharedPushes* const shared_;
   std::mutex small_mu_;
   std::map<int, SmallQueue> small_queues_;  // by server rank
+  uint64_t small_generation_ = 0;           // RequestTable::generations() when the queues were made
   FusedInboxes fused_inboxes_;  // PULL_REPLY_MANY payloads being received
 };
 
