@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <functional>
 #include <future>
 #include <memory>
 #include <thread>
@@ -20,25 +22,33 @@ namespace {
 
 using testing::NodeConfig;
 
+// Worker 0's transport, as the test wants it (given the in-memory one).
+using WrapTransport = std::function<std::unique_ptr<Transport>(std::unique_ptr<Transport>)>;
+
 // A scheduler, `servers` servers and `workers` started WorkerClients.
 class ClientJob {
  public:
-  ClientJob(int workers, int servers, double timeout_s = 20) : network_(std::make_shared<InMemoryNetwork>()) {
+  ClientJob(int workers, int servers, double timeout_s = 20, WrapTransport wrap_worker_0 = nullptr,
+            bool shared_memory = true)
+      : network_(std::make_shared<InMemoryNetwork>()) {
+    auto config = [&](Role role, int id) {
+      Config c = NodeConfig(role, workers, servers, id, timeout_s);
+      c.shared_memory = shared_memory;
+      return c;
+    };
     scheduler_transport_ = CreateInMemoryTransport(network_);
-    scheduler_ = std::make_unique<Scheduler>(NodeConfig(Role::kScheduler, workers, servers, 0, timeout_s),
-                                             scheduler_transport_.get());
+    scheduler_ = std::make_unique<Scheduler>(config(Role::kScheduler, 0), scheduler_transport_.get());
     scheduler_thread_ = std::thread([this] { scheduler_->Run().IgnoreError(); });
     for (int s = 0; s < servers; ++s) {
       server_transports_.push_back(CreateInMemoryTransport(network_));
-      servers_.push_back(std::make_unique<Server>(NodeConfig(Role::kServer, workers, servers, 0, timeout_s),
-                                                  server_transports_.back().get()));
+      servers_.push_back(std::make_unique<Server>(config(Role::kServer, 0), server_transports_.back().get()));
     }
     for (int s = 0; s < servers; ++s) server_threads_.emplace_back([this, s] { servers_[s]->Run().IgnoreError(); });
     std::vector<std::future<Status>> starting;
     for (int w = 0; w < workers; ++w) {
       worker_transports_.push_back(CreateInMemoryTransport(network_));
-      clients_.push_back(std::make_unique<WorkerClient>(NodeConfig(Role::kWorker, workers, servers, w, timeout_s),
-                                                        worker_transports_.back().get()));
+      if (w == 0 && wrap_worker_0) worker_transports_.back() = wrap_worker_0(std::move(worker_transports_.back()));
+      clients_.push_back(std::make_unique<WorkerClient>(config(Role::kWorker, w), worker_transports_.back().get()));
     }
     for (auto& client : clients_) {
       starting.push_back(std::async(std::launch::async, [c = client.get()] { return c->Start(); }));
@@ -204,6 +214,77 @@ TEST(WorkerClientTest, LosingAServerFailsItsRequestsAndNamesIt) {
   // The worker's own connection or the scheduler's ABORT reports it first; both name the server.
   EXPECT_NE(status.message().find("server 0"), std::string::npos) << status.message();
   EXPECT_EQ(job.client(0).failure().code(), Code::kUnavailable);
+}
+
+// A transport whose next PUSH_MANY, once armed, is delivered but never reported sent: what a transport that
+// loses a send's report would do to the worker's fused small pushes.
+class UnreportedPushMany : public Transport {
+ public:
+  UnreportedPushMany(std::unique_ptr<Transport> inner, std::shared_ptr<std::atomic<bool>> armed)
+      : inner_(std::move(inner)), armed_(std::move(armed)) {}
+  void SetHandler(MessageHandler* handler) override { inner_->SetHandler(handler); }
+  StatusOr<std::string> Listen(const std::string& host, int port) override { return inner_->Listen(host, port); }
+  StatusOr<PeerId> Connect(const std::string& address, double timeout_s, Link link) override {
+    return inner_->Connect(address, timeout_s, link);
+  }
+  void Send(PeerId to, std::string header, const void* payload, size_t length, SendCallback on_sent) override {
+    auto m = Message::Decode(header);
+    if (m.ok() && m.value().type == MessageType::kPushMany && armed_->exchange(false)) on_sent = [](const Status&) {};
+    inner_->Send(to, std::move(header), payload, length, std::move(on_sent));
+  }
+  std::string PeerName(PeerId peer) override { return inner_->PeerName(peer); }
+  void Shutdown(double timeout_s) override { inner_->Shutdown(timeout_s); }
+
+ private:
+  std::unique_ptr<Transport> inner_;
+  std::shared_ptr<std::atomic<bool>> armed_;
+};
+
+TEST(WorkerClientTest, SmallPushesLeaveWhenTheMessageBeforeThemIsNeverReportedSent) {
+  auto armed = std::make_shared<std::atomic<bool>>(false);
+  ClientJob job(2, 1, /*timeout_s=*/10,
+                [armed](std::unique_ptr<Transport> t) { return std::make_unique<UnreportedPushMany>(std::move(t), armed); },
+                /*shared_memory=*/false);
+  const int64_t count = 16;
+  auto plans = DeclareEverywhere(job, 2, FloatTensor("small", count));
+  ASSERT_TRUE(plans[0].ok() && plans[1].ok()) << plans[0].status().ToString();
+  const Partition part = plans[0].value().partitions[0];
+  std::vector<float> in[2], out[2];
+  for (int w = 0; w < 2; ++w) {
+    in[w].assign(count, static_cast<float>(w + 1));
+    out[w].assign(count, -1);
+  }
+  // Worker 0's pushes are fused: the first PUSH_MANY arrives, but its send is never reported.
+  auto fused_push = [&](uint32_t round) {
+    auto done = std::make_shared<std::promise<Status>>();
+    FusedPushes fused;
+    job.client(0).PushPull(part, round, Participant{job.client(0).rank(), 2}, DataType::kFloat32, in[0].data(),
+                           out[0].data(), nullptr, [done](const Status& s) { done->set_value(s); }, &fused);
+    job.client(0).SendFused(&fused);
+    return done->get_future();
+  };
+  armed->store(true);
+  auto first = fused_push(1);
+  auto other_first = PushPull(job.client(1), part, 1, Participant{job.client(1).rank(), 2}, in[1].data(),
+                              out[1].data());
+  ASSERT_EQ(first.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  ASSERT_TRUE(first.get().ok());
+  ASSERT_TRUE(other_first.get().ok());
+  ASSERT_FALSE(armed->load()) << "the fused push went as a PUSH_MANY";
+  // The next small push waits for that message's report, which never comes...
+  auto second = fused_push(2);
+  auto other_second = PushPull(job.client(1), part, 2, Participant{job.client(1).rank(), 2}, in[1].data(),
+                               out[1].data());
+  EXPECT_EQ(second.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  // ...until it waited a tenth of BYTEPS_TIMEOUT: then it leaves without it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  job.client(0).FailExpiredRequests();
+  ASSERT_EQ(second.wait_for(std::chrono::seconds(5)), std::future_status::ready) << "the small push never left";
+  EXPECT_TRUE(second.get().ok());
+  EXPECT_TRUE(other_second.get().ok());
+  for (int w = 0; w < 2; ++w) {
+    for (int64_t i = 0; i < count; ++i) ASSERT_EQ(out[w][i], 3.0f) << "worker " << w << " at " << i;
+  }
 }
 
 }  // namespace

@@ -117,6 +117,7 @@ void WorkerOperations::SendFused(FusedPushes* fused) {
       StartSmallQueues(&failed);
       generation = small_generation_;
       SmallQueue& queue = small_queues_[server];
+      if (queue.waiting.empty()) queue.waiting_since = NowSeconds();
       queue.waiting.push_back(std::move(push));
       if (queue.in_flight == 0) {
         ++queue.in_flight;
@@ -176,7 +177,17 @@ std::vector<FusedPushes::Push> WorkerOperations::TakeMessage(SmallQueue* queue) 
     ++taken;
   }
   queue->waiting.erase(queue->waiting.begin(), queue->waiting.begin() + taken);
+  if (!queue->waiting.empty()) queue->waiting_since = NowSeconds();
   return message;
+}
+
+std::vector<int> WorkerOperations::LongWaiting(double now, double seconds) {
+  std::vector<int> servers;
+  std::lock_guard<std::mutex> lock(small_mu_);
+  for (const auto& entry : small_queues_) {
+    if (!entry.second.waiting.empty() && now - entry.second.waiting_since > seconds) servers.push_back(entry.first);
+  }
+  return servers;
 }
 
 // A small message to `server` has left (or failed): what waited for the last one goes next. A message of an
@@ -341,23 +352,17 @@ void WorkerOperations::SendOrFail(PeerId to, const Message& m, const void* paylo
 // The scheduler and the servers time out what they wait for after BYTEPS_TIMEOUT and say who is missing;
 // this is the fallback for when that answer cannot come, a moment later so that it does not pre-empt it.
 void WorkerOperations::FailExpired() {
-  // Once the job or the generation failed, small pushes still waiting for a message on its way fail too,
-  // even if that message's send is never reported.
-  if (!requests_->refusal().ok()) {
-    std::vector<int> servers;
-    {
-      std::lock_guard<std::mutex> lock(small_mu_);
-      for (const auto& entry : small_queues_) {
-        if (!entry.second.waiting.empty()) servers.push_back(entry.first);
-      }
-    }
-    for (int server : servers) {
-      Waiting waiting = TakeAllWaiting(server);
-      for (auto& message : waiting.messages) SendMany(server, waiting.generation, std::move(message));
-    }
+  // Small pushes still waiting for a message on its way leave without it once the job or the generation
+  // failed (then they fail), or once they waited a tenth of BYTEPS_TIMEOUT: even if that message's send is
+  // never reported, they become requests, answered or timed out as any.
+  const double now = NowSeconds();
+  const double long_wait = requests_->refusal().ok() ? std::max(1.0, config_.timeout_s / 10) : -1;
+  for (int server : LongWaiting(now, long_wait)) {
+    Waiting waiting = TakeAllWaiting(server);
+    for (auto& message : waiting.messages) SendMany(server, waiting.generation, std::move(message));
   }
   const double limit = MissingWorkerTimeout(config_) + std::max(1.0, config_.timeout_s / 10);
-  requests_->FailExpired(NowSeconds(), limit, [this](const Request& r) {
+  requests_->FailExpired(now, limit, [this](const Request& r) {
     std::ostringstream text;
     text << "timed out after BYTEPS_TIMEOUT=" << config_.timeout_s << " s waiting for " << r.what
          << "; another worker may have stopped calling push_pull, or be far slower (raise BYTEPS_TIMEOUT)";

@@ -102,7 +102,11 @@ class WorkerOperations {
   struct SmallQueue {
     int in_flight = 0;  // PUSH_MANYs to the server on their way (each SendMany until its SmallSent)
     std::vector<FusedPushes::Push> waiting;
+    double waiting_since = 0;  // when the oldest of `waiting` was queued
   };
+  // The servers whose small pushes waited longer than `seconds` for the message before them: a send that is
+  // never reported must not hold them back for good.
+  std::vector<int> LongWaiting(double now, double seconds);
   // A new generation's queues start empty: a server rank may be another server now, and a message of the
   // last generation that is never reported sent must not hold this one's back. Fails what still waited.
   // With small_mu_ held; the pushes to fail are added to `failed`.
