@@ -12,6 +12,15 @@ constexpr size_t kTokenBytes = 32;
 }  // namespace
 
 Status JobMembership::Admit(PeerId peer, const RegisterBody& b, const std::string& who) {
+  // A member registering again is noted only once admitted: one turned away changes nothing.
+  const bool rejoin = b.rejoins() && !started_;
+  if (rejoin) BPS_RETURN_IF_ERROR(CheckRejoin(b, who));
+  Status admitted = AdmitProcess(peer, b, who, rejoin);
+  if (admitted.ok() && rejoin) NoteRejoin(b);
+  return admitted;
+}
+
+Status JobMembership::AdmitProcess(PeerId peer, const RegisterBody& b, const std::string& who, bool rejoin) {
   if (b.num_worker != num_worker_ || b.num_server != num_server_) {
     return InvalidArgument(who + " has DMLC_NUM_WORKER=" + std::to_string(b.num_worker) + " DMLC_NUM_SERVER=" +
                            std::to_string(b.num_server) + " but the scheduler has " + std::to_string(num_worker_) +
@@ -23,7 +32,6 @@ Status JobMembership::Admit(PeerId peer, const RegisterBody& b, const std::strin
                            std::to_string(limits_.min_workers) + " and " + std::to_string(limits_.max_workers) +
                            " (0: not elastic): every process of a job needs the same values.");
   }
-  if (b.rejoins() && !started_) BPS_RETURN_IF_ERROR(NoteRejoin(b, who));
   const bool server = b.role == static_cast<int32_t>(Role::kServer);
   const bool server_place_free = active_servers() + WaitingServers() < num_server_;
   if (started_ && (!elastic() || (server && !server_place_free))) {
@@ -42,8 +50,8 @@ Status JobMembership::Admit(PeerId peer, const RegisterBody& b, const std::strin
       member.part = Part::kWaiting;  // elastic: a lost server's place, taken at the next generation
     } else {
       servers_.push_back(peer);
-      member.rejoined = b.rejoins();
-      member.seniority = b.rejoins() ? b.last_rank : kFreshSeniority;
+      member.rejoined = rejoin;
+      member.seniority = rejoin ? b.last_rank : kFreshSeniority;
     }
     members_[peer] = member;
     return Status::OK();
@@ -63,7 +71,7 @@ Status JobMembership::Admit(PeerId peer, const RegisterBody& b, const std::strin
                            " but another worker has " + std::to_string(local_size_) + ".");
   }
   member.worker_id = b.worker_id;
-  if (elastic()) return AdmitElastic(peer, b, who, member);
+  if (elastic()) return AdmitElastic(peer, b, who, member, rejoin);
   const int rank = b.worker_id * b.local_size + b.local_rank;
   auto taken = workers_.find(rank);
   if (taken != workers_.end()) {
@@ -80,7 +88,8 @@ Status JobMembership::Admit(PeerId peer, const RegisterBody& b, const std::strin
   return Status::OK();
 }
 
-Status JobMembership::AdmitElastic(PeerId peer, const RegisterBody& b, const std::string& who, Member member) {
+Status JobMembership::AdmitElastic(PeerId peer, const RegisterBody& b, const std::string& who, Member member,
+                                   bool rejoin) {
   if (b.local_size != 1) {
     return InvalidArgument(who + " has BYTEPS_LOCAL_SIZE=" + std::to_string(b.local_size) +
                            ": elastic jobs run one worker process per machine.");
@@ -96,7 +105,7 @@ Status JobMembership::AdmitElastic(PeerId peer, const RegisterBody& b, const std
                              "DMLC_WORKER_ID; a worker's id is free again once it left the job.");
     }
   }
-  const int room = started_ || recovering() ? limits_.max_workers : num_worker_;
+  const int room = started_ || recovering() || rejoin ? limits_.max_workers : num_worker_;
   if (present >= room) {
     return FailedPrecondition(
         who + " cannot join: the job is full (" + std::to_string(present) + " workers" +
@@ -106,9 +115,9 @@ Status JobMembership::AdmitElastic(PeerId peer, const RegisterBody& b, const std
   local_size_ = 1;
   member.part = Part::kWaiting;
   member.seniority = started_ ? next_seniority_++ : 0;
-  if (!started_ && recovering()) {
-    member.rejoined = b.rejoins();
-    member.seniority = b.rejoins() ? b.last_rank : kFreshSeniority + b.worker_id;
+  if (!started_ && (recovering() || rejoin)) {
+    member.rejoined = rejoin;
+    member.seniority = rejoin ? b.last_rank : kFreshSeniority + b.worker_id;
   }
   members_[peer] = member;
   return Status::OK();
@@ -158,7 +167,7 @@ void JobMembership::Start() {
   }
 }
 
-Status JobMembership::NoteRejoin(const RegisterBody& b, const std::string& who) {
+Status JobMembership::CheckRejoin(const RegisterBody& b, const std::string& who) const {
   if (!elastic()) {
     return FailedPrecondition(who + " registered again after losing its scheduler, but this job is not elastic: "
                                     "only an elastic job (BYTEPS_MIN_WORKERS/BYTEPS_MAX_WORKERS) goes on after "
@@ -174,9 +183,15 @@ Status JobMembership::NoteRejoin(const RegisterBody& b, const std::string& who) 
                            std::to_string(b.generation_workers) + " workers, " +
                            std::to_string(b.generation_servers) + " servers).");
   }
+  return Status::OK();
+}
+
+void JobMembership::NoteRejoin(const RegisterBody& b) {
   if (!recovering()) {
     // The first member back: those that registered fresh before it rank after every member that was in the job.
-    for (auto& entry : members_) entry.second.seniority = kFreshSeniority + entry.second.worker_id;
+    for (auto& entry : members_) {
+      if (!entry.second.rejoined) entry.second.seniority = kFreshSeniority + entry.second.worker_id;
+    }
   }
   if (b.last_generation > recovery_.generation) {
     recovery_ = Recovery{b.last_generation, b.generation_workers, b.generation_servers};
@@ -184,7 +199,6 @@ Status JobMembership::NoteRejoin(const RegisterBody& b, const std::string& who) 
     recovery_.workers = std::max(recovery_.workers, static_cast<int>(b.generation_workers));
     recovery_.servers = std::max(recovery_.servers, static_cast<int>(b.generation_servers));
   }
-  return Status::OK();
 }
 
 int JobMembership::Rejoined(Role role) const {

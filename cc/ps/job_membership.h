@@ -195,12 +195,16 @@ class JobMembership {
  private:
   Member* Mutable(PeerId peer);
   // A worker of an elastic job: its id is free and there is room.
-  Status AdmitElastic(PeerId peer, const RegisterBody& b, const std::string& who, Member member);
+  // Admit's checks and admission; `rejoin`: a member of the job registering again before the start.
+  Status AdmitProcess(PeerId peer, const RegisterBody& b, const std::string& who, bool rejoin);
+  Status AdmitElastic(PeerId peer, const RegisterBody& b, const std::string& who, Member member, bool rejoin);
   int Count(Part part) const;
   // A generation ended (or the job starts): the workers waiting now are taken into the next one.
   void MakeWaitingAdmissible();
-  // A registration that says where the process was in the job (b.rejoins()): checked, and noted.
-  Status NoteRejoin(const RegisterBody& b, const std::string& who);
+  // A registration that says where the process was in the job (b.rejoins()): whether it fits the job, and,
+  // once its process is admitted, what it says of the last generation.
+  Status CheckRejoin(const RegisterBody& b, const std::string& who) const;
+  void NoteRejoin(const RegisterBody& b);
   int Rejoined(Role role) const;
   // Members that registered fresh rank after those that were in the job (rank 0 holds the state).
   static constexpr int kFreshSeniority = 1 << 20;

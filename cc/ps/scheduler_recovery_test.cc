@@ -122,6 +122,22 @@ TEST_F(SchedulerRecoveryTest, ARegistrationThatDoesNotFitIsTurnedAwayAndTheJobWa
   EXPECT_EQ(WorkerBook(worker).your_rank, 0);
 }
 
+TEST_F(SchedulerRecoveryTest, ARegistrationTurnedAwayChangesNothingTheJobWaitsFor) {
+  StartScheduler(20, ElasticLimits{1, 3}, 600, /*num_server=*/1);
+  Node& worker = Rejoin(Role::kWorker, 0, 0, "hosta:3", 4, 1, 1);
+  // The same worker id again, naming a later generation of more workers: turned away, it counts for nothing.
+  Node& twin = Rejoin(Role::kWorker, 0, 1, "hostb:3", 9, 3, 1);
+  auto refused = twin.Book();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(Contains(refused.status(), "two workers registered with DMLC_WORKER_ID=0")) << refused.status().ToString();
+  Node& server = Rejoin(Role::kServer, 0, 0, "hosta:1", 4, 1, 1);
+  auto book = server.Book();
+  ASSERT_TRUE(book.ok()) << book.status().ToString();
+  EXPECT_EQ(book.value().generation, 5);
+  server.Send(MessageType::kServerReady);
+  EXPECT_EQ(WorkerBook(worker).num_workers, 1);
+}
+
 TEST_F(SchedulerRecoveryTest, AJobThatIsNotElasticRefusesAMemberRegisteringAgain) {
   StartScheduler(/*timeout_s=*/2);  // the job never starts: it ends at its start timeout
   Node& node = Rejoin(Role::kWorker, 0, 0, "hosta:3", 4, 2, 1);
