@@ -72,8 +72,6 @@ Status SharedPushes::TakeReply(int server, uint64_t key, const Message& reply, v
   return Status::OK();
 }
 
-void SharedPushes::CopyPush(char* destination, const void* input, size_t bytes) { Copy(destination, input, bytes); }
-
 int SharedPushes::CopyHelpers() { return std::min(DefaultSumThreads(), kCopyThreads) - 1; }
 
 void SharedPushes::Copy(void* destination, const void* source, size_t bytes) {

@@ -29,9 +29,9 @@ class SharedPushes {
   // `enabled`: BYTEPS_SHARED_MEMORY.
   explicit SharedPushes(bool enabled) : enabled_(enabled), copy_helpers_(enabled ? CopyHelpers() : 0) {}
 
-  // Copies a push into `destination` (from PlanPush). A large copy is split over a few threads: one thread's
-  // memcpy reaches a fraction of a many-core host's memory bandwidth.
-  void CopyPush(char* destination, const void* input, size_t bytes);
+  // Copies a push into its place in an arena (PlanPush's destination), or a sum out of it. A large copy is
+  // split over a few threads: one thread's memcpy reaches a fraction of a many-core host's memory bandwidth.
+  void Copy(void* destination, const void* source, size_t bytes);
 
   // The job's servers by rank: their names (for messages) and whether each is on this worker's host.
   void SetServers(std::vector<std::string> names, std::vector<bool> on_this_host);
@@ -45,8 +45,7 @@ class SharedPushes {
   Plan PlanPush(int server, uint64_t key, size_t bytes, bool has_data);
 
   // Takes what `reply` (to a push of `key` to `server`) says about shared memory: maps the arena it names,
-  // notes where the next push goes, and copies a sum that stayed in the arena into `destination` (split
-  // like CopyPush).
+  // notes where the next push goes, and copies a sum that stayed in the arena into `destination` (Copy).
   Status TakeReply(int server, uint64_t key, const Message& reply, void* destination, size_t bytes);
 
   // The servers forgot their keys (the generation ended or broke): no offset holds any more.
@@ -62,7 +61,6 @@ class SharedPushes {
   // Helpers of one large copy: up to kCopyThreads threads in all, no more than the cores, the caller included.
   static constexpr int kCopyThreads = 4;
   static int CopyHelpers();
-  void Copy(void* destination, const void* source, size_t bytes);
 
   const bool enabled_;
   ChunkHelpers copy_helpers_;

@@ -56,7 +56,7 @@ void WorkerOperations::SendPush(const Partition& part, uint32_t round, Participa
   SharedPushes::Plan shared =
       shareable ? shared_->PlanPush(part.server, part.key, bytes, input != nullptr) : SharedPushes::Plan{};
   // A server on this host sums straight from its arena: the data crosses in one memcpy, not the transport.
-  if (shared.destination != nullptr) shared_->CopyPush(shared.destination, input, bytes);
+  if (shared.destination != nullptr) shared_->Copy(shared.destination, input, bytes);
   const PeerId server = servers_->peer(part.server);
   Request r;
   r.done = std::move(done);
