@@ -196,12 +196,14 @@ void TcpIoThread::Close(Connection* c, const Status& why) {
   loop_.AssertOnThread();
   loop_.Unwatch(c->fd);
   close(c->fd);
-  c->writer.FailAll(why);
   dirty_.erase(c);
   const PeerId id = c->id;
   auto owned = std::move(connections_[c->fd]);
   connections_.erase(c->fd);
   peers_.erase(id);
+  // After the peer is gone: a failed send's callback that sends to it again is answered as closed, rather
+  // than queued on this connection, which nothing would write or fail any more.
+  owned->writer.FailAll(why);
   if (!*transport_stopping_) handler_->OnPeerLost(id, why);
 }
 

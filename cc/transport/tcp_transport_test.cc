@@ -287,6 +287,41 @@ TEST_P(TcpTransportTest, AFrozenPeerIsReportedLostAfterTheLivenessTimeout) {
   server->Shutdown(1);
 }
 
+TEST_P(TcpTransportTest, ASendFromAFailedSendsCallbackToTheClosingPeerIsAnsweredToo) {
+  // The worker's fused pushes send the next message from the last one's callback: when a connection closes
+  // with frames queued, that next send must be reported as failed too, not left on the dead connection.
+  auto server = MakeTcp(kSecret, 1.0);
+  Inbox inbox;
+  server->SetHandler(&inbox);
+  std::string address = server->Listen("127.0.0.1", 0).value();
+  int fd = RawConnect(address);  // a member that speaks once, then reads nothing: the frames stay queued
+  ASSERT_TRUE(RunClientHandshake(fd, JobSecret::From(kSecret).value(), Deadline(10)).ok());
+  SendBytes(fd, FramePrefix(5, 0) + "hello");
+  ASSERT_TRUE(inbox.WaitFor([&] { return inbox.messages_.size() == 1; }));
+  const PeerId member = inbox.messages_[0].first;
+  std::vector<char> payload(size_t(32) << 20, 'x');
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Status> answers;
+  auto record = [&](const Status& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    answers.push_back(s);
+    cv.notify_all();
+  };
+  server->Send(member, "first", payload.data(), payload.size(), [&](const Status& s) {
+    record(s);
+    server->Send(member, "next", payload.data(), payload.size(), record);
+  });
+  std::unique_lock<std::mutex> lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return answers.size() == 2; }))
+      << answers.size() << " of the 2 sends were answered once the member was dropped";
+  EXPECT_FALSE(answers[0].ok());
+  EXPECT_FALSE(answers[1].ok());
+  lock.unlock();
+  close(fd);
+  server->Shutdown(1);
+}
+
 TEST_P(TcpTransportTest, HeartbeatsKeepAnIdleConnectionAlive) {
   auto server = MakeTcp(kSecret, 1.0);
   auto client = MakeTcp(kSecret, 1.0);
