@@ -12,7 +12,6 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 extern char** environ;
 
@@ -185,12 +184,14 @@ Environment ProcessEnvironment() {
   return env;
 }
 
-int DefaultSumThreads() {
+int UsableCores() {
   cpu_set_t set;
   CPU_ZERO(&set);
   const int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-  return std::min(std::max(cores, 1), kMaxDefaultSumThreads);
+  return std::max(cores, 1);
 }
+
+int DefaultSumThreads() { return std::min(UsableCores(), kMaxDefaultSumThreads); }
 
 StatusOr<Config> Config::FromEnvironment(const Environment& environment) {
   EnvReader env(environment);
@@ -258,7 +259,7 @@ StatusOr<Config> Config::FromEnvironment(const Environment& environment) {
   value = static_cast<long>(c.tcp_send_buffer_bytes);
   BPS_RETURN_IF_ERROR(env.Int("BYTEPS_TCP_SNDBUF", 0, 1L << 30, &value, "a number of bytes (0: the kernel's choice)"));
   c.tcp_send_buffer_bytes = static_cast<size_t>(value);
-  value = DefaultTcpIoThreads(std::thread::hardware_concurrency());
+  value = DefaultTcpIoThreads(UsableCores());
   BPS_RETURN_IF_ERROR(env.Int("BYTEPS_TCP_IO_THREADS", 1, 256, &value, "a number of threads in [1, 256]"));
   c.tcp_io_threads = static_cast<int>(value);
   BPS_RETURN_IF_ERROR(ReadJobSecret(env, &c.job_secret));

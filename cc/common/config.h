@@ -103,6 +103,10 @@ struct Config {
   static StatusOr<Config> FromEnvironment(const Environment& env);
 };
 
+// The cores this process may run on (its CPU affinity; a container's CPU set), at least 1: what the defaults
+// of thread counts below and of BYTEPS_TCP_IO_THREADS follow.
+int UsableCores();
+
 // BYTEPS_SERVER_ENGINE_THREAD's default: the cores this process may run on (its CPU affinity), at least 1 and
 // at most kMaxDefaultSumThreads. A server's sums are memory-bound: a few cores reach the memory's bandwidth.
 constexpr int kMaxDefaultSumThreads = 16;
