@@ -58,6 +58,14 @@ Status Server::Run() {
     auto result = finished_.Wait(0.2);
     if (!result) {
       if (scheduler_gone_) RejoinScheduler();
+      const double since = registered_again_at_;
+      // The new scheduler forms the job within BYTEPS_TIMEOUT, or fails it (its connection may also break
+      // before this server knew it was the scheduler's).
+      if (since >= 0 && NowSeconds() - since > config_.timeout_s + config_.elastic_timeout_s) {
+        Finish(DeadlineExceeded("registered again with the scheduler at " + config_.root_uri + ":" +
+                                std::to_string(config_.root_port) + ", which did not take this server into a "
+                                "generation within BYTEPS_TIMEOUT + BYTEPS_ELASTIC_TIMEOUT"));
+      }
       continue;
     }
     if (!result->ok()) {
@@ -82,6 +90,7 @@ void Server::RejoinScheduler() {
   Status joined = RejoinJob(config_, transport_, listening_, where, NowSeconds() + config_.elastic_timeout_s,
                             [this] { return finished_.Wait(0).has_value(); }, &scheduler_);
   if (!joined.ok()) return Finish(joined);
+  registered_again_at_ = NowSeconds();
 }
 
 void Server::CreateSharedArena() {
@@ -139,6 +148,7 @@ void Server::OnSchedulerMessage(const Message& m) {
 void Server::OnAddressBook(const Message& m) {
   auto book = AddressBook::Decode(m.text);
   if (book.ok() && m.status().ok()) {
+    registered_again_at_ = -1;
     book_rank_ = book.value().your_rank;
     book_generation_ = book.value().generation;
     book_workers_ = book.value().num_workers;

@@ -111,6 +111,8 @@ class Server : public MessageHandler {
   std::atomic<PeerId> scheduler_{-1};
   std::string listening_;  // where workers reach this server
   std::atomic<bool> scheduler_gone_{false};  // elastic: lost; Run() registers again
+  // Elastic: when this server registered again with a new scheduler whose book has not come yet (or -1).
+  std::atomic<double> registered_again_at_{-1};
   // From the last address book: where this server was in the job (for REGISTER after a lost scheduler).
   std::atomic<int> book_rank_{-1};
   std::atomic<int> book_generation_{0};
