@@ -20,9 +20,6 @@ class HandlerTurns : public MessageHandler {
   explicit HandlerTurns(bool several_threads) : several_threads_(several_threads) {}
 
   void Set(MessageHandler* handler) { handler_.store(handler); }
-  bool has_handler() const { return handler_.load() != nullptr; }
-  // Whether callbacks may come from several threads (then on_sent callbacks need wrapping with Wrap).
-  bool several_threads() const { return several_threads_; }
 
   void* PayloadDestination(PeerId from, const std::string& header, size_t length) override {
     Turn turn(this);

@@ -98,13 +98,12 @@ void TcpIoThread::Tick(double now) {
   }
 }
 
-PeerId TcpIoThread::Open(int fd, const std::string& name, bool other_host) {
+PeerId TcpIoThread::Open(int fd, const std::string& name) {
   loop_.AssertOnThread();
   auto c = std::make_unique<Connection>();
   c->fd = fd;
   c->id = index_ + count_ * opened_++;
   c->name = name;
-  c->other_host = other_host;
   c->last_heard = c->last_queued = NowSeconds();
   peers_[c->id] = c.get();
   const PeerId id = c->id;
@@ -114,29 +113,27 @@ PeerId TcpIoThread::Open(int fd, const std::string& name, bool other_host) {
   return id;
 }
 
-PeerId TcpIoThread::AdoptHere(int fd, const std::string& name, bool other_host) {
-  return Open(fd, name, other_host);
-}
+PeerId TcpIoThread::AdoptHere(int fd, const std::string& name) { return Open(fd, name); }
 
-StatusOr<PeerId> TcpIoThread::Adopt(int fd, const std::string& name, bool other_host) {
+StatusOr<PeerId> TcpIoThread::Adopt(int fd, const std::string& name) {
   auto id = std::make_shared<PeerId>(-1);
-  Status opened = loop_.RunOnThread([this, fd, name, other_host, id]() -> Status {
+  Status opened = loop_.RunOnThread([this, fd, name, id]() -> Status {
     if (closed_) return Aborted("transport is shut down");
     BPS_RETURN_IF_ERROR(loop_.Watch(fd));
-    *id = Open(fd, name, other_host);
+    *id = Open(fd, name);
     return Status::OK();
   });
   if (!opened.ok()) return opened;
   return *id;
 }
 
-void TcpIoThread::AdoptLater(int fd, const std::string& name, bool other_host) {
-  loop_.Post([this, fd, name, other_host] {
+void TcpIoThread::AdoptLater(int fd, const std::string& name) {
+  loop_.Post([this, fd, name] {
     if (closed_ || !loop_.Watch(fd).ok()) {
       close(fd);
       return;
     }
-    Open(fd, name, other_host);
+    Open(fd, name);
   });
 }
 

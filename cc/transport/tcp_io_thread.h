@@ -43,11 +43,11 @@ class TcpIoThread : private FrameReader::Sink {
   EventLoop& loop() { return loop_; }
 
   // Makes `fd`, an authenticated socket, a peer of this thread; returns its id. From any thread but this one.
-  StatusOr<PeerId> Adopt(int fd, const std::string& name, bool other_host);
+  StatusOr<PeerId> Adopt(int fd, const std::string& name);
   // The same, posted (from the listener on another thread): `fd` is closed if this thread closes first.
-  void AdoptLater(int fd, const std::string& name, bool other_host);
+  void AdoptLater(int fd, const std::string& name);
   // On this thread: the same, for a socket the loop watches already (the listener's).
-  PeerId AdoptHere(int fd, const std::string& name, bool other_host);
+  PeerId AdoptHere(int fd, const std::string& name);
 
   // As Transport::Send, for a peer of this thread; the caller has checked that the transport is not shut
   // down (a failure on a stopped thread could be lost).
@@ -64,7 +64,6 @@ class TcpIoThread : private FrameReader::Sink {
     int fd = -1;
     PeerId id = -1;
     std::string name;
-    bool other_host = false;
     FrameReader reader;
     FrameWriter writer;
     double last_heard = 0;   // anything arrived
@@ -75,7 +74,7 @@ class TcpIoThread : private FrameReader::Sink {
   void Loop();
   void RunCommands();
   void Tick(double now);
-  PeerId Open(int fd, const std::string& name, bool other_host);
+  PeerId Open(int fd, const std::string& name);
   void OnReadable(Connection* c);
   void Flush(Connection* c);
   void WatchWrites(Connection* c, bool writes);

@@ -60,7 +60,7 @@ class TcpTransport : public Transport, private TcpIoThread::Guest {
         handler_(options_.io_threads > 1),
         threads_(MakeThreads(options_, &handler_, &stopping_)),
         listener_(options_.secret, ListenerLimits(options_), &threads_[0]->loop(),
-                  [this](int fd, const std::string& name, bool other_host) { Admit(fd, name, other_host); },
+                  [this](int fd, const std::string& name, bool) { Admit(fd, name); },
                   [this](int fd, bool other_host) { ConfigureSocket(fd, other_host); }) {}
   ~TcpTransport() override { Shutdown(1); }
 
@@ -78,7 +78,7 @@ class TcpTransport : public Transport, private TcpIoThread::Guest {
   TcpIoThread& Owner(PeerId peer) { return *threads_[peer >= 0 ? peer % threads_.size() : 0]; }
   TcpIoThread& NextThread() { return *threads_[next_thread_++ % threads_.size()]; }
   // A connection the listener admitted (on the first thread) becomes a peer of the next thread.
-  void Admit(int fd, const std::string& name, bool other_host);
+  void Admit(int fd, const std::string& name);
   void ConfigureSocket(int fd, bool other_host) const;
 
   // TcpIoThread::Guest: the listener's descriptors, on the first thread.
@@ -164,10 +164,10 @@ StatusOr<std::string> TcpTransport::Listen(const std::string& host, int port) {
   return bound;
 }
 
-void TcpTransport::Admit(int fd, const std::string& name, bool other_host) {
+void TcpTransport::Admit(int fd, const std::string& name) {
   TcpIoThread& owner = NextThread();
   if (&owner == threads_[0].get()) {
-    owner.AdoptHere(fd, name, other_host);
+    owner.AdoptHere(fd, name);
     return;
   }
   listener_loop().Unwatch(fd);  // the owner watches it from now on (bytes that came meanwhile wait there)
@@ -176,7 +176,7 @@ void TcpTransport::Admit(int fd, const std::string& name, bool other_host) {
     close(fd);
     return;
   }
-  owner.AdoptLater(fd, name, other_host);
+  owner.AdoptLater(fd, name);
 }
 
 StatusOr<PeerId> TcpTransport::Connect(const std::string& address, double timeout_s, Link) {
@@ -211,7 +211,7 @@ StatusOr<PeerId> TcpTransport::Connect(const std::string& address, double timeou
     Status step = rc == 0 ? RunClientHandshake(fd, options_.secret, attempt)
                           : Unavailable(std::string("connect: ") + std::strerror(errno));
     if (step.ok()) {
-      auto id = NextThread().Adopt(fd, address, other_host);
+      auto id = NextThread().Adopt(fd, address);
       if (!id.ok()) close(fd);
       return id;
     }
