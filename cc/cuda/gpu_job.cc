@@ -10,11 +10,15 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cc/cuda/cuda_status.h"
 #include "cc/cuda/gpu_push_pull.h"
 #include "cc/cuda/process_gpu.h"
 #include "cc/cuda/test_kernels.h"
+#include "cc/common/chunk_helpers.h"
+#include "cc/common/config.h"
+#include "cc/reducer/parallel_reducer.h"
 #include "cc/runtime/process_engine.h"
 
 namespace bps {
@@ -151,13 +155,36 @@ double Median(int runs, Fn fn) {
   return times[times.size() / 2];
 }
 
+// The sizes the benchmark times: BPS_BENCH_MB (comma-separated MiB), else 4, 64, 256 and 420 MiB (about the
+// 440 MB of float32 gradients of a BERT-base-sized encoder).
+std::vector<uint64_t> BenchSizes() {
+  std::vector<uint64_t> sizes;
+  const char* list = std::getenv("BPS_BENCH_MB");
+  std::string text = list ? list : "4,64,256,420";
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = text.find(',', begin);
+    if (end == std::string::npos) end = text.size();
+    sizes.push_back(std::stoull(text.substr(begin, end - begin)) << 20);
+    begin = end + 1;
+  }
+  return sizes;
+}
+
+// Times the GPU push_pull end to end against its stages in the same process: the copies between the GPU and
+// pinned memory, the push_pull of the same bytes from pinned memory through the servers, and, as references
+// for the parts of that push_pull on this host, what its copies into and out of the server's shared memory
+// (one pinned buffer into plain memory, split as a worker splits them) and the server's sum of one
+// contribution into another (spread over the host's cores as a server spreads it) cost alone.
 int Bench(Worker& w) {
-  for (uint64_t bytes : {uint64_t(4) << 20, uint64_t(64) << 20, uint64_t(256) << 20}) {
+  ChunkHelpers copy_helpers(std::min(DefaultSumThreads(), 4) - 1);
+  ChunkHelpers sum_helpers(DefaultSumThreads() - 1);
+  for (uint64_t bytes : BenchSizes()) {
     const uint64_t count = bytes / 4;
     void* data = nullptr;
     void* pinned = nullptr;
     cudaMalloc(&data, bytes);
     cudaHostAlloc(&pinned, bytes, cudaHostAllocPortable);
+    std::vector<char> plain(bytes), accumulator(bytes);  // stand-ins for the server's buffers
     LaunchFill(DataType::kFloat32, data, count, w.rank, w.stream);
     std::string name = "bench/" + std::to_string(bytes);
     Status failed;
@@ -185,15 +212,32 @@ int Bench(Worker& w) {
       Status s = done.get_future().get();
       if (!s.ok()) failed = s;
     };
+    auto host_copy = [&] {
+      copy_helpers.Run(bytes, 1 << 20, 64, [&](size_t begin, size_t end) {
+        std::memcpy(plain.data() + begin, static_cast<char*>(pinned) + begin, end - begin);
+      });
+    };
+    auto server_sum = [&] {
+      CombineIntoAccumulator(&sum_helpers, ReduceOp::kSum, DataType::kFloat32, accumulator.data(), plain.data(),
+                             count);
+    };
     e2e();  // warm up: declarations, pinned staging, NCCL
     host_push_pull();
+    host_copy();
+    server_sum();
     double t_e2e = Median(7, e2e), t_d2h = Median(7, d2h), t_h2d = Median(7, h2d), t_pp = Median(7, host_push_pull);
+    double t_copy = Median(7, host_copy), t_sum = Median(7, server_sum);
     if (!failed.ok()) return Fail(name, failed);
     double sum = t_d2h + t_pp + t_h2d;
+    auto gbps = [bytes](double seconds) { return bytes / seconds / 1e9; };
     std::printf("{\"rank\": %d, \"bytes\": %llu, \"e2e_ms\": %.3f, \"d2h_ms\": %.3f, \"push_pull_host_ms\": %.3f, "
-                "\"h2d_ms\": %.3f, \"stage_sum_ms\": %.3f, \"e2e_over_stage_sum\": %.3f}\n",
+                "\"h2d_ms\": %.3f, \"stage_sum_ms\": %.3f, \"e2e_over_stage_sum\": %.3f, \"host_copy_ms\": %.3f, "
+                "\"server_sum_ms\": %.3f, \"e2e_gb_s\": %.2f, \"d2h_gb_s\": %.2f, \"push_pull_host_gb_s\": %.2f, "
+                "\"h2d_gb_s\": %.2f, \"host_copy_gb_s\": %.2f, \"server_sum_gb_s\": %.2f}\n",
                 w.rank, (unsigned long long)bytes, t_e2e * 1e3, t_d2h * 1e3, t_pp * 1e3, t_h2d * 1e3, sum * 1e3,
-                t_e2e / sum);
+                t_e2e / sum, t_copy * 1e3, t_sum * 1e3, gbps(t_e2e), gbps(t_d2h), gbps(t_pp), gbps(t_h2d),
+                gbps(t_copy), gbps(t_sum));
+    std::fflush(stdout);
     cudaFree(data);
     cudaFreeHost(pinned);
   }
