@@ -211,7 +211,10 @@ StatusOr<PeerId> TcpTransport::Connect(const std::string& address, double timeou
     Status step = rc == 0 ? RunClientHandshake(fd, options_.secret, attempt)
                           : Unavailable(std::string("connect: ") + std::strerror(errno));
     if (step.ok()) {
-      auto id = NextThread().Adopt(fd, address);
+      // Under the shared lock, as Send and Admit: a thread that Shutdown has not begun to stop runs the
+      // adoption, where one stopping between a check and the hand-over would leave it waiting unanswered.
+      std::shared_lock<std::shared_mutex> lock(stopping_mu_);
+      auto id = stopping_ ? StatusOr<PeerId>(Aborted("transport is shut down")) : NextThread().Adopt(fd, address);
       if (!id.ok()) close(fd);
       return id;
     }
