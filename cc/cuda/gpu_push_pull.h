@@ -1,7 +1,9 @@
-// push_pull of GPU tensors: NCCL reduction among the machine's GPUs, copies to pinned host memory chunk by
-// chunk, each chunk pushed and pulled through the servers as soon as it is on the host (so copies overlap
-// the network), copies back, NCCL broadcast. The framework's streams wait on CUDA events; the host never
-// blocks on the GPU.
+// push_pull of GPU tensors: NCCL reduction among the machine's GPUs, then each chunk pushed and pulled
+// through the servers, copied by the GPU straight to where it goes on the host (a same-host server's shared
+// memory, or pinned staging for the transport) and its sum straight back (direct_copies: a GpuDataMover);
+// or (staged) copied to pinned host memory chunk by chunk, each chunk pushed as soon as it is there, and
+// copied back; then NCCL broadcast. The framework's streams wait on CUDA events; the framework's threads
+// never block on the GPU.
 //
 // Both process models: one process driving all of the machine's GPUs, or one process per GPU. In the
 // second, every NCCL call is ordered through the machine's LocalCoordinator (NCCL needs one order in all
