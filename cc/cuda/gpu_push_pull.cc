@@ -106,12 +106,13 @@ GpuPushPull::GpuPushPull(Engine* engine, LocalNccl* nccl, LocalCoordinator* coor
       copy_streams_(std::make_shared<CopyStreams>()) {}
 
 GpuPushPull::~GpuPushPull() {
-  enqueuer_.Stop();
-  // Work still queued on our streams (copies, host callbacks into this object) finishes first.
+  // Work still queued on our streams (copies, host callbacks into this object) finishes first, then what
+  // those callbacks handed to the enqueuer.
   for (size_t i = 0; i < main_streams_.size(); ++i) {
     cudaSetDevice(nccl_->devices()[i]);
     for (cudaStream_t stream : {main_streams_[i], h2d_streams_[i], notify_streams_[i]}) cudaStreamSynchronize(stream);
   }
+  enqueuer_.Stop();
   for (size_t i = 0; i < main_streams_.size(); ++i) {
     cudaSetDevice(nccl_->devices()[i]);
     cudaStreamDestroy(main_streams_[i]);

@@ -101,8 +101,8 @@ class GpuPushPull {
   // per GPU: where host callbacks wait for copies, so a callback never stalls the copies behind it
   std::vector<cudaStream_t> notify_streams_;
   std::shared_ptr<CopyStreams> copy_streams_;  // the movers' (direct_copies)
-  // Enqueues direct chunks: the engine may start partitions inline, and their mover calls CUDA. Last, so it
-  // stops first.
+  // Enqueues direct chunks: the engine may start partitions inline, and their mover calls CUDA (which CUDA's
+  // callback thread may not). Stopped in the destructor once no callback can post to it any more.
   WorkThread enqueuer_;
 };
 
