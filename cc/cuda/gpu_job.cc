@@ -230,13 +230,14 @@ int Bench(Worker& w) {
     if (!failed.ok()) return Fail(name, failed);
     double sum = t_d2h + t_pp + t_h2d;
     auto gbps = [bytes](double seconds) { return bytes / seconds / 1e9; };
-    std::printf("{\"rank\": %d, \"direct_copies\": %s, \"bytes\": %llu, \"e2e_ms\": %.3f, \"d2h_ms\": %.3f, \"push_pull_host_ms\": %.3f, "
-                "\"h2d_ms\": %.3f, \"stage_sum_ms\": %.3f, \"e2e_over_stage_sum\": %.3f, \"host_copy_ms\": %.3f, "
-                "\"server_sum_ms\": %.3f, \"e2e_gb_s\": %.2f, \"d2h_gb_s\": %.2f, \"push_pull_host_gb_s\": %.2f, "
-                "\"h2d_gb_s\": %.2f, \"host_copy_gb_s\": %.2f, \"server_sum_gb_s\": %.2f}\n",
+    std::printf("{\"rank\": %d, \"direct_copies\": %s, \"bytes\": %llu, \"e2e_ms\": %.3f, \"d2h_ms\": %.3f, "
+                "\"push_pull_host_ms\": %.3f, \"h2d_ms\": %.3f, \"stage_sum_ms\": %.3f, "
+                "\"e2e_over_stage_sum\": %.3f, \"host_copy_ms\": %.3f, \"server_sum_ms\": %.3f, \"e2e_gb_s\": %.2f, "
+                "\"d2h_gb_s\": %.2f, \"push_pull_host_gb_s\": %.2f, \"h2d_gb_s\": %.2f, \"host_copy_gb_s\": %.2f, "
+                "\"server_sum_gb_s\": %.2f}\n",
                 w.rank, w.push_pull->options().direct_copies ? "true" : "false", (unsigned long long)bytes,
-                t_e2e * 1e3, t_d2h * 1e3, t_pp * 1e3, t_h2d * 1e3, sum * 1e3, t_e2e / sum, t_copy * 1e3, t_sum * 1e3, gbps(t_e2e), gbps(t_d2h), gbps(t_pp), gbps(t_h2d),
-                gbps(t_copy), gbps(t_sum));
+                t_e2e * 1e3, t_d2h * 1e3, t_pp * 1e3, t_h2d * 1e3, sum * 1e3, t_e2e / sum, t_copy * 1e3, t_sum * 1e3,
+                gbps(t_e2e), gbps(t_d2h), gbps(t_pp), gbps(t_h2d), gbps(t_copy), gbps(t_sum));
     std::fflush(stdout);
     cudaFree(data);
     cudaFreeHost(pinned);

@@ -183,8 +183,9 @@ TEST(GpuDataMoverTest, CopiesBetweenTheGpuAndAnArenaBlockOrTheStaging) {
   // A piece (as a partition of a chunk) into the staging itself, for the transport.
   const uint64_t first = 1000, count = 5000;
   std::memset(staging, 0, bytes);
-  ASSERT_TRUE(mover.ToHost(staging + first * sizeof(float), staging + first * sizeof(float), count * sizeof(float)).ok());
-  EXPECT_EQ(std::memcmp(staging + first * sizeof(float), doubled.data() + first, count * sizeof(float)), 0);
+  char* piece = staging + first * sizeof(float);
+  ASSERT_TRUE(mover.ToHost(piece, piece, count * sizeof(float)).ok());
+  EXPECT_EQ(std::memcmp(piece, doubled.data() + first, count * sizeof(float)), 0);
   EXPECT_EQ(reinterpret_cast<float*>(staging)[first - 1], 0.0f) << "nothing outside the piece";
   EXPECT_FALSE(mover.ToHost(staging + (n - 1) * sizeof(float), staging, 2 * sizeof(float)).ok())
       << "bytes beyond the tensor's runs are refused";

@@ -255,7 +255,8 @@ TEST(WorkerClientTest, AnEchoedSumLeavesTheMoversDataAsItIs) {
   auto mover = std::make_shared<testing::FakeDataMover>(staging.data(), FloatBytes(mine));
   for (uint32_t round = 1; round <= 2; ++round) {  // through the transport, then shared memory
     std::vector<float> out(count, -1);
-    auto pushed = MovedPushPull(job.client(0), part, round, Participant{job.client(0).rank(), 2}, staging.data(), mover);
+    auto pushed =
+        MovedPushPull(job.client(0), part, round, Participant{job.client(0).rank(), 2}, staging.data(), mover);
     // Worker 1 pushes zeros: the sum is worker 0's push, which comes back to it as an echo, without bytes.
     auto zeros = PushPull(job.client(1), part, round, Participant{job.client(1).rank(), 2}, nullptr, out.data());
     Status s = pushed.get();
