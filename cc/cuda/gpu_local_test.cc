@@ -187,8 +187,8 @@ TEST(GpuDataMoverTest, CopiesBetweenTheGpuAndAnArenaBlockOrTheStaging) {
   ASSERT_TRUE(mover.ToHost(piece, piece, count * sizeof(float)).ok());
   EXPECT_EQ(std::memcmp(piece, doubled.data() + first, count * sizeof(float)), 0);
   EXPECT_EQ(reinterpret_cast<float*>(staging)[first - 1], 0.0f) << "nothing outside the piece";
-  EXPECT_FALSE(mover.ToHost(staging + (n - 1) * sizeof(float), staging, 2 * sizeof(float)).ok())
-      << "bytes beyond the tensor's runs are refused";
+  char* last = staging + (n - 1) * sizeof(float);
+  EXPECT_FALSE(mover.ToHost(last, last, 2 * sizeof(float)).ok()) << "bytes beyond the tensor's runs are refused";
 
   view.value().reset();  // unregisters the block (the unmap hook) before the mapping goes
   cudaFreeHost(staging);

@@ -46,6 +46,11 @@ bool HostRegistry::Register(const void* data, size_t bytes) {
   for (const auto& gap : gaps) {
     cudaError_t error = cudaHostRegister(reinterpret_cast<void*>(gap.first), gap.second - gap.first,
                                          cudaHostRegisterPortable);
+    if (error == cudaErrorHostMemoryAlreadyRegistered) {
+      // Pinned by someone else (not ours to unregister); copies work either way.
+      cudaGetLastError();
+      continue;
+    }
     if (error != cudaSuccess) {
       cudaGetLastError();  // not sticky: clear it so that the next CUDA call does not report it
       refused_ = true;

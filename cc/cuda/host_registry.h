@@ -22,7 +22,7 @@ class HostRegistry {
   static HostRegistry& OfProcess();
 
   // Whether the GPU can copy straight into or out of [data, data + bytes): its pages are registered now
-  // (those that were not, registered here). False if CUDA refused, logged the first time; from then on
+  // (those that were not, registered here; pages that something else pinned are left to it). False if CUDA refused, logged the first time; from then on
   // every call says false, and callers copy through pinned staging instead.
   bool Register(const void* data, size_t bytes);
 
