@@ -1,9 +1,10 @@
 """Keras 3 makes an iterator of the distributed dataset at the end of every epoch, ready for the next one, and,
 unless steps_per_epoch is given, another at the start of the next epoch (or nothing, at the end of fit): the
-first is thrown away unused, one iterator made for nothing per epoch (so at least one per fit() call). Making an iterator costs more than the rest
-of an epoch's fixed work under BytePSStrategy (TensorFlow instantiates the input pipeline's functions and
-starts its threads, about 10 ms of CPU for an array dataset). So under BytePSStrategy an epoch iterator's
-iterators are made when a step first takes one: the same iterators, in the same order, minus the unused ones.
+first is thrown away unused, one iterator made for nothing per epoch (so at least one per fit() call).
+Making an iterator costs more than the rest of an epoch's fixed work under BytePSStrategy (TensorFlow
+instantiates the input pipeline's functions and starts its threads, about 10 ms of CPU for an array
+dataset). So under BytePSStrategy an epoch iterator's iterators are made when a step first takes one: the
+same iterators, in the same order, minus the unused ones.
 """
 
 from bps_tf import compat
