@@ -1,13 +1,18 @@
 """Framework-neutral API on NumPy arrays (`import bps_tf.numpy as bps`): join the job, push_pull arrays by
 name. push_pull averages by default, as bps_tf's TensorFlow push_pull and BytePS's do; average=False sums.
 
+Asynchronous training (BYTEPS_ENABLE_ASYNC=1 or BYTEPS_STALENESS, is_async()): the servers hold a value per
+name. A worker's first push_pull of a name sends its initial value (the first to arrive sets it), every later
+one a change that the servers add; each returns the servers' current value. Pass average=False.
+
 Used by tests and benchmarks, and by the TensorFlow layer underneath.
 """
 
 import numpy as np
 
 from bps_tf._native import load_core
-from bps_tf.process import init, is_initialized, join, local_rank, local_size, rank, shutdown, size  # noqa: F401
+from bps_tf.process import (init, is_async, is_initialized, join, local_rank, local_size, rank, shutdown,  # noqa: F401
+                             size, staleness)
 
 _core = load_core()
 
@@ -59,6 +64,9 @@ def push_pull_async(array, name, average=True, priority=0, out=None, op="sum", p
     if average and array.dtype.kind != "f" and array.dtype.name != "bfloat16":
         raise ValueError(f"push_pull of '{name}': average=True needs a floating dtype, got {array.dtype.name}; "
                          "pass average=False for the sum")
+    if average and is_async():
+        raise ValueError(f"push_pull of '{name}': in asynchronous training push_pull returns the servers' value, "
+                         "not a sum to average: pass average=False")
     output = np.empty_like(array) if out is None else out
     if output.shape != array.shape or output.dtype != array.dtype or not output.flags.c_contiguous:
         raise ValueError(f"push_pull of '{name}': out must be a C-contiguous array like the input")

@@ -84,6 +84,18 @@ def is_elastic():
     return bool(_core.elastic_state()["elastic"])
 
 
+def is_async():
+    """Whether the job trains asynchronously (BYTEPS_ENABLE_ASYNC=1 or BYTEPS_STALENESS set): the servers hold
+    the weights, and a push_pull sends a change of them and returns them (docs/strategy.md)."""
+    return bool(_core.training_mode()["async"])
+
+
+def staleness():
+    """BYTEPS_STALENESS: how many steps a worker may lead the slowest; None when unbounded or synchronous."""
+    value = _core.training_mode()["staleness"]
+    return None if value < 0 else int(value)
+
+
 def rank():
     """This worker process's rank: DMLC_WORKER_ID * local_size + local_rank."""
     return _core.rank()

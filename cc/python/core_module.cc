@@ -248,6 +248,14 @@ PYBIND11_MODULE(_core, m) {
   m.def("size", [] { return RequireEngine()->size(); });
   m.def("local_rank", [] { return RequireEngine()->local_rank(); });
   m.def("local_size", [] { return RequireEngine()->local_size(); });
+  // BYTEPS_ENABLE_ASYNC / BYTEPS_STALENESS as this process parsed them (staleness -1: unbounded).
+  m.def("training_mode", [] {
+    const Config& config = RequireEngine()->config();
+    py::dict result;
+    result["async"] = config.async;
+    result["staleness"] = config.staleness;
+    return result;
+  });
   m.def("validate_environment", [] { Check(ValidateEnvironment()); });
   m.def("run_role", [] {
     Status s;

@@ -1,0 +1,48 @@
+"""Asynchronous and bounded-staleness training across real processes (bpslaunch --local, loopback, TCP): the
+servers hold the weights; nothing a worker pushes is lost; no worker leads the slowest by more than
+BYTEPS_STALENESS steps; bad settings stop every process at start."""
+
+import re
+import secrets
+import subprocess
+import sys
+
+import pytest
+
+from testing.jobs import BPSLAUNCH, WORKERS_DIR, assert_job_ok, clean_env, free_port, run_local
+
+
+@pytest.mark.timeout(300)
+def test_servers_weights_are_the_initial_ones_plus_every_pushed_change(tmp_path):
+    result = run_local("async_sums.py", 3, 2, BYTEPS_ENABLE_ASYNC=1, ASYNC_DIR=tmp_path,
+                       BYTEPS_PARTITION_BYTES=2_000_000)
+    assert_job_ok(result, 3, "async sums exact")
+    digests = set(re.findall(r"final weights ([0-9a-f]{16})", result.stdout))
+    assert len(digests) == 1, result.stdout  # the same weights on every worker after the last pull
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("variable,value,message", [
+    ("BYTEPS_STALENESS", "-1", "BYTEPS_STALENESS='-1' is invalid: it must be a whole number of steps >= 0"),
+    ("BYTEPS_STALENESS", "1.5", "BYTEPS_STALENESS='1.5' is invalid: it must be a whole number of steps >= 0"),
+    ("BYTEPS_ENABLE_ASYNC", "yes", "BYTEPS_ENABLE_ASYNC='yes' is invalid: it must be 0 or 1"),
+])
+def test_a_bad_setting_stops_every_role_at_start(tmp_path, variable, value, message):
+    # Each process checks its own environment before it does anything else, whatever its role.
+    job = dict(DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=free_port(), DMLC_NUM_WORKER=2, DMLC_NUM_SERVER=1,
+               DMLC_WORKER_ID=0, DMLC_NODE_HOST="127.0.0.1", BYTEPS_JOB_SECRET=secrets.token_hex(16),
+               ASYNC_DIR=tmp_path, **{variable: value})
+    for role in ("scheduler", "server", "worker"):
+        command = [BPSLAUNCH, sys.executable, str(WORKERS_DIR / "async_sums.py")]
+        result = subprocess.run(command, env=clean_env(DMLC_ROLE=role, **job), capture_output=True, text=True,
+                                timeout=60)
+        assert result.returncode != 0, role
+        assert message in result.stderr, f"{role}: {result.stderr[-2000:]}"
+
+
+@pytest.mark.timeout(120)
+def test_bpslaunch_refuses_a_negative_staleness(tmp_path):
+    result = subprocess.run([BPSLAUNCH, "--local", "--staleness", "-2", "--", sys.executable, "-c", "pass"],
+                            env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "--staleness must be a whole number of steps >= 0" in result.stderr, result.stderr
