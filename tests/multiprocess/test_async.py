@@ -2,6 +2,7 @@
 servers hold the weights; nothing a worker pushes is lost; no worker leads the slowest by more than
 BYTEPS_STALENESS steps; bad settings stop every process at start."""
 
+import json
 import re
 import secrets
 import subprocess
@@ -46,3 +47,32 @@ def test_bpslaunch_refuses_a_negative_staleness(tmp_path):
                             env=clean_env(), capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "--staleness must be a whole number of steps >= 0" in result.stderr, result.stderr
+
+
+def slowest_started_before(slow_steps, moment):
+    """How many pushes the slow worker had started by `moment`."""
+    return sum(1 for s in slow_steps if s["started"] <= moment)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("staleness", [0, 2])
+def test_no_worker_leads_the_slowest_by_more_than_the_staleness(tmp_path, staleness):
+    workers = 3
+    result = run_local("async_staleness.py", workers, 1, BYTEPS_STALENESS=staleness, ASYNC_DIR=tmp_path)
+    assert_job_ok(result, workers, "20 steps")
+    logs = [json.loads((tmp_path / f"steps.{r}.json").read_text()) for r in range(workers)]
+    slow = logs[-1]
+    lead_seen = 0
+    for rank, steps in enumerate(logs[:-1]):
+        for s in steps:
+            # The reply to step k lets this worker start step k + 1: the slowest must have pushed k - s by then.
+            started = slowest_started_before(slow, s["replied"])
+            assert s["step"] - started <= staleness, (rank, s, started)
+            lead_seen = max(lead_seen, s["step"] - slowest_started_before(slow, s["started"]))
+    # The fast workers did run ahead as far as they were allowed (5 times faster, they would go further).
+    assert lead_seen >= staleness, lead_seen
+    total = sum(range(1, workers + 1))
+    if staleness == 0:
+        # Lock-step: every worker gets the same weights at every step, every worker's change in them.
+        for steps in logs:
+            assert [s["value"] for s in steps] == [total * s["step"] for s in steps], steps
