@@ -1,5 +1,5 @@
 // Asynchronous training's state on a server (BYTEPS_ENABLE_ASYNC, BYTEPS_STALENESS): the model's weights,
-// key by key. There are no rounds: a worker applies its optimizer itself and pushes the change of its
+// key by key (the keys of tensors pushed with ReduceOp::kWeights; every other key is summed round by round). There are no rounds: a worker applies its optimizer itself and pushes the change of its
 // weights; the server adds it, in arrival order, and answers with the weights as they are then, which the
 // worker continues from.
 //

@@ -28,7 +28,7 @@ Server::Server(const Config& config, Transport* transport)
   for (int i = 0; i < config.server_sum_threads; ++i) {
     sum_threads_.push_back(std::make_unique<WorkThread>([this, i] { CheckStaleRounds(i); }));
   }
-  if (config.async) async_ = std::make_unique<AsyncStore>(config.staleness, MissingWorkerTimeout(config));
+  async_ = std::make_unique<AsyncStore>(config.staleness, MissingWorkerTimeout(config));
 }
 
 Server::~Server() {
@@ -203,9 +203,10 @@ void Server::HandleKeyPlan(const Message& m) {
         result = InvalidArgument("a key plan out of this job's bounds");
         break;
       }
-      if (async_ && spec.compression.on()) {
-        result = InvalidArgument("gradient compression is not offered with asynchronous training "
-                                 "(BYTEPS_ENABLE_ASYNC, BYTEPS_STALENESS): push the tensors uncompressed");
+      if (spec.op == ReduceOp::kWeights && !config_.async) {
+        result = InvalidArgument("a worker trains asynchronously, but this server was started without "
+                                 "BYTEPS_ENABLE_ASYNC or BYTEPS_STALENESS: set them alike on every process "
+                                 "(bpslaunch --async / --staleness does)");
         break;
       }
       auto it = keys_.find(spec.key);
@@ -245,7 +246,7 @@ void Server::HandleWorkerFinished(int rank, bool joined) {
     for (auto& entry : keys_) keys.emplace_back(entry.first, &entry.second);
   }
   for (auto& key : keys) {
-    if (async_) {
+    if (key.second->spec.op == ReduceOp::kWeights) {
       SendAsyncReplies(async_->Finished(key.second->spec, FinishedContributors(key.second->spec)));
       continue;
     }
@@ -269,7 +270,7 @@ void Server::HandleReset(bool dropped) {
     });
   }
   for (auto& f : holding) f.wait();
-  if (async_) SendAsyncReplies(async_->Clear(Aborted(kRoundDropped)));
+  SendAsyncReplies(async_->Clear(Aborted(kRoundDropped)));
   {
     std::lock_guard<std::mutex> lock(keys_mu_);
     const std::set<PeerId> identified = generation_.End(dropped);
@@ -329,7 +330,9 @@ ServerKey* Server::CheckedKey(PeerId from, const Message& m, Status* error, bool
   }
   if (!entry.round) {
     try {
-      entry.round = std::make_unique<KeyRound>(spec.dtype, spec.count, spec.participants, arena_.get(), spec.op,
+      // Weights use the round's receive buffers only (AsyncStore keeps the rest).
+      const ReduceOp op = spec.op == ReduceOp::kWeights ? ReduceOp::kSum : spec.op;
+      entry.round = std::make_unique<KeyRound>(spec.dtype, spec.count, spec.participants, arena_.get(), op,
                                                spec.compression, spec.key, &sum_helpers_);
     } catch (const std::bad_alloc&) {
       *error = Unavailable("the server has no memory for key " + std::to_string(m.key) + " (" +
@@ -378,7 +381,7 @@ void Server::HandlePush(PeerId from, const Message& m, void* payload) {
   }
   ParkedPull pull{from, m.sender, m.share, m.request_id, m.round, NowSeconds()};
   if (!error.ok()) return settler_.ReplyError(pull, m.key, error);
-  if (async_) return AsyncPush(entry, pull, m.zeros);
+  if (entry->spec.op == ReduceOp::kWeights) return AsyncPush(entry, pull, m.zeros);
   const uint64_t key = m.key;
   const bool zeros = m.zeros;
   auto sum = [this, key, entry, zeros, pull] { SumPush(key, entry, pull.rank, zeros, pull); };
@@ -430,10 +433,10 @@ void Server::HandlePushMany(PeerId from, const Message& m, void* payload) {
     ServerKey* entry = CheckedKey(from, push, &error);
     if (entry != nullptr) {
       const size_t expected = push.zeros ? 0 : entry->round->wire_bytes();
-      if (async_) {
-        error = InvalidArgument("worker " + std::to_string(push.sender) + " fused pushes, which asynchronous "
-                                "training does not take: set BYTEPS_ENABLE_ASYNC and BYTEPS_STALENESS alike on "
-                                "every process");
+      if (entry->spec.op == ReduceOp::kWeights) {
+        error = InvalidArgument("worker " + std::to_string(push.sender) + " fused a push of weights, which "
+                                "asynchronous training does not take: set BYTEPS_ENABLE_ASYNC and BYTEPS_STALENESS "
+                                "alike on every process");
       } else if (push.share != ShareMode::kNone || push.in_shared) {
         error = InvalidArgument("worker " + std::to_string(push.sender) + " fused a push that uses shared memory");
       } else if (!received) {
@@ -564,10 +567,7 @@ void Server::SumPush(uint64_t key, ServerKey* entry, int rank, bool zeros, const
 // missing, rather than letting them time out with less to go on.
 void Server::CheckStaleRounds(size_t thread_index) {
   const double now = NowSeconds();
-  if (async_) {
-    if (thread_index == 0) SendAsyncReplies(async_->Expire(now));
-    return;
-  }
+  if (thread_index == 0) SendAsyncReplies(async_->Expire(now));
   std::vector<std::pair<uint64_t, ServerKey*>> mine;
   {
     std::lock_guard<std::mutex> lock(keys_mu_);

@@ -89,8 +89,8 @@ class Server : public MessageHandler {
   // SAVE_RESIDUAL / LOAD_RESIDUAL of a compressed key (checkpoints of its error feedback).
   void HandleResidual(PeerId from, const Message& m, void* payload);
   void SumPush(uint64_t key, ServerKey* entry, int rank, bool zeros, const ParkedPull& pull);
-  // Asynchronous training (config_.async): a push is a change of the weights (or their initial value)
-  // that async_ applies; its reply carries the weights.
+  // Asynchronous training (a key of ReduceOp::kWeights): a push is a change of the weights (or their initial
+  // value) that async_ applies; its reply carries the weights.
   void AsyncPush(ServerKey* entry, const ParkedPull& pull, bool zeros);
   void SendAsyncReplies(const std::vector<AsyncReply>& replies);
   void CheckStaleRounds(size_t thread_index);
@@ -137,7 +137,7 @@ class Server : public MessageHandler {
   std::vector<Retired> retired_;
   RoundSettler settler_;
   ThrottledLog dropped_{"messages dropped or peers turned away"};
-  std::unique_ptr<AsyncStore> async_;  // asynchronous training only
+  std::unique_ptr<AsyncStore> async_;  // keys of ReduceOp::kWeights (asynchronous training)
 };
 
 }  // namespace bps

@@ -14,9 +14,8 @@ from testing.jobs import BPSLAUNCH, WORKERS_DIR, assert_job_ok, clean_env, free_
 
 
 @pytest.mark.timeout(300)
-def test_servers_weights_are_the_initial_ones_plus_every_pushed_change(tmp_path):
-    result = run_local("async_sums.py", 3, 2, BYTEPS_ENABLE_ASYNC=1, ASYNC_DIR=tmp_path,
-                       BYTEPS_PARTITION_BYTES=2_000_000)
+def test_servers_weights_are_the_initial_ones_plus_every_pushed_change():
+    result = run_local("async_sums.py", 3, 2, BYTEPS_ENABLE_ASYNC=1, BYTEPS_PARTITION_BYTES=2_000_000)
     assert_job_ok(result, 3, "async sums exact")
     digests = set(re.findall(r"final weights ([0-9a-f]{16})", result.stdout))
     assert len(digests) == 1, result.stdout  # the same weights on every worker after the last pull
@@ -76,3 +75,24 @@ def test_no_worker_leads_the_slowest_by_more_than_the_staleness(tmp_path, stalen
         # Lock-step: every worker gets the same weights at every step, every worker's change in them.
         for steps in logs:
             assert [s["value"] for s in steps] == [total * s["step"] for s in steps], steps
+
+
+def accuracies(result, how, mode, workers):
+    found = re.findall(rf"rank (\d+): {how} {mode} accuracy ([0-9.]+) weights ([0-9a-f]+)", result.stdout)
+    assert len(found) == workers, result.stdout[-4000:]
+    return {int(rank): (float(accuracy), weights) for rank, accuracy, weights in found}
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("how", ["fit", "loop"])
+def test_keras_trains_asynchronously_as_well_as_synchronously(how):
+    workers = 3
+    sync = run_local("async_keras.py", workers, 1, how)
+    assert sync.returncode == 0, sync.stdout[-4000:] + sync.stderr[-4000:]
+    asynchronous = run_local("async_keras.py", workers, 1, how, BYTEPS_ENABLE_ASYNC=1)
+    assert asynchronous.returncode == 0, asynchronous.stdout[-4000:] + asynchronous.stderr[-4000:]
+    sync_accuracy = accuracies(sync, how, "sync", workers)[0][0]
+    async_results = accuracies(asynchronous, how, "async", workers)
+    # After the last pull every worker holds the servers' weights.
+    assert len({weights for _, weights in async_results.values()}) == 1, async_results
+    assert async_results[0][0] >= sync_accuracy - 0.01, (async_results, sync_accuracy)

@@ -21,12 +21,12 @@ def main():
     rank, size = bps.rank(), bps.size()
     assert bps.staleness() is not None, "run with BYTEPS_STALENESS set"
     slow = rank == size - 1
-    bps.push_pull(np.zeros(4), "clock", average=False)  # the initial weights
+    bps.push_pull(np.zeros(4), "clock", average=False, op="weights")  # the initial weights
     steps = []
     for step in range(1, STEPS + 1):
         time.sleep(STEP_SECONDS * (5 if slow else 1))
         started = time.time()
-        weights = bps.push_pull(np.full(4, rank + 1.0), "clock", average=False)
+        weights = bps.push_pull(np.full(4, rank + 1.0), "clock", average=False, op="weights")
         steps.append({"step": step, "started": started, "replied": time.time(), "value": float(weights[0])})
     Path(os.environ["ASYNC_DIR"], f"steps.{rank}.json").write_text(json.dumps(steps))
     print(f"rank {rank}: {STEPS} steps{' (slow)' if slow else ''}", flush=True)
