@@ -41,9 +41,13 @@ def train_loop(model, optimizer, x, y):
         optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
         return loss
 
+    first = True
     for _ in range(EPOCHS):
         for images, labels in dataset:
             step(images, labels)
+            if first:  # as Horovod's examples do, once the optimizer's variables exist
+                hvd.broadcast_variables(model.variables + optimizer.variables, root_rank=0)
+                first = False
 
 
 def main():
@@ -55,7 +59,7 @@ def main():
     model = build()
     optimizer = hvd.DistributedOptimizer(keras.optimizers.Adam(0.01))
     (train_fit if how == "fit" else train_loop)(model, optimizer, x_train, y_train)
-    hvd.push_pull(tf.constant(0.0), name="trained", op=hvd.Sum)  # a synchronous barrier: every worker is done
+    hvd.allreduce(tf.constant(0.0), name="trained")  # a synchronous barrier: every worker is done
     if hvd.is_async():
         optimizer.learning_rate.assign(0.0)
         zeros = [tf.zeros_like(v) for v in model.trainable_variables]
