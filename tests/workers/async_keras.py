@@ -4,6 +4,7 @@ asynchronously, as the job's environment says. Each worker starts from other ran
 weights make them one model, as the broadcast does). Prints the test accuracy of the servers' final weights:
 after a synchronous barrier, one more step of nothing (a zero learning rate) pulls them."""
 
+import os
 import sys
 
 import numpy as np
@@ -13,7 +14,8 @@ import bps_tf.keras as hvd
 from testing.digits import fingerprint, load
 
 keras = tf.keras
-EPOCHS = 8
+EPOCHS = int(os.environ.get("EPOCHS", 15))
+LEARNING_RATE = float(os.environ.get("LEARNING_RATE", 0.1))
 
 
 def build():
@@ -57,7 +59,10 @@ def main():
     x_train, y_train, x_test, y_test = load(rank, size)
     keras.utils.set_random_seed(1234 + rank)
     model = build()
-    optimizer = hvd.DistributedOptimizer(keras.optimizers.Adam(0.01))
+    # Synchronously one step of the averaged gradient at the size-scaled rate (Horovod's rule); asynchronously
+    # every worker's step at the base rate: the same progress per round of steps.
+    rate = LEARNING_RATE if hvd.is_async() else LEARNING_RATE * size
+    optimizer = hvd.DistributedOptimizer(keras.optimizers.SGD(rate))
     (train_fit if how == "fit" else train_loop)(model, optimizer, x_train, y_train)
     hvd.allreduce(tf.constant(0.0), name="trained")  # a synchronous barrier: every worker is done
     if hvd.is_async():
