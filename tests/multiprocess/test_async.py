@@ -96,3 +96,16 @@ def test_keras_trains_asynchronously_as_well_as_synchronously(how):
     # After the last pull every worker holds the servers' weights.
     assert len({weights for _, weights in async_results.values()}) == 1, async_results
     assert async_results[0][0] >= sync_accuracy - 0.01, (async_results, sync_accuracy)
+
+
+@pytest.mark.timeout(600)
+def test_bytepsstrategy_fit_trains_asynchronously_as_well_as_synchronously():
+    workers = 3
+    sync = run_local("async_strategy.py", workers, 1)
+    assert sync.returncode == 0, sync.stdout[-4000:] + sync.stderr[-4000:]
+    asynchronous = run_local("async_strategy.py", workers, 1, BYTEPS_ENABLE_ASYNC=1)
+    assert asynchronous.returncode == 0, asynchronous.stdout[-4000:] + asynchronous.stderr[-4000:]
+    sync_accuracy = accuracies(sync, "strategy", "sync", workers)[0][0]
+    async_results = accuracies(asynchronous, "strategy", "async", workers)
+    assert len({weights for _, weights in async_results.values()}) == 1, async_results
+    assert async_results[0][0] >= sync_accuracy - 0.01, (async_results, sync_accuracy)
