@@ -304,6 +304,13 @@ StatusOr<Config> Config::FromEnvironment(const Environment& environment) {
     c.staleness = static_cast<int>(value);
     c.async = true;
   }
+  const std::string compression = env.String("BYTEPS_COMPRESSION");
+  if (c.async && !compression.empty() && compression != "none") {
+    return InvalidArgument("BYTEPS_COMPRESSION='" + compression + "' is set for asynchronous training (" +
+                           (env.Has("BYTEPS_STALENESS") ? "BYTEPS_STALENESS" : "BYTEPS_ENABLE_ASYNC") +
+                           "), which does not offer gradient compression: its workers push changes of the "
+                           "weights, not gradients to sum. Unset one of them.");
+  }
   if (c.async) {
     c.shared_memory = false;
     c.fusion = false;

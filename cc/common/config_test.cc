@@ -163,6 +163,13 @@ TEST(ConfigTest, AsyncAndStaleness) {
   Config bounded = Config::FromEnvironment(env).value();
   EXPECT_TRUE(bounded.async);
   EXPECT_EQ(bounded.staleness, 0);
+  Environment compressed = Base();
+  compressed["BYTEPS_ENABLE_ASYNC"] = "1";
+  compressed["BYTEPS_COMPRESSION"] = "none";
+  EXPECT_TRUE(Config::FromEnvironment(compressed).ok());
+  compressed["BYTEPS_COMPRESSION"] = "onebit";
+  EXPECT_NE(Config::FromEnvironment(compressed).status().message().find("does not offer gradient compression"),
+            std::string::npos);
   for (const char* bad : {"-1", "1.5", "two"}) {
     env["BYTEPS_STALENESS"] = bad;
     auto config = Config::FromEnvironment(env);

@@ -26,12 +26,15 @@ def test_servers_weights_are_the_initial_ones_plus_every_pushed_change():
     ("BYTEPS_STALENESS", "-1", "BYTEPS_STALENESS='-1' is invalid: it must be a whole number of steps >= 0"),
     ("BYTEPS_STALENESS", "1.5", "BYTEPS_STALENESS='1.5' is invalid: it must be a whole number of steps >= 0"),
     ("BYTEPS_ENABLE_ASYNC", "yes", "BYTEPS_ENABLE_ASYNC='yes' is invalid: it must be 0 or 1"),
+    ("BYTEPS_COMPRESSION", "topk:0.01", "BYTEPS_COMPRESSION='topk:0.01' is set for asynchronous training "
+                                        "(BYTEPS_ENABLE_ASYNC), which does not offer gradient compression"),
 ])
 def test_a_bad_setting_stops_every_role_at_start(tmp_path, variable, value, message):
     # Each process checks its own environment before it does anything else, whatever its role.
     job = dict(DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=free_port(), DMLC_NUM_WORKER=2, DMLC_NUM_SERVER=1,
                DMLC_WORKER_ID=0, DMLC_NODE_HOST="127.0.0.1", BYTEPS_JOB_SECRET=secrets.token_hex(16),
-               ASYNC_DIR=tmp_path, **{variable: value})
+               BYTEPS_ENABLE_ASYNC=1)
+    job[variable] = value
     for role in ("scheduler", "server", "worker"):
         command = [BPSLAUNCH, sys.executable, str(WORKERS_DIR / "async_sums.py")]
         result = subprocess.run(command, env=clean_env(DMLC_ROLE=role, **job), capture_output=True, text=True,
