@@ -87,12 +87,13 @@ def accuracies(result, how, mode, workers):
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("how", ["fit", "loop"])
-def test_keras_trains_asynchronously_as_well_as_synchronously(how):
+@pytest.mark.parametrize("how,keras_env", [("fit", {}), ("loop", {}), ("fit", {"TF_USE_LEGACY_KERAS": 1})],
+                         ids=["fit", "loop", "fit-tf-keras"])
+def test_keras_trains_asynchronously_as_well_as_synchronously(how, keras_env):
     workers = 3
-    sync = run_local("async_keras.py", workers, 1, how)
+    sync = run_local("async_keras.py", workers, 1, how, **keras_env)
     assert sync.returncode == 0, sync.stdout[-4000:] + sync.stderr[-4000:]
-    asynchronous = run_local("async_keras.py", workers, 1, how, BYTEPS_ENABLE_ASYNC=1)
+    asynchronous = run_local("async_keras.py", workers, 1, how, BYTEPS_ENABLE_ASYNC=1, **keras_env)
     assert asynchronous.returncode == 0, asynchronous.stdout[-4000:] + asynchronous.stderr[-4000:]
     sync_accuracy = accuracies(sync, how, "sync", workers)[0][0]
     async_results = accuracies(asynchronous, how, "async", workers)

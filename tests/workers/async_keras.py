@@ -1,4 +1,4 @@
-"""The digits model trained by Keras fit with bps.DistributedOptimizer (argv[1] "fit"), or by a tf.function
+"""The digits model (Keras 3, or tf-keras with TF_USE_LEGACY_KERAS=1) trained by Keras fit with bps.DistributedOptimizer (argv[1] "fit"), or by a tf.function
 loop with a plain GradientTape and the DistributedOptimizer's apply_gradients ("loop"): synchronously or
 asynchronously, as the job's environment says. Each worker starts from other random weights (the servers'
 weights make them one model, as the broadcast does). Prints the test accuracy of the servers' final weights:
