@@ -140,11 +140,12 @@ std::vector<AsyncReply> AsyncStore::Expire(double now) {
       const KeySpec& s = k.spec;
       const int slowest = Slowest(k);
       std::ostringstream text;
-      text << "worker " << ContributorRank(s.scope, s.members, s.root, pull.rank) << " is " << k.clock[pull.rank]
-           << " steps into key " << entry.first << ", more than BYTEPS_STALENESS=" << staleness_
-           << " ahead of the slowest worker, worker " << ContributorRank(s.scope, s.members, s.root, slowest)
-           << " (at step " << k.clock[slowest] << "), which did not catch up within BYTEPS_TIMEOUT=" << timeout_s_
-           << " s; that worker may have stopped or be far slower (raise BYTEPS_TIMEOUT or BYTEPS_STALENESS)";
+      text << "worker " << ContributorRank(s.scope, s.members, s.root, pull.rank) << " is more than BYTEPS_STALENESS="
+           << staleness_ << " steps ahead of the slowest worker, worker "
+           << ContributorRank(s.scope, s.members, s.root, slowest) << " (key " << entry.first << ": step "
+           << k.clock[pull.rank] << " against " << k.clock[slowest] << "), which did not catch up within "
+           << "BYTEPS_TIMEOUT=" << timeout_s_ << " s; that worker may have stopped or be far slower (raise "
+           << "BYTEPS_TIMEOUT or BYTEPS_STALENESS)";
       AsyncReply error = Answer(entry.second.spec, pull, nullptr, 0);
       error.status = DeadlineExceeded(text.str());
       out.push_back(error);

@@ -113,3 +113,15 @@ def test_bytepsstrategy_fit_trains_asynchronously_as_well_as_synchronously():
     async_results = accuracies(asynchronous, "strategy", "async", workers)
     assert len({weights for _, weights in async_results.values()}) == 1, async_results
     assert async_results[0][0] >= sync_accuracy - 0.01, (async_results, sync_accuracy)
+
+
+@pytest.mark.timeout(120)
+def test_a_held_push_fails_within_the_timeout_naming_the_slowest_worker():
+    result = run_local("async_stall.py", 3, 1, BYTEPS_STALENESS=0, BYTEPS_TIMEOUT=4, timeout=60)
+    assert result.returncode != 0
+    for rank in (0, 1):
+        failed = re.search(rf"rank {rank}: held push failed after ([0-9.]+) s: (.*)", result.stdout)
+        assert failed, result.stdout[-4000:]
+        assert f"worker {rank} is more than BYTEPS_STALENESS=0 steps ahead of the slowest worker, worker 2" \
+            in failed.group(2), failed.group(2)
+        assert "BYTEPS_TIMEOUT=4" in failed.group(2), failed.group(2)
