@@ -103,14 +103,15 @@ def test_keras_trains_asynchronously_as_well_as_synchronously(how, keras_env):
 
 
 @pytest.mark.timeout(600)
-def test_bytepsstrategy_fit_trains_asynchronously_as_well_as_synchronously():
+@pytest.mark.parametrize("how", ["fit", "loop"])
+def test_bytepsstrategy_trains_asynchronously_as_well_as_synchronously(how):
     workers = 3
-    sync = run_local("async_strategy.py", workers, 1)
+    sync = run_local("async_strategy.py", workers, 1, how)
     assert sync.returncode == 0, sync.stdout[-4000:] + sync.stderr[-4000:]
-    asynchronous = run_local("async_strategy.py", workers, 1, BYTEPS_ENABLE_ASYNC=1)
+    asynchronous = run_local("async_strategy.py", workers, 1, how, BYTEPS_ENABLE_ASYNC=1)
     assert asynchronous.returncode == 0, asynchronous.stdout[-4000:] + asynchronous.stderr[-4000:]
-    sync_accuracy = accuracies(sync, "strategy", "sync", workers)[0][0]
-    async_results = accuracies(asynchronous, "strategy", "async", workers)
+    sync_accuracy = accuracies(sync, f"strategy-{how}", "sync", workers)[0][0]
+    async_results = accuracies(asynchronous, f"strategy-{how}", "async", workers)
     assert len({weights for _, weights in async_results.values()}) == 1, async_results
     assert async_results[0][0] >= sync_accuracy - 0.01, (async_results, sync_accuracy)
 

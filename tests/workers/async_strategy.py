@@ -1,4 +1,4 @@
-"""The digits model trained by Keras fit under BytePSStrategy, synchronously or asynchronously as the job's
+"""The digits model trained under BytePSStrategy by Keras fit (argv[1] "fit") or a strategy.run loop ("loop"), synchronously or asynchronously as the job's
 environment says, with the same learning rate (each replica's loss is scaled by the global replica count, so
 asynchronous workers' steps add up to one synchronous step). Prints the test accuracy of the servers' final
 weights: after a synchronous barrier, a step at a zero learning rate pulls them onto every worker."""
@@ -25,7 +25,27 @@ def accuracy(weights, x, y):
     return float(np.mean(np.argmax(logits, axis=1) == y))
 
 
+def train_loop(strategy, model, optimizer, x, y, batch):
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(reduction="none")
+    dataset = strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensor_slices((x, y)).batch(batch))
+
+    @tf.function
+    def step(images, labels):
+        def replica_step(images, labels):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(loss_fn(labels, model(images, training=True))) / batch
+            gradients = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+
+        strategy.run(replica_step, args=(images, labels))
+
+    for _ in range(EPOCHS):
+        for images, labels in dataset:
+            step(images, labels)
+
+
 def main():
+    how = sys.argv[1] if len(sys.argv) > 1 else "fit"
     strategy = BytePSStrategy()
     rank, size = bps_tf.rank(), bps_tf.size()
     x_train, y_train, x_test, y_test = load(rank, size)
@@ -36,7 +56,10 @@ def main():
         optimizer = keras.optimizers.SGD(LEARNING_RATE)
         model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy")
     batch = REPLICA_BATCH * strategy.num_replicas_in_sync
-    model.fit(x_train, y_train, batch_size=batch, epochs=EPOCHS, shuffle=False, verbose=0)
+    if how == "fit":
+        model.fit(x_train, y_train, batch_size=batch, epochs=EPOCHS, shuffle=False, verbose=0)
+    else:
+        train_loop(strategy, model, optimizer, x_train, y_train, batch)
     done = strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)
     assert float(done) == size, done  # a synchronous barrier: every worker has trained
     if bps_tf.is_async():
@@ -44,7 +67,7 @@ def main():
         model.fit(x_train[:batch], y_train[:batch], batch_size=batch, epochs=1, shuffle=False, verbose=0)
     mode = "async" if bps_tf.is_async() else "sync"
     weights = model.get_weights()
-    print(f"rank {rank}: strategy {mode} accuracy {accuracy(weights, x_test, y_test):.4f} weights "
+    print(f"rank {rank}: strategy-{how} {mode} accuracy {accuracy(weights, x_test, y_test):.4f} weights "
           f"{fingerprint(weights)}", flush=True)
 
 
