@@ -1,13 +1,19 @@
 """Framework-neutral API on NumPy arrays (`import bps_tf.numpy as bps`): join the job, push_pull arrays by
 name. push_pull averages by default, as bps_tf's TensorFlow push_pull and BytePS's do; average=False sums.
 
+op="weights" (asynchronous training: BYTEPS_ENABLE_ASYNC=1 or BYTEPS_STALENESS, is_async()): the servers keep
+the named value. A worker's first push_pull of a name sends its initial value (the first to arrive sets it),
+every later one a change that the servers add; each returns the servers' current value, at once (with
+BYTEPS_STALENESS=s, once this worker is no more than s pushes ahead of the slowest). Pass average=False.
+
 Used by tests and benchmarks, and by the TensorFlow layer underneath.
 """
 
 import numpy as np
 
 from bps_tf._native import load_core
-from bps_tf.process import init, is_initialized, join, local_rank, local_size, rank, shutdown, size  # noqa: F401
+from bps_tf.process import (init, is_async, is_initialized, join, local_rank, local_size, rank, shutdown,  # noqa: F401
+                             size, staleness)
 
 _core = load_core()
 
@@ -40,12 +46,12 @@ def _check_array(array, name):
     return array
 
 
-REDUCE_OPS = ("sum", "min", "max", "product")
+REDUCE_OPS = ("sum", "min", "max", "product", "weights")
 
 
 def push_pull_async(array, name, average=True, priority=0, out=None, op="sum", process_set=()):
     """Starts reducing `array` across all workers under `name` (the mean, with average=False the sum, or op
-    "min", "max", "product" with average=False). Returns a Handle.
+    "min", "max", "product" with average=False; op "weights": see above). Returns a Handle.
 
     `out` may be `array` itself for an in-place result. Higher `priority` goes first. `process_set`: the ranks
     (ascending) that take part, every worker if empty; an average divides by their number.

@@ -53,6 +53,9 @@ def parse_arguments(argv=None):
         args.output_ranks = _output_ranks_from_environment(parser)
         output_ranks_source = OUTPUT_RANKS_VARIABLE
     _max_restarts(parser, args)
+    if args.staleness is not None and args.staleness < 0:
+        parser.error(f"--staleness must be a whole number of steps >= 0 (0 behaves synchronously), got "
+                     f"{args.staleness}")
     if args.local:
         _check_local_arguments(parser, args)
         _check_output_ranks_exist(parser, args, output_ranks_source)
@@ -100,6 +103,13 @@ def _build_parser():
                              "local size + local rank; default: every worker, or $" + OUTPUT_RANKS_VARIABLE
                              + "). Other workers' output is dropped, except the last lines of stderr of one "
                              "that fails; launcher, scheduler and server output is always shown")
+    parser.add_argument("--async", dest="async_training", action="store_true",
+                        help="asynchronous training (BYTEPS_ENABLE_ASYNC=1): the servers hold the weights, each "
+                             "worker pushes the change of its weights after its own optimizer step and goes on from "
+                             "the servers' weights, waiting for no other worker")
+    parser.add_argument("--staleness", type=int, metavar="S",
+                        help="bounded staleness (BYTEPS_STALENESS=S, implies --async): no worker gets more than S "
+                             "steps ahead of the slowest; 0 behaves synchronously")
     parser.add_argument("command", nargs=argparse.REMAINDER,
                         help="the training command, e.g. python train.py (after -- with --local)")
     return parser

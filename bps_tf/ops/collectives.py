@@ -121,6 +121,19 @@ def _codec_for(compression, tensor, op, what):
     return codec
 
 
+def push_pull_weights(tensor, name, priority=0):
+    """Asynchronous training (bps_tf/ops/async_weights.py): the first call of `name` sends `tensor` as the
+    initial weights, each later one a change of them; returns the servers' weights."""
+    tensor = tf.convert_to_tensor(tensor)
+    what = f"push_pull of weights '{name}'"
+    check_travels(tensor.dtype, what)
+    full_name = naming.tensor_name(tensor, name, "weights")
+    with tf.device("/cpu:0"):
+        wire, original = to_wire(tensor, what)
+        weights = ops.byteps_push_pull(wire, tensor_name=full_name, priority=int(priority), reduce_op="weights")
+        return from_wire(weights, original)
+
+
 def broadcast(tensor, root_rank, name=None, process_set=None, ignore_name_scope=True):
     """The value of `tensor` on worker `root_rank` (a rank in the job, a member of `process_set` if given),
     returned on every worker (of the set)."""

@@ -99,8 +99,11 @@ def _stays_sparse(local_values):
 class BytePSCrossDeviceOps(_CrossDeviceOps):
     """Cross-device (and cross-process) reductions through bps_tf's parameter servers."""
 
-    def __init__(self, num_replicas_in_sync, compression=Compression.none):
+    def __init__(self, num_replicas_in_sync, compression=Compression.none, local_gradients=False):
         super().__init__()
+        # Asynchronous training: gradient batches are reduced within this process only (each worker applies
+        # its own); other reductions (metrics) still span the job.
+        self._local_gradients = local_gradients
         self._num_replicas_in_sync = num_replicas_in_sync
         self._local_replicas = max(1, num_replicas_in_sync // size())
         self._compression = compression  # for batches (gradients); single reductions (metrics) travel exactly
@@ -197,8 +200,19 @@ class BytePSCrossDeviceOps(_CrossDeviceOps):
         return [_to_destinations(r, destinations) for r in self._reduce_batch(reduce_op, values)]
 
     def batch_reduce_implementation(self, reduce_op, value_destination_pairs, options):
+        if self._local_gradients:
+            return [_to_destinations(self._reduce_locally(reduce_op, v), d) for v, d in value_destination_pairs]
         reduced = self._reduce_batch(reduce_op, [v for v, _ in value_destination_pairs], self._compression)
         return [_to_destinations(r, d) for r, (_, d) in zip(reduced, value_destination_pairs)]
+
+    def _reduce_locally(self, reduce_op, value):
+        """This process's part of the job's reduction: its replicas' sum (a MEAN divides it by the job's
+        replica count, as the loss of each replica was scaled; the workers' steps add up to one step of the
+        mean)."""
+        local = [_dense(t) for t in _local_values(value)]
+        with tf.device(local[0].device):
+            summed = local[0] if len(local) == 1 else tf.add_n(local)
+        return self._finish_mean(reduce_op, summed)
 
     def _gather_implementation(self, per_replica_value, destinations, axis, options):
         if xla.active():

@@ -293,6 +293,28 @@ StatusOr<Config> Config::FromEnvironment(const Environment& environment) {
   BPS_RETURN_IF_ERROR(env.Int("BYTEPS_TRACE_ON", 0, 1, &value, "0 or 1"));
   c.trace_on = value == 1;
   if (env.Has("BYTEPS_TRACE_DIR")) c.trace_dir = env.String("BYTEPS_TRACE_DIR");
+  value = 0;
+  BPS_RETURN_IF_ERROR(env.Int("BYTEPS_ENABLE_ASYNC", 0, 1, &value, "0 or 1"));
+  c.async = value == 1;
+  if (env.Has("BYTEPS_STALENESS")) {
+    value = 0;
+    BPS_RETURN_IF_ERROR(env.Int("BYTEPS_STALENESS", 0, 1L << 30, &value,
+                                "a whole number of steps >= 0 (0 behaves synchronously); unset it for unbounded "
+                                "asynchronous training"));
+    c.staleness = static_cast<int>(value);
+    c.async = true;
+  }
+  const std::string compression = env.String("BYTEPS_COMPRESSION");
+  if (c.async && !compression.empty() && compression != "none") {
+    return InvalidArgument("BYTEPS_COMPRESSION='" + compression + "' is set for asynchronous training (" +
+                           (env.Has("BYTEPS_STALENESS") ? "BYTEPS_STALENESS" : "BYTEPS_ENABLE_ASYNC") +
+                           "), which does not offer gradient compression: its workers push changes of the "
+                           "weights, not gradients to sum. Unset one of them.");
+  }
+  if (c.async) {
+    c.shared_memory = false;
+    c.fusion = false;
+  }
   return c;
 }
 

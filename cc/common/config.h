@@ -89,6 +89,12 @@ struct Config {
   // BYTEPS_TRACE_DIR/<rank>/comm.json (cc/common/timeline.h) from init() until it leaves the job.
   bool trace_on = false;
   std::string trace_dir = ".";
+  // Asynchronous training (BYTEPS_ENABLE_ASYNC=1, or BYTEPS_STALENESS set): the servers hold the weights and
+  // workers push changes of them (cc/ps/async_store.h). Pushes then travel one message each over the transport
+  // (no shared memory, no fusion). `staleness`: BYTEPS_STALENESS, how many steps a worker may lead the
+  // slowest (-1: unbounded).
+  bool async = false;
+  int staleness = -1;
 
   static constexpr int kSlicesInFlight = 4;
 

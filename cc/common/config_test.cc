@@ -148,6 +148,38 @@ TEST(ConfigTest, RdmaFromTheFlagOrTheTransportLists) {
   EXPECT_TRUE(Config::FromEnvironment(env).value().rdma());
 }
 
+// Asynchronous training: BYTEPS_STALENESS implies it; both turn off shared memory and fusion.
+TEST(ConfigTest, AsyncAndStaleness) {
+  Environment env = Base();
+  EXPECT_FALSE(Config::FromEnvironment(env).value().async);
+  env["BYTEPS_ENABLE_ASYNC"] = "1";
+  Config async = Config::FromEnvironment(env).value();
+  EXPECT_TRUE(async.async);
+  EXPECT_EQ(async.staleness, -1);
+  EXPECT_FALSE(async.shared_memory);
+  EXPECT_FALSE(async.fusion);
+  env.erase("BYTEPS_ENABLE_ASYNC");
+  env["BYTEPS_STALENESS"] = "0";
+  Config bounded = Config::FromEnvironment(env).value();
+  EXPECT_TRUE(bounded.async);
+  EXPECT_EQ(bounded.staleness, 0);
+  Environment compressed = Base();
+  compressed["BYTEPS_ENABLE_ASYNC"] = "1";
+  compressed["BYTEPS_COMPRESSION"] = "none";
+  EXPECT_TRUE(Config::FromEnvironment(compressed).ok());
+  compressed["BYTEPS_COMPRESSION"] = "onebit";
+  EXPECT_NE(Config::FromEnvironment(compressed).status().message().find("does not offer gradient compression"),
+            std::string::npos);
+  for (const char* bad : {"-1", "1.5", "two"}) {
+    env["BYTEPS_STALENESS"] = bad;
+    auto config = Config::FromEnvironment(env);
+    ASSERT_FALSE(config.ok()) << bad;
+    EXPECT_NE(config.status().message().find("BYTEPS_STALENESS='" + std::string(bad) + "' is invalid"),
+              std::string::npos)
+        << config.status().message();
+  }
+}
+
 TEST(ConfigTest, TimeoutsMustBeFiniteAndBounded) {
   for (const char* bad : {"inf", "1e10", "nan", "0", "-1", "604801", "ten"}) {
     Environment env = Base();

@@ -216,6 +216,10 @@ Status TensorSpec::Validate() const {
                              "push_pull it without compression");
     }
   }
+  if (op == ReduceOp::kWeights && (scope != TensorScope::kProcess || !members.empty())) {
+    return InvalidArgument("tensor '" + name + "': weights kept by the servers (asynchronous training) are pushed "
+                           "by every worker process, without process sets");
+  }
   if (scope == TensorScope::kPublished && (op != ReduceOp::kSum || root < 0)) {
     return InvalidArgument("tensor '" + name + "': a published tensor has one publisher and no reduction");
   }

@@ -56,7 +56,7 @@ int64_t PushPullAsync(uintptr_t input, uintptr_t output, const std::string& dtyp
   std::shared_ptr<Engine> engine = RequireEngine();
   if (name.empty()) throw py::value_error("push_pull needs a non-empty tensor name");
   ReduceOp reduce_op;
-  if (!ParseReduceOp(op, &reduce_op)) throw py::value_error("unknown op '" + op + "': use sum, min, max or product");
+  if (!ParseReduceOp(op, &reduce_op)) throw py::value_error("unknown op '" + op + "': use sum, min, max, product or weights");
   const Status member = CheckInProcessSet(process_set, engine->rank(), "push_pull of '" + name + "'");
   if (!member.ok()) throw py::value_error(member.message());
   auto completion = std::make_shared<Completion>();
@@ -248,6 +248,14 @@ PYBIND11_MODULE(_core, m) {
   m.def("size", [] { return RequireEngine()->size(); });
   m.def("local_rank", [] { return RequireEngine()->local_rank(); });
   m.def("local_size", [] { return RequireEngine()->local_size(); });
+  // BYTEPS_ENABLE_ASYNC / BYTEPS_STALENESS as this process parsed them (staleness -1: unbounded).
+  m.def("training_mode", [] {
+    const Config& config = RequireEngine()->config();
+    py::dict result;
+    result["async"] = config.async;
+    result["staleness"] = config.staleness;
+    return result;
+  });
   m.def("validate_environment", [] { Check(ValidateEnvironment()); });
   m.def("run_role", [] {
     Status s;
