@@ -94,6 +94,11 @@ def size():
     return _core.size()
 
 
+def backup_workers():
+    """BYTEPS_BACKUP_WORKERS: how many workers' pushes each round of a gradient completes without (0: none)."""
+    return _core.backup_workers()
+
+
 def local_rank():
     return _core.local_rank()
 

@@ -145,7 +145,9 @@ class BytePSCrossDeviceOps(_CrossDeviceOps):
             return results
         with tf.device(local_tensors[0].device):
             local = local_tensors[0] if len(local_tensors) == 1 else tf.add_n(local_tensors)
-        summed = push_pull(local, name=name, op=Sum, priority=priority, compression=compression)
+        # A floating value (a gradient, or a loss) may complete without the job's backup workers.
+        summed = push_pull(local, name=name, op=Sum, priority=priority, compression=compression,
+                           backups=local.dtype.is_floating)
         return self._finish_mean(reduce_op, summed)
 
     def _finish_mean(self, reduce_op, summed):

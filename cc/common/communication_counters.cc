@@ -43,6 +43,11 @@ void CommunicationCounters::MessageReceived() {
   ++totals_.messages_received;
 }
 
+void CommunicationCounters::LatePush() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++totals_.late_pushes;
+}
+
 CommunicationTotals CommunicationCounters::Totals() {
   std::lock_guard<std::mutex> lock(mu_);
   CommunicationTotals totals = totals_;

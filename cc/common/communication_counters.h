@@ -24,6 +24,9 @@ struct CommunicationTotals {
   uint64_t messages_sent = 0;
   uint64_t messages_received = 0;
   std::map<int, uint64_t> messages_sent_to_server;  // by server index
+  // Backup workers: pushes that reached their server after their round had its contributions (dropped; the
+  // round's sum came back).
+  uint64_t late_pushes = 0;
 };
 
 class CommunicationCounters {
@@ -38,6 +41,7 @@ class CommunicationCounters {
   void Pulled(uint64_t bytes);
   void MessageSent(int server);
   void MessageReceived();
+  void LatePush();
 
   CommunicationTotals Totals();
 
