@@ -7,7 +7,8 @@ Used by tests and benchmarks, and by the TensorFlow layer underneath.
 import numpy as np
 
 from bps_tf._native import load_core
-from bps_tf.process import init, is_initialized, join, local_rank, local_size, rank, shutdown, size  # noqa: F401
+from bps_tf.process import (backup_workers, init, is_initialized, join, local_rank, local_size, rank,  # noqa: F401
+                            shutdown, size)
 
 _core = load_core()
 

@@ -13,6 +13,8 @@ from bps_tf.launcher.output import report
 def main(argv=None):
     """Runs bpslaunch with `argv` (default: sys.argv[1:]) and returns its exit code."""
     args = parse_arguments(argv)
+    if args.backup_workers is not None:
+        os.environ["BYTEPS_BACKUP_WORKERS"] = str(args.backup_workers)  # every process this one starts
     if args.local:
         return run_local_job(
             args.command,

@@ -1,0 +1,61 @@
+"""Backup workers (BYTEPS_BACKUP_WORKERS) across real processes on loopback: rounds of size - b contributions,
+late pushes dropped, counted and answered with their round's sum, every worker identical."""
+
+import subprocess
+import sys
+
+import pytest
+
+from testing.jobs import BPSLAUNCH, assert_job_ok, clean_env, free_port, run_local
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("shared_memory", [1, 0])  # through the servers' arenas, or sockets (small ones fused)
+def test_rounds_sum_the_first_workers_exactly_and_late_pushes_are_dropped(shared_memory):
+    result = run_local("backup_sums.py", 4, 2, BYTEPS_BACKUP_WORKERS=1, BYTEPS_SHARED_MEMORY=shared_memory,
+                       SLOW_RANK=1, SLOW_SECONDS=0.1)
+    assert_job_ok(result, 4, "backup sums exact and identical")
+    # The slow worker is left out of nearly every round; the rounds it makes up are others' pushes dropped.
+    slow = [line for line in result.stdout.splitlines() if line.startswith("[worker 1] rank 1: left out of")]
+    assert slow and int(slow[0].split("left out of ")[1].split()[0]) > 0, result.stdout
+
+
+@pytest.mark.timeout(300)
+def test_a_small_window_holds_the_fast_workers_within_it():
+    result = run_local("backup_sums.py", 3, 1, BYTEPS_BACKUP_WORKERS=1, BYTEPS_BACKUP_WINDOW=1, SLOW_RANK=2,
+                       SLOW_SECONDS=0.05)
+    assert_job_ok(result, 3, "backup sums exact and identical")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("settings,message", [
+    ({"BYTEPS_BACKUP_WORKERS": "3"},
+     "BYTEPS_BACKUP_WORKERS=3 leaves no worker to sum: the job has 3 worker process(es)"),
+    ({"BYTEPS_BACKUP_WORKERS": "-1"},
+     "BYTEPS_BACKUP_WORKERS='-1' is invalid: it must be a whole number of worker processes >= 0"),
+    ({"BYTEPS_BACKUP_WORKERS": "1.5"}, "BYTEPS_BACKUP_WORKERS='1.5' is invalid"),
+    ({"BYTEPS_BACKUP_WORKERS": "1", "BYTEPS_BACKUP_WINDOW": "0"}, "BYTEPS_BACKUP_WINDOW='0' is invalid"),
+    ({"BYTEPS_BACKUP_WORKERS": "1", "BYTEPS_MIN_WORKERS": "2"},
+     "backup workers are offered for jobs of fixed size only"),
+])
+def test_bad_settings_stop_every_role_at_start(settings, message):
+    # Each role checks its environment before anything else (no scheduler listens at the port given).
+    for role in ["scheduler", "server", "worker"]:
+        env = clean_env(DMLC_ROLE=role, DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=free_port(),
+                        DMLC_NUM_WORKER=3, DMLC_NUM_SERVER=1, DMLC_WORKER_ID=0,
+                        BYTEPS_JOB_SECRET="0123456789abcdef0123", **settings)
+        result = subprocess.run([BPSLAUNCH, sys.executable, "-c", "print('ran')"], env=env, capture_output=True,
+                                text=True, timeout=60)
+        assert result.returncode == 1 and "ran" not in result.stdout, (role, result.stdout, result.stderr)
+        assert f"bpslaunch: " in result.stderr and message in result.stderr, (role, result.stderr)
+
+
+@pytest.mark.timeout(60)
+def test_the_launchers_flag_is_checked_against_the_workers():
+    flag = subprocess.run([BPSLAUNCH, "--local", "--workers", "2", "--backup-workers", "2", "--", sys.executable,
+                           "-c", "pass"], env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert flag.returncode == 2 and "--backup-workers must be in [0, 2)" in flag.stderr, flag.stderr
+    show = "import bps_tf.numpy as bps; bps.init(); print('backup workers', bps.backup_workers())"
+    flag = subprocess.run([BPSLAUNCH, "--local", "--workers", "2", "--backup-workers", "1", "--", sys.executable,
+                           "-c", show], env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert flag.returncode == 0 and flag.stdout.count("backup workers 1") == 2, flag.stdout + flag.stderr
