@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from bps_tf import process_sets
 from bps_tf.ops import naming, shape_agreement
+from bps_tf.ops.batched import compiling, refuse_backups_under_xla
 from bps_tf.ops.compression import Compression, wire_codec
 from bps_tf.ops.library import ops
 from bps_tf.ops.wire_dtypes import SUPPORTED_DTYPES  # noqa: F401 (re-exported)
@@ -89,6 +90,8 @@ def push_pull(tensor, name=None, op=Average, compression=Compression.none, prior
     # The core encodes on the CPU: a GPU tensor is copied there (compression is for slow networks). Backup
     # workers' rounds run through the CPU kernel too.
     backups = bool(backups) and backup_workers() > 0
+    if backups and compiling():
+        refuse_backups_under_xla()
     on_cpu = op in (Min, Max, Product) or bool(members) or codec is not None or backups
     with tf.device("/cpu:0") if on_cpu else contextlib.nullcontext():
         compressed, context = compression.compress(_scaled(tensor, prescale_factor))

@@ -1,6 +1,7 @@
 """Backup workers (BYTEPS_BACKUP_WORKERS) across real processes on loopback: rounds of size - b contributions,
 late pushes dropped, counted and answered with their round's sum, every worker identical."""
 
+import re
 import subprocess
 import sys
 
@@ -59,3 +60,23 @@ def test_the_launchers_flag_is_checked_against_the_workers():
     flag = subprocess.run([BPSLAUNCH, "--local", "--workers", "2", "--backup-workers", "1", "--", sys.executable,
                            "-c", show], env=clean_env(), capture_output=True, text=True, timeout=60)
     assert flag.returncode == 0 and flag.stdout.count("backup workers 1") == 2, flag.stdout + flag.stderr
+
+
+def accuracies(result):
+    found = re.findall(r"\[worker (\d)\] rank \d: test accuracy ([0-9.]+), (\d+) late pushes, weights identical",
+                       result.stdout)
+    assert len(found) == 3, result.stdout[-6000:] + result.stderr[-6000:]
+    return {int(w): (float(a), int(late)) for w, a, late in found}
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("mode", ["strategy", "horovod"])
+def test_training_with_a_straggler_reaches_the_synchronous_accuracy(mode):
+    synchronous = accuracies(run_local("backup_training.py", 3, 1, mode))
+    backed_up = accuracies(run_local("backup_training.py", 3, 1, mode, BYTEPS_BACKUP_WORKERS=1, SLOW_RANK=1,
+                                     SLOW_SECONDS=0.02))
+    # Every worker holds the same weights (checked by the job) and so the same accuracy.
+    assert len({a for a, _ in synchronous.values()}) == 1 and len({a for a, _ in backed_up.values()}) == 1
+    assert abs(backed_up[0][0] - synchronous[0][0]) <= 0.01, (synchronous, backed_up)
+    assert all(late == 0 for _, late in synchronous.values())
+    assert backed_up[1][1] > 0, f"the slow worker's pushes were never late: {backed_up}"
