@@ -91,6 +91,12 @@ def main():
     # Averages divide the scaled sum by size: the contributors' mean.
     mean = bps.push_pull(np.full(4, float(rank + 1), np.float64), "w/mean", backups=True)
     assert len(set(mean.tolist())) == 1, mean
+    # join() would leave a worker that never pushes again, which the servers' window would wait for.
+    try:
+        bps.join()
+        raise AssertionError("join() was not refused")
+    except RuntimeError as error:
+        assert "join() is not offered with backup workers" in str(error), error
     # Every worker got the same bytes: the largest and smallest digest agree (a synchronous push_pull).
     extremes = bps.push_pull(np.array([digest, -digest], np.int64), "digests", average=False, op="max")
     assert extremes[0] == digest and -extremes[1] == digest, (digest, extremes)
