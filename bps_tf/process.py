@@ -95,7 +95,8 @@ def size():
 
 
 def backup_workers():
-    """BYTEPS_BACKUP_WORKERS: how many workers' pushes each round of a gradient completes without (0: none)."""
+    """BYTEPS_BACKUP_WORKERS: how many workers' pushes each round of a gradient completes without (0: none, also
+    before init())."""
     return _core.backup_workers()
 
 

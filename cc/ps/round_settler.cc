@@ -111,11 +111,12 @@ void RoundSettler::FailIfStale(uint64_t key, ServerKey* entry, double now) {
                                   limit.str() + "; every worker must push_pull the same tensors, each as "
                                   "many times as the others");
   if (round.held_by_window()) {
+    // The round has its contributions; the servers keep only the window's results for late workers.
     error = DeadlineExceeded(who + RankList(missing) + " stayed more than BYTEPS_BACKUP_WINDOW=" +
                              std::to_string(round.window()) + " rounds behind round " +
                              std::to_string(round.accumulating_round()) + " for BYTEPS_TIMEOUT=" + limit.str() +
-                             " (it has its contributions but keeps the sums of that many rounds for late workers): "
-                             "a worker that slow stopped training or is far slower than the others");
+                             ": it stopped pushing, or is far slower than the others (a larger "
+                             "BYTEPS_BACKUP_WINDOW lets workers fall further behind)");
   }
   for (const ParkedPull& pull : entry->parked) ReplyError(pull, key, error);
   entry->parked.clear();

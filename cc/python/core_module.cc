@@ -250,7 +250,11 @@ PYBIND11_MODULE(_core, m) {
   m.def("size", [] { return RequireEngine()->size(); });
   m.def("local_rank", [] { return RequireEngine()->local_rank(); });
   m.def("local_size", [] { return RequireEngine()->local_size(); });
-  m.def("backup_workers", [] { return RequireEngine()->config().backup_workers; });
+  // Between an elastic job's generations there is no engine; such jobs have no backup workers.
+  m.def("backup_workers", [] {
+    std::shared_ptr<Engine> engine = ProcessEngine();
+    return engine ? engine->config().backup_workers : 0;
+  });
   m.def("validate_environment", [] { Check(ValidateEnvironment()); });
   m.def("run_role", [] {
     Status s;

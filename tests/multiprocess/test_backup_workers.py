@@ -80,3 +80,13 @@ def test_training_with_a_straggler_reaches_the_synchronous_accuracy(mode):
     assert abs(backed_up[0][0] - synchronous[0][0]) <= 0.01, (synchronous, backed_up)
     assert all(late == 0 for _, late in synchronous.values())
     assert backed_up[1][1] > 0, f"the slow worker's pushes were never late: {backed_up}"
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_behind_the_window_fails_the_held_round_after_the_timeout():
+    result = run_local("backup_window_timeout.py", 3, 1, timeout=60, BYTEPS_BACKUP_WORKERS=1,
+                       BYTEPS_BACKUP_WINDOW=1, BYTEPS_TIMEOUT=3)
+    assert result.returncode != 0
+    reported = re.findall(r"rank \d: held round failed after ([0-9.]+) s naming the worker behind", result.stdout)
+    assert reported, result.stdout[-6000:] + result.stderr[-6000:]
+    assert all(float(seconds) < 30 for seconds in reported), reported
