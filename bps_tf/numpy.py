@@ -117,7 +117,10 @@ def communication_counters():
     `messages_sent` and `messages_received`, the messages to and from servers that carried them (a message
     holding several small partitions for one server counts once), and `messages_sent_to_server`, the sent ones
     by server index ({index: count}); `late_pushes`, with backup workers (BYTEPS_BACKUP_WORKERS), this worker's
-    pushes that came after their round had its contributions: dropped, and answered with the round's sum."""
+    pushes that came after their round had its contributions: dropped, and answered with the round's sum;
+    `rounds_behind`, with backup workers, how many more rounds the server had completed than the one the
+    newest reply to a gradient's push was for (0: on time). A worker behind may skip computing its next
+    steps' gradients and push anything (they are dropped) to take those rounds' results."""
     return _core.communication_counters()
 
 

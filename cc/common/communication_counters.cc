@@ -48,6 +48,11 @@ void CommunicationCounters::LatePush() {
   ++totals_.late_pushes;
 }
 
+void CommunicationCounters::Behind(uint64_t behind) {
+  std::lock_guard<std::mutex> lock(mu_);
+  totals_.rounds_behind = behind;
+}
+
 CommunicationTotals CommunicationCounters::Totals() {
   std::lock_guard<std::mutex> lock(mu_);
   CommunicationTotals totals = totals_;

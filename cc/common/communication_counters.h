@@ -27,6 +27,9 @@ struct CommunicationTotals {
   // Backup workers: pushes that reached their server after their round had its contributions (dropped; the
   // round's sum came back).
   uint64_t late_pushes = 0;
+  // Backup workers: how many completed rounds the server had beyond this worker's, by the newest reply to a
+  // push of a gradient (0 when that push was on time).
+  uint64_t rounds_behind = 0;
 };
 
 class CommunicationCounters {
@@ -42,6 +45,8 @@ class CommunicationCounters {
   void MessageSent(int server);
   void MessageReceived();
   void LatePush();
+  // A reply to a push of a gradient (backup workers) said the server had completed `behind` more rounds.
+  void Behind(uint64_t behind);
 
   CommunicationTotals Totals();
 

@@ -64,6 +64,7 @@ std::string Message::Encode() const {
   w.Put<uint64_t>(shared_receive);
   w.Put<uint64_t>(held_us);
   w.Put<uint8_t>(late ? 1 : 0);
+  w.Put<uint32_t>(latest);
   w.Put<uint8_t>(static_cast<uint8_t>(code));
   w.PutString(text);
   return w.Take();
@@ -89,6 +90,7 @@ StatusOr<Message> Message::Decode(const std::string& bytes) {
   m.shared_receive = r.Get<uint64_t>();
   m.held_us = r.Get<uint64_t>();
   uint8_t late = r.Get<uint8_t>();
+  m.latest = r.Get<uint32_t>();
   uint8_t code = r.Get<uint8_t>();
   m.text = r.GetString();
   if (r.failed() || type < 1 || type > static_cast<uint8_t>(MessageType::kLastType) || !IsValidDataType(dtype) ||

@@ -95,6 +95,9 @@ struct Message {
   // PULL_REPLY: the receiver's push came after its round had all the contributions it takes (backup
   // workers): its data was dropped, and the reply carries the round's sum.
   bool late = false;
+  // PULL_REPLY with backup workers: the key's newest completed round, so that a late worker knows how far
+  // behind it is (0 otherwise).
+  uint32_t latest = 0;
   Code code = Code::kOk;     // replies: the outcome
   std::string text;          // error message, or a type-specific body (PULL_REPLY to kOffer: the arena's locator)
 

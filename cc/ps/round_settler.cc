@@ -52,6 +52,7 @@ void RoundSettler::Answer(uint64_t key, ServerKey* entry, const ParkedPull& pull
   reply.held_us = static_cast<uint64_t>(held_seconds * 1e6);
   // A gather's partitions are mostly zeros or one worker's rows: those need no bytes back.
   reply.late = pull.late;
+  if (round.contributions_needed() < round.num_workers()) reply.latest = round.completed_round();
   reply.zeros = round.result_is_zero(pull.round);
   reply.echo = round.result_sole_contributor(pull.round) == pull.rank;
   bool payload = !reply.zeros && !reply.echo;

@@ -213,6 +213,7 @@ PYBIND11_MODULE(_core, m) {
     counters["messages_received"] = totals.messages_received;
     counters["messages_sent_to_server"] = totals.messages_sent_to_server;
     counters["late_pushes"] = totals.late_pushes;
+    counters["rounds_behind"] = totals.rounds_behind;
     return counters;
   });
   m.def("plan_partitions", &PlanPartitions, py::arg("num_servers"), py::arg("partition_bytes"),

@@ -72,8 +72,10 @@ def check(name, dtype, elements, result, size, backups):
 def main():
     bps.init()
     rank, size, backups = bps.rank(), bps.size(), int(os.environ["BYTEPS_BACKUP_WORKERS"])
+    window = int(os.environ.get("BYTEPS_BACKUP_WINDOW", 4))
     digest = 0
     left_out = 0
+    most_behind = 0
     before = bps.communication_counters()
     for step in range(STEPS):
         if rank == SLOW_RANK:
@@ -85,6 +87,10 @@ def main():
             masks = check(name, dtype, elements, result, size, backups)
             left_out += sum(1 for mask in masks if not mask >> rank & 1)
             digest = zlib.crc32(result.tobytes(), digest)
+        # A worker is never further behind than the window: the servers hold the rounds after it.
+        behind = bps.communication_counters()["rounds_behind"]
+        assert 0 <= behind <= window, f"{behind} rounds behind with BYTEPS_BACKUP_WINDOW={window}"
+        most_behind = max(most_behind, behind)
     after = bps.communication_counters()
     late = after["late_pushes"] - before["late_pushes"]
     assert late == left_out, f"late_pushes {late}, but left out of {left_out} rounds"
@@ -100,7 +106,8 @@ def main():
     # Every worker got the same bytes: the largest and smallest digest agree (a synchronous push_pull).
     extremes = bps.push_pull(np.array([digest, -digest], np.int64), "digests", average=False, op="max")
     assert extremes[0] == digest and -extremes[1] == digest, (digest, extremes)
-    print(f"rank {rank}: left out of {left_out} rounds, {late} late pushes counted", flush=True)
+    print(f"rank {rank}: left out of {left_out} rounds, {late} late pushes counted, at most {most_behind} "
+          "rounds behind", flush=True)
     print(f"rank {rank}: backup sums exact and identical", flush=True)
     bps.shutdown()
 
