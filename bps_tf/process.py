@@ -117,6 +117,12 @@ def size():
     return _core.size()
 
 
+def backup_workers():
+    """BYTEPS_BACKUP_WORKERS: how many workers' pushes each round of a gradient completes without (0: none, also
+    before init())."""
+    return _core.backup_workers()
+
+
 def local_rank():
     return _core.local_rank()
 

@@ -91,6 +91,10 @@ def _build_parser():
     parser.add_argument("--max-workers", type=int, metavar="X",
                         help="--local: an elastic job that takes workers that join, up to X (BYTEPS_MAX_WORKERS; "
                              "default: --workers when --min-workers is given)")
+    parser.add_argument("--backup-workers", type=int, metavar="B",
+                        help="each round of a gradient completes with the first N - B workers' pushes and the "
+                             "late ones are dropped (BYTEPS_BACKUP_WORKERS, set for every process; default 0: "
+                             "every push is summed); 0 <= B < the job's worker processes")
     parser.add_argument("--max-restarts", type=int, metavar="K",
                         help="elastic jobs: start a worker or server process that failed again, at most K times "
                              "per place (default 0); it rejoins the job")
@@ -131,6 +135,10 @@ def _check_local_arguments(parser, args):
         parser.error(f"--timeout must be positive, got {args.timeout:g}")
     if args.shutdown_grace < 0:
         parser.error(f"--shutdown-grace must not be negative, got {args.shutdown_grace:g}")
+    processes = args.workers * args.local_size
+    if args.backup_workers is not None and not 0 <= args.backup_workers < processes:
+        parser.error(f"--backup-workers must be in [0, {processes}) (the job's worker processes less at least one "
+                     f"that sums), got {args.backup_workers}")
     if not args.command:
         parser.error("--local needs the command to run after --, e.g. bpslaunch --local -- python train.py")
     if args.roles is not None:

@@ -18,6 +18,8 @@ def main(argv=None):
         os.environ["BYTEPS_ENABLE_ASYNC"] = "1"
     if args.staleness is not None:
         os.environ["BYTEPS_STALENESS"] = str(args.staleness)
+    if args.backup_workers is not None:
+        os.environ["BYTEPS_BACKUP_WORKERS"] = str(args.backup_workers)  # every process this one starts
     if args.local:
         return run_local_job(
             args.command,

@@ -198,7 +198,10 @@ void Server::HandleKeyPlan(const Message& m) {
                                                                spec.op == ReduceOp::kSum &&
                                                                spec.scope != TensorScope::kPublished &&
                                                                spec.count <= kMaxCodecElements);
-      if (!compression_fits || spec.count > limit || spec.participants < 1 || spec.participants > num_workers || !members_fit ||
+      const bool backups_fit = spec.backups == 0 || (spec.backups > 0 && spec.backups < spec.participants &&
+                                                     !spec.compression.on() && spec.op == ReduceOp::kSum &&
+                                                     spec.scope == TensorScope::kProcess && spec.members.empty());
+      if (!compression_fits || !backups_fit || spec.count > limit || spec.participants < 1 || spec.participants > num_workers || !members_fit ||
           spec.root < 0 || spec.root >= num_workers) {
         result = InvalidArgument("a key plan out of this job's bounds");
         break;
@@ -215,7 +218,8 @@ void Server::HandleKeyPlan(const Message& m) {
       } else if (it->second.spec.dtype != spec.dtype || it->second.spec.count != spec.count ||
                  it->second.spec.participants != spec.participants || it->second.spec.scope != spec.scope ||
                  it->second.spec.op != spec.op || it->second.spec.members != spec.members ||
-                 it->second.spec.root != spec.root || it->second.spec.compression != spec.compression) {
+                 it->second.spec.root != spec.root || it->second.spec.compression != spec.compression ||
+                 it->second.spec.backups != spec.backups) {
         result = InvalidArgument("key " + std::to_string(spec.key) + " is planned twice, differently");
         break;
       }
@@ -271,6 +275,10 @@ void Server::HandleReset(bool dropped) {
   }
   for (auto& f : holding) f.wait();
   SendAsyncReplies(async_->Clear(Aborted(kRoundDropped)));
+  if (late_pushes_ > 0) {
+    BPS_LOG(Info) << "backup workers: " << late_pushes_.exchange(0)
+                  << " late pushes dropped (answered with their round's sum) in this generation";
+  }
   {
     std::lock_guard<std::mutex> lock(keys_mu_);
     const std::set<PeerId> identified = generation_.End(dropped);
@@ -333,7 +341,8 @@ ServerKey* Server::CheckedKey(PeerId from, const Message& m, Status* error, bool
       // Weights use the round's receive buffers only (AsyncStore keeps the rest).
       const ReduceOp op = spec.op == ReduceOp::kWeights ? ReduceOp::kSum : spec.op;
       entry.round = std::make_unique<KeyRound>(spec.dtype, spec.count, spec.participants, arena_.get(), op,
-                                               spec.compression, spec.key, &sum_helpers_);
+                                               spec.compression, spec.key, &sum_helpers_, spec.backups,
+                                               config_.backup_window);
     } catch (const std::bad_alloc&) {
       *error = Unavailable("the server has no memory for key " + std::to_string(m.key) + " (" +
                            std::to_string(spec.count * DataTypeSize(spec.dtype)) + " bytes per contribution)");
@@ -554,12 +563,17 @@ void Server::SendAsyncReplies(const std::vector<AsyncReply>& replies) {
 }
 
 void Server::SumPush(uint64_t key, ServerKey* entry, int rank, bool zeros, const ParkedPull& pull) {
+  const uint64_t dropped = entry->round->dropped_pushes();
   auto added = zeros ? entry->round->AddZeros(rank, pull.round) : entry->round->Add(rank, pull.round);
   if (!added.ok()) {
     BPS_LOG(Error) << "key " << key << ": " << added.status().message();
     return settler_.ReplyError(pull, key, added.status());
   }
   entry->parked.push_back(pull);
+  if (entry->round->dropped_pushes() > dropped) {
+    entry->parked.back().late = true;
+    ++late_pushes_;
+  }
   settler_.Settle(key, entry);
 }
 

@@ -127,6 +127,7 @@ class Server : public MessageHandler {
   std::atomic<bool> join_pending_{false};  // registered while an elastic job ran: taken at its next generation
   StoppedProcessWatch stop_watch_{config_.timeout_s};  // tells a server woken from SIGSTOP why it was dropped
   OneShot<Status> finished_;
+  std::atomic<uint64_t> late_pushes_{0};  // backup workers: pushes dropped as late, this generation
   std::unique_ptr<SharedArena> arena_;  // null without workers on this host; made by the first book
 
   // Guards what follows; a ServerKey's round is used by its summing thread's tasks once created.

@@ -52,7 +52,7 @@ DataType ParseDtype(const std::string& name) {
 
 int64_t PushPullAsync(uintptr_t input, uintptr_t output, const std::string& dtype, std::vector<int64_t> shape,
                       const std::string& name, int priority, const std::string& op,
-                      std::vector<int32_t> process_set) {
+                      std::vector<int32_t> process_set, bool backups) {
   std::shared_ptr<Engine> engine = RequireEngine();
   if (name.empty()) throw py::value_error("push_pull needs a non-empty tensor name");
   ReduceOp reduce_op;
@@ -69,6 +69,7 @@ int64_t PushPullAsync(uintptr_t input, uintptr_t output, const std::string& dtyp
   request.priority = priority;
   request.op = reduce_op;
   request.members = std::move(process_set);
+  request.backups = backups;
   request.done = [completion](const Status& s) { completion->Set(s); };
   int64_t handle = g_handles.Add(completion);
   engine->Enqueue(std::move(request));
@@ -211,6 +212,8 @@ PYBIND11_MODULE(_core, m) {
     counters["messages_sent"] = totals.messages_sent;
     counters["messages_received"] = totals.messages_received;
     counters["messages_sent_to_server"] = totals.messages_sent_to_server;
+    counters["late_pushes"] = totals.late_pushes;
+    counters["rounds_behind"] = totals.rounds_behind;
     return counters;
   });
   m.def("plan_partitions", &PlanPartitions, py::arg("num_servers"), py::arg("partition_bytes"),
@@ -256,6 +259,11 @@ PYBIND11_MODULE(_core, m) {
     result["staleness"] = config.staleness;
     return result;
   });
+  // Between an elastic job's generations there is no engine; such jobs have no backup workers.
+  m.def("backup_workers", [] {
+    std::shared_ptr<Engine> engine = ProcessEngine();
+    return engine ? engine->config().backup_workers : 0;
+  });
   m.def("validate_environment", [] { Check(ValidateEnvironment()); });
   m.def("run_role", [] {
     Status s;
@@ -267,7 +275,7 @@ PYBIND11_MODULE(_core, m) {
   });
   m.def("push_pull_async", &PushPullAsync, py::arg("input"), py::arg("output"), py::arg("dtype"),
         py::arg("shape"), py::arg("name"), py::arg("priority") = 0, py::arg("op") = "sum",
-        py::arg("process_set") = std::vector<int32_t>());
+        py::arg("process_set") = std::vector<int32_t>(), py::arg("backups") = false);
   m.def("poll", &Poll);
   m.def("wait", &Wait);
   m.def("save_compression_states", &SaveCompressionStates);
