@@ -2,7 +2,7 @@
 BytePSStrategy with 1 and 2 workers (bpslaunch --local, one server), each a fresh job, on the digits MLP.
 
     python -m benchmarks.fit_overhead [--keras keras|tf_keras] [--workers 1,2] [--steps 5] [--calls 10]
-                                      [--epochs 10] [--rounds 3] [--output OUT.json]
+                                      [--epochs 10] [--rounds 3] [--baseline DIR] [--output OUT.json]
 
 Each job times `--calls` fit() calls of one epoch of `--steps` steps (after one untimed call), then one fit()
 of `--epochs` epochs, marking every step and epoch with a callback. A call's fixed cost is its time less its
@@ -10,7 +10,9 @@ steps' (`--steps` x the median step), an epoch's is the median time between the 
 epochs less its steps'. CPU time (worker 0's process, all threads) per call and per epoch is given too: it
 moves less than wall time when other processes load the machine. The jobs run `--rounds` times in turn;
 the table gives the median over the rounds of each job's medians, each strategy's extra over plain Keras
-and the ratio.
+and the ratio. `--baseline DIR` (another checkout of bps_tf, built, e.g. a `git worktree` of an older commit)
+runs its BytePSStrategy jobs in every round too, each after this checkout's, for a before/after comparison
+on the machine's load of the moment.
 """
 
 import argparse
@@ -19,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from benchmarks.lib.processes import benchmark_env
 from benchmarks.lib.results import describe_machine, save_result
@@ -97,21 +100,29 @@ def measure(variant, keras_name, steps, calls, epochs):
         print("RESULT " + json.dumps(row), flush=True)
 
 
-def run_job(variant, workers, args):
+def run_job(variant, workers, args, root=None):
+    """One job's figures; `root`: the checkout whose code it runs (default this one)."""
     worker = [sys.executable, "-m", "benchmarks.fit_overhead", "--worker", variant, "--keras", args.keras,
               "--steps", str(args.steps), "--calls", str(args.calls), "--epochs", str(args.epochs)]
     env = {"TF_CPP_MIN_LOG_LEVEL": "3"}
+    if root:
+        env["PYTHONPATH"] = root
     if args.keras == "tf_keras":
         env["TF_USE_LEGACY_KERAS"] = "1"
     if variant == "bps":
         worker = [BPSLAUNCH, "--local", "--workers", str(workers), "--servers", "1", "--timeout",
                   str(args.timeout), "--"] + worker
-    done = subprocess.run(worker, env=benchmark_env(env), capture_output=True, text=True, timeout=args.timeout + 60)
+    done = subprocess.run(worker, env=benchmark_env(env), cwd=root, capture_output=True, text=True,
+                          timeout=args.timeout + 60)
     results = [line.split("RESULT ", 1)[1] for line in done.stdout.splitlines() if "RESULT " in line]
     if done.returncode != 0 or not results:
-        raise SystemExit(f"{VARIANTS[variant]} ({workers} workers) failed:\n{done.stdout[-3000:]}\n"
+        raise SystemExit(f"{_label(variant, root)} ({workers} workers) failed:\n{done.stdout[-3000:]}\n"
                          f"{done.stderr[-3000:]}")
     return json.loads(results[0])
+
+
+def _label(variant, baseline):
+    return VARIANTS[variant] + (" (baseline)" if baseline else "")
 
 
 def table(rows):
@@ -124,7 +135,7 @@ def table(rows):
         for key in ("call_fixed_ms", "epoch_fixed_ms"):
             ratio = row[key] / base[key] if base[key] > 0 else float("nan")
             extra.append(f"{row[key]:.0f} ({row[key] - base[key]:+.0f}, {ratio:.1f}x)")
-        lines.append(f"| {VARIANTS[row['variant']]} | {row['workers']} | {row['call_ms']:.0f} | "
+        lines.append(f"| {_label(row['variant'], row.get('baseline'))} | {row['workers']} | {row['call_ms']:.0f} | "
                      f"{row['epoch_ms']:.0f} | {row['step_ms']:.1f} | {extra[0]} | {extra[1]} | "
                      f"{row['call_cpu_ms']:.0f}, {row['epoch_cpu_ms']:.0f} |")
     return "\n".join(lines)
@@ -141,24 +152,30 @@ def main():
     parser.add_argument("--epochs", type=int, default=10, help="epochs of the fit() whose epochs are timed")
     parser.add_argument("--rounds", type=int, default=3, help="times every job runs, in turn")
     parser.add_argument("--timeout", type=int, default=600, help="seconds a job may take")
+    parser.add_argument("--baseline", help="another checkout of bps_tf whose BytePSStrategy jobs run in the "
+                                           "same rounds, each after this checkout's")
     parser.add_argument("--output", help="write the result as JSON")
     args = parser.parse_args()
     if args.epochs < 2:
         parser.error("--epochs: at least 2 (epochs are timed between their starts)")
     if args.worker:
         return measure(args.worker, args.keras, args.steps, args.calls, args.epochs)
-    jobs = [("plain", 1), ("mirrored", 1)] + [("bps", int(n)) for n in args.workers.split(",")]
+    baseline = args.baseline and str(Path(args.baseline).resolve())
+    jobs = [("plain", 1, None), ("mirrored", 1, None)] + [
+        ("bps", int(n), root) for n in args.workers.split(",") for root in ([None, baseline] if baseline else [None])]
     rounds = []
     for round_ in range(args.rounds):
-        rounds.append([dict(run_job(variant, workers, args), variant=variant, workers=workers)
-                       for variant, workers in jobs])
+        rounds.append([dict(run_job(variant, workers, args, root), variant=variant, workers=workers,
+                            baseline=bool(root))
+                       for variant, workers, root in jobs])
         print(f"round {round_ + 1} of {args.rounds}: done", file=sys.stderr, flush=True)
     rows = [dict({key: statistics.median(r[i][key] for r in rounds) for key in rounds[0][i]
-                  if key.endswith("_ms")}, variant=variant, workers=workers)
-            for i, (variant, workers) in enumerate(jobs)]
+                  if key.endswith("_ms")}, variant=variant, workers=workers, baseline=bool(root))
+            for i, (variant, workers, root) in enumerate(jobs)]
     print(table(rows))
     save_result(args.output, {"benchmark": "fit_overhead", "command": sys.argv, "machine": describe_machine(),
-                              "keras": args.keras, "steps": args.steps, "batch": BATCH, "rows": rows,
+                              "keras": args.keras, "steps": args.steps, "batch": BATCH, "baseline": baseline,
+                              "rows": rows,
                               "rounds": rounds})
 
 

@@ -21,7 +21,7 @@ _TENSORFLOW_NAMES = (
     "broadcast_object", "broadcast_object_fn", "allgather_object",
     "DistributedOptimizer", "DistributedGradientTape", "PartialDistributedGradientTape",
     "BroadcastGlobalVariablesHook", "SyncBatchNormalization", "save_compression_state", "load_compression_state",
-    "elastic", "CommunicationMeter", "write_communication_summaries",
+    "elastic", "CommunicationMeter", "write_communication_summaries", "is_async", "staleness",
 )
 _STRATEGY_NAMES = ("BytePSStrategy",)
 

@@ -1,13 +1,19 @@
 """Framework-neutral API on NumPy arrays (`import bps_tf.numpy as bps`): join the job, push_pull arrays by
 name. push_pull averages by default, as bps_tf's TensorFlow push_pull and BytePS's do; average=False sums.
 
+op="weights" (asynchronous training: BYTEPS_ENABLE_ASYNC=1 or BYTEPS_STALENESS, is_async()): the servers keep
+the named value. A worker's first push_pull of a name sends its initial value (the first to arrive sets it),
+every later one a change that the servers add; each returns the servers' current value, at once (with
+BYTEPS_STALENESS=s, once this worker is no more than s pushes ahead of the slowest). Pass average=False.
+
 Used by tests and benchmarks, and by the TensorFlow layer underneath.
 """
 
 import numpy as np
 
 from bps_tf._native import load_core
-from bps_tf.process import init, is_initialized, join, local_rank, local_size, rank, shutdown, size  # noqa: F401
+from bps_tf.process import (backup_workers, init, is_async, is_initialized, join, local_rank, local_size,  # noqa: F401
+                            rank, shutdown, size, staleness)
 
 _core = load_core()
 
@@ -40,15 +46,18 @@ def _check_array(array, name):
     return array
 
 
-REDUCE_OPS = ("sum", "min", "max", "product")
+REDUCE_OPS = ("sum", "min", "max", "product", "weights")
 
 
-def push_pull_async(array, name, average=True, priority=0, out=None, op="sum", process_set=()):
+def push_pull_async(array, name, average=True, priority=0, out=None, op="sum", process_set=(), backups=False):
     """Starts reducing `array` across all workers under `name` (the mean, with average=False the sum, or op
-    "min", "max", "product" with average=False). Returns a Handle.
+    "min", "max", "product" with average=False; op "weights": see above). Returns a Handle.
 
     `out` may be `array` itself for an in-place result. Higher `priority` goes first. `process_set`: the ranks
-    (ascending) that take part, every worker if empty; an average divides by their number.
+    (ascending) that take part, every worker if empty; an average divides by their number. `backups=True`
+    (a gradient; floating sums over every worker): with BYTEPS_BACKUP_WORKERS=b each round takes the first
+    size() - b workers' arrays, and average=False returns their sum times size() / (size() - b), so that the
+    average is their mean (docs/strategy.md, "Backup workers").
     """
     array = _check_array(array, name)
     if op not in REDUCE_OPS:
@@ -66,7 +75,7 @@ def push_pull_async(array, name, average=True, priority=0, out=None, op="sum", p
         raise ValueError(f"push_pull of '{name}': out is read-only; pass a writable array (or none)")
     handle = _core.push_pull_async(
         array.ctypes.data, output.ctypes.data, array.dtype.name, list(array.shape), name, int(priority), op,
-        [int(r) for r in process_set],
+        [int(r) for r in process_set], bool(backups),
     )
     return Handle(handle, array, output, (len(process_set) or size()) if average else None)
 
@@ -80,11 +89,11 @@ def synchronize(handle):
     return result
 
 
-def push_pull(array, name, average=True, priority=0, op="sum", process_set=()):
+def push_pull(array, name, average=True, priority=0, op="sum", process_set=(), backups=False):
     """Returns the mean (with average=False the sum; or op "min", "max", "product", with average=False) of
-    `array` across all workers (or the ranks of `process_set`)."""
+    `array` across all workers (or the ranks of `process_set`); `backups` as for push_pull_async."""
     return synchronize(push_pull_async(array, name, average=average, priority=priority, op=op,
-                                       process_set=process_set))
+                                       process_set=process_set, backups=backups))
 
 
 def barrier(process_set=()):
@@ -112,7 +121,11 @@ def communication_counters():
     `uncompressed_bytes_pushed`, what the same pushes would have been without the core's compression;
     `messages_sent` and `messages_received`, the messages to and from servers that carried them (a message
     holding several small partitions for one server counts once), and `messages_sent_to_server`, the sent ones
-    by server index ({index: count})."""
+    by server index ({index: count}); `late_pushes`, with backup workers (BYTEPS_BACKUP_WORKERS), this worker's
+    pushes that came after their round had its contributions: dropped, and answered with the round's sum;
+    `rounds_behind`, with backup workers, how many more rounds the server had completed than the one the
+    newest reply to a gradient's push was for (0: on time). A worker behind may skip computing its next
+    steps' gradients and push anything (they are dropped) to take those rounds' results."""
     return _core.communication_counters()
 
 

@@ -14,6 +14,13 @@ from bps_tf._native import load_core
 
 _core = load_core()
 _hooks_installed = False
+_generation_callbacks = []
+
+
+def on_generation_start(callback):
+    """Runs `callback()` at every init() from now on, once the generation started: the servers then know
+    nothing of the last one (asynchronous training's weights are initialised again)."""
+    _generation_callbacks.append(callback)
 
 
 def init():
@@ -22,6 +29,8 @@ def init():
     _core.init()
     _install_hooks()
     _tell_the_launcher()
+    for callback in list(_generation_callbacks):
+        callback()
 
 
 def shutdown():
@@ -84,6 +93,20 @@ def is_elastic():
     return bool(_core.elastic_state()["elastic"])
 
 
+def is_async():
+    """Whether the job trains asynchronously (BYTEPS_ENABLE_ASYNC=1 or BYTEPS_STALENESS set): the servers hold
+    the weights, and a push_pull sends a change of them and returns them (docs/strategy.md)."""
+    if not _core.is_initialized():  # as init() will read it (and check it)
+        return os.environ.get("BYTEPS_ENABLE_ASYNC") == "1" or bool(os.environ.get("BYTEPS_STALENESS"))
+    return bool(_core.training_mode()["async"])
+
+
+def staleness():
+    """BYTEPS_STALENESS: how many steps a worker may lead the slowest; None when unbounded or synchronous."""
+    value = _core.training_mode()["staleness"]
+    return None if value < 0 else int(value)
+
+
 def rank():
     """This worker process's rank: DMLC_WORKER_ID * local_size + local_rank."""
     return _core.rank()
@@ -92,6 +115,12 @@ def rank():
 def size():
     """The number of worker processes in the job."""
     return _core.size()
+
+
+def backup_workers():
+    """BYTEPS_BACKUP_WORKERS: how many workers' pushes each round of a gradient completes without (0: none, also
+    before init())."""
+    return _core.backup_workers()
 
 
 def local_rank():

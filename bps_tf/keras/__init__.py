@@ -6,7 +6,7 @@ Works with Keras 3 and with tf-keras (TF_USE_LEGACY_KERAS=1), as tf.keras resolv
 from bps_tf.keras import callbacks, elastic
 from bps_tf.keras.functions import allgather, allreduce, broadcast, broadcast_global_variables, load_model, reducescatter
 from bps_tf.ops import Average, Compression, Sum, broadcast_variables
-from bps_tf.process import is_initialized, local_rank, local_size, rank, shutdown, size
+from bps_tf.process import is_async, is_initialized, local_rank, local_size, rank, shutdown, size, staleness
 from bps_tf.process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
 from bps_tf.tensorflow import (
     DistributedOptimizer, barrier, ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled, init,
@@ -21,6 +21,7 @@ __all__ = [
     "ProcessSet", "global_process_set", "add_process_set", "remove_process_set", "Average", "Sum", "Compression",
     "DistributedOptimizer", "broadcast_global_variables", "broadcast_variables", "allreduce", "allgather",
     "broadcast", "reducescatter", "load_model", "SyncBatchNormalization", "barrier", "join", "elastic",
+    "is_async", "staleness",
 ]
 
 

@@ -53,6 +53,9 @@ def parse_arguments(argv=None):
         args.output_ranks = _output_ranks_from_environment(parser)
         output_ranks_source = OUTPUT_RANKS_VARIABLE
     _max_restarts(parser, args)
+    if args.staleness is not None and args.staleness < 0:
+        parser.error(f"--staleness must be a whole number of steps >= 0 (0 behaves synchronously), got "
+                     f"{args.staleness}")
     if args.local:
         _check_local_arguments(parser, args)
         _check_output_ranks_exist(parser, args, output_ranks_source)
@@ -88,6 +91,10 @@ def _build_parser():
     parser.add_argument("--max-workers", type=int, metavar="X",
                         help="--local: an elastic job that takes workers that join, up to X (BYTEPS_MAX_WORKERS; "
                              "default: --workers when --min-workers is given)")
+    parser.add_argument("--backup-workers", type=int, metavar="B",
+                        help="each round of a gradient completes with the first N - B workers' pushes and the "
+                             "late ones are dropped (BYTEPS_BACKUP_WORKERS, set for every process; default 0: "
+                             "every push is summed); 0 <= B < the job's worker processes")
     parser.add_argument("--max-restarts", type=int, metavar="K",
                         help="elastic jobs: start a worker or server process that failed again, at most K times "
                              "per place (default 0); it rejoins the job")
@@ -100,6 +107,13 @@ def _build_parser():
                              "local size + local rank; default: every worker, or $" + OUTPUT_RANKS_VARIABLE
                              + "). Other workers' output is dropped, except the last lines of stderr of one "
                              "that fails; launcher, scheduler and server output is always shown")
+    parser.add_argument("--async", dest="async_training", action="store_true",
+                        help="asynchronous training (BYTEPS_ENABLE_ASYNC=1): the servers hold the weights, each "
+                             "worker pushes the change of its weights after its own optimizer step and goes on from "
+                             "the servers' weights, waiting for no other worker")
+    parser.add_argument("--staleness", type=int, metavar="S",
+                        help="bounded staleness (BYTEPS_STALENESS=S, implies --async): no worker gets more than S "
+                             "steps ahead of the slowest; 0 behaves synchronously")
     parser.add_argument("command", nargs=argparse.REMAINDER,
                         help="the training command, e.g. python train.py (after -- with --local)")
     return parser
@@ -121,6 +135,10 @@ def _check_local_arguments(parser, args):
         parser.error(f"--timeout must be positive, got {args.timeout:g}")
     if args.shutdown_grace < 0:
         parser.error(f"--shutdown-grace must not be negative, got {args.shutdown_grace:g}")
+    processes = args.workers * args.local_size
+    if args.backup_workers is not None and not 0 <= args.backup_workers < processes:
+        parser.error(f"--backup-workers must be in [0, {processes}) (the job's worker processes less at least one "
+                     f"that sums), got {args.backup_workers}")
     if not args.command:
         parser.error("--local needs the command to run after --, e.g. bpslaunch --local -- python train.py")
     if args.roles is not None:

@@ -13,6 +13,13 @@ from bps_tf.launcher.output import report
 def main(argv=None):
     """Runs bpslaunch with `argv` (default: sys.argv[1:]) and returns its exit code."""
     args = parse_arguments(argv)
+    # Every process of the job reads them: the servers hold the weights, the workers push changes.
+    if args.async_training:
+        os.environ["BYTEPS_ENABLE_ASYNC"] = "1"
+    if args.staleness is not None:
+        os.environ["BYTEPS_STALENESS"] = str(args.staleness)
+    if args.backup_workers is not None:
+        os.environ["BYTEPS_BACKUP_WORKERS"] = str(args.backup_workers)  # every process this one starts
     if args.local:
         return run_local_job(
             args.command,

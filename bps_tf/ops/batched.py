@@ -8,6 +8,7 @@ from bps_tf import compat
 from bps_tf.ops import naming
 from bps_tf.ops.library import ops
 from bps_tf.ops.wire_dtypes import from_wire, to_wire
+from bps_tf.process import backup_workers
 
 _in_xla_context = compat.target("GraphOrParentsInXlaContext")
 
@@ -17,9 +18,16 @@ def compiling():
     return bool(_in_xla_context(tf.compat.v1.get_default_graph()))
 
 
+def refuse_backups_under_xla():
+    if backup_workers() > 0:
+        raise ValueError("backup workers (BYTEPS_BACKUP_WORKERS) are not offered inside a step compiled by XLA: "
+                         "compile the model with jit_compile=False (or unset BYTEPS_BACKUP_WORKERS)")
+
+
 def push_pull_batch(tensors, names, priorities):
     """Sums across every worker of `tensors` (under `names`, or names derived as push_pull derives them when
-    None), higher `priorities` first."""
+    None), higher `priorities` first. Gradients: refused with backup workers, which XLA's calls do not carry."""
+    refuse_backups_under_xla()
     full_names = [naming.tensor_name(t, n, "push_pull") for t, n in zip(tensors, names)]
     wired = [to_wire(t, f"push_pull of '{n}'") for t, n in zip(tensors, full_names)]
     sums = ops.byteps_push_pull_group([w for w, _ in wired], tensor_names=full_names,

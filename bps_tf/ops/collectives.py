@@ -7,12 +7,13 @@ import tensorflow as tf
 
 from bps_tf import process_sets
 from bps_tf.ops import naming, shape_agreement
+from bps_tf.ops.batched import compiling, refuse_backups_under_xla
 from bps_tf.ops.compression import Compression, wire_codec
 from bps_tf.ops.library import ops
 from bps_tf.ops.wire_dtypes import SUPPORTED_DTYPES  # noqa: F401 (re-exported)
 from bps_tf.ops.wire_dtypes import check_travels, from_wire, to_wire
 from bps_tf.ops.info import worker_info
-from bps_tf.process import is_elastic, rank
+from bps_tf.process import backup_workers, is_elastic, rank
 
 # Reduction ops, as in Horovod. Average is a sum divided by the number of workers taking part.
 Sum = "Sum"
@@ -51,7 +52,8 @@ def set_label(members):
 
 
 def push_pull(tensor, name=None, op=Average, compression=Compression.none, priority=0, shape_in_name=False,
-              local_devices=1, prescale_factor=1.0, postscale_factor=1.0, process_set=None, ignore_name_scope=True):
+              local_devices=1, prescale_factor=1.0, postscale_factor=1.0, process_set=None, ignore_name_scope=True,
+              backups=False):
     """`tensor` reduced across all workers (or the members of `process_set`): op=Sum, Average (the sum
     divided by the number of workers taking part), Min, Max or Product.
 
@@ -61,7 +63,9 @@ def push_pull(tensor, name=None, op=Average, compression=Compression.none, prior
     `local_devices` > 1: this is one of that many replicas in this process, each on its own GPU and each
     issued under the same name; they are reduced together (NCCL) before the servers. Min, Max, Product and
     process sets run on the CPU. `prescale_factor` multiplies the input, `postscale_factor` the result.
-    With `ignore_name_scope=False` a given name is taken inside the current name scope.
+    With `ignore_name_scope=False` a given name is taken inside the current name scope. `backups=True` marks a
+    gradient: with BYTEPS_BACKUP_WORKERS=b its rounds take the first size() - b workers' values, the sum scaled
+    by size() / (size() - b) (floating sums over every worker, on the CPU, uncompressed; docs/strategy.md).
     IndexedSlices (sparse gradients) become dense tensors first (see docs/api.md).
     """
     check_op(op, f"push_pull of '{name or 'tensor'}'")
@@ -83,8 +87,12 @@ def push_pull(tensor, name=None, op=Average, compression=Compression.none, prior
     if codec is not None and int(local_devices) > 1:
         raise ValueError(f"{what}: compression {codec.wire} encodes one tensor per process; sum the "
                          f"{local_devices} local replicas first and push_pull the sum")
-    # The core encodes on the CPU: a GPU tensor is copied there (compression is for slow networks).
-    on_cpu = op in (Min, Max, Product) or bool(members) or codec is not None
+    # The core encodes on the CPU: a GPU tensor is copied there (compression is for slow networks). Backup
+    # workers' rounds run through the CPU kernel too.
+    backups = bool(backups) and backup_workers() > 0
+    if backups and compiling():
+        refuse_backups_under_xla()
+    on_cpu = op in (Min, Max, Product) or bool(members) or codec is not None or backups
     with tf.device("/cpu:0") if on_cpu else contextlib.nullcontext():
         compressed, context = compression.compress(_scaled(tensor, prescale_factor))
         if codec is not None:
@@ -93,7 +101,8 @@ def push_pull(tensor, name=None, op=Average, compression=Compression.none, prior
         reduced = ops.byteps_push_pull(wire, tensor_name=full_name, priority=int(priority),
                                        shape_in_name=bool(shape_in_name), local_devices=int(local_devices),
                                        reduce_op=_SERVER_OP[op], process_set=members,
-                                       compression=codec.wire if codec is not None else "")
+                                       compression=codec.wire if codec is not None else "",
+                                       **({"backups": True} if backups else {}))
         result = from_wire(reduced, original)
         result = tf.cast(result, context) if codec is not None else compression.decompress(result, context)
     if op == Average:
@@ -119,6 +128,19 @@ def _codec_for(compression, tensor, op, what):
     if not codec.applies_to(tensor):
         return None
     return codec
+
+
+def push_pull_weights(tensor, name, priority=0):
+    """Asynchronous training (bps_tf/ops/async_weights.py): the first call of `name` sends `tensor` as the
+    initial weights, each later one a change of them; returns the servers' weights."""
+    tensor = tf.convert_to_tensor(tensor)
+    what = f"push_pull of weights '{name}'"
+    check_travels(tensor.dtype, what)
+    full_name = naming.tensor_name(tensor, name, "weights")
+    with tf.device("/cpu:0"):
+        wire, original = to_wire(tensor, what)
+        weights = ops.byteps_push_pull(wire, tensor_name=full_name, priority=int(priority), reduce_op="weights")
+        return from_wire(weights, original)
 
 
 def broadcast(tensor, root_rank, name=None, process_set=None, ignore_name_scope=True):

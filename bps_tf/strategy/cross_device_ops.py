@@ -99,8 +99,11 @@ def _stays_sparse(local_values):
 class BytePSCrossDeviceOps(_CrossDeviceOps):
     """Cross-device (and cross-process) reductions through bps_tf's parameter servers."""
 
-    def __init__(self, num_replicas_in_sync, compression=Compression.none):
+    def __init__(self, num_replicas_in_sync, compression=Compression.none, local_gradients=False):
         super().__init__()
+        # Asynchronous training: gradient batches are reduced within this process only (each worker applies
+        # its own); other reductions (metrics) still span the job.
+        self._local_gradients = local_gradients
         self._num_replicas_in_sync = num_replicas_in_sync
         self._local_replicas = max(1, num_replicas_in_sync // size())
         self._compression = compression  # for batches (gradients); single reductions (metrics) travel exactly
@@ -123,7 +126,7 @@ class BytePSCrossDeviceOps(_CrossDeviceOps):
         # More than one process: TF must not skip the reduction of a single local replica.
         return size()
 
-    def _reduce_one(self, reduce_op, local_tensors, priority, name, compression=Compression.none):
+    def _reduce_one(self, reduce_op, local_tensors, priority, name, compression=Compression.none, backups=False):
         """The reduced value: one tensor, or one per local GPU (already on each GPU)."""
         if reduce_op not in (ReduceOp.SUM, ReduceOp.MEAN):
             raise ValueError(f"BytePSStrategy reduces with SUM or MEAN, not {reduce_op}")
@@ -145,7 +148,8 @@ class BytePSCrossDeviceOps(_CrossDeviceOps):
             return results
         with tf.device(local_tensors[0].device):
             local = local_tensors[0] if len(local_tensors) == 1 else tf.add_n(local_tensors)
-        summed = push_pull(local, name=name, op=Sum, priority=priority, compression=compression)
+        summed = push_pull(local, name=name, op=Sum, priority=priority, compression=compression,
+                           backups=backups and local.dtype.is_floating)
         return self._finish_mean(reduce_op, summed)
 
     def _finish_mean(self, reduce_op, summed):
@@ -155,16 +159,17 @@ class BytePSCrossDeviceOps(_CrossDeviceOps):
         # Integers keep their dtype (floor division), as a mean of counters is used.
         return summed / count if summed.dtype.is_floating else summed // count
 
-    def _reduce_groups(self, reduce_op, groups, names, compression):
+    def _reduce_groups(self, reduce_op, groups, names, compression, backups=False):
         count = len(groups)
         if xla.sums_together(groups, compression):
             summed = push_pull_batch([g[0] for g in groups], names, range(count, 0, -1))
             return [self._finish_mean(reduce_op, s) for s in summed]
-        return [self._reduce_one(reduce_op, g, count - i, n, compression)
+        return [self._reduce_one(reduce_op, g, count - i, n, compression, backups)
                 for i, (g, n) in enumerate(zip(groups, names))]
 
-    def _reduce_batch(self, reduce_op, values, compression=Compression.none):
-        """One reduced tensor per value (each value: a PerReplica/Mirrored value, a variable or a tensor)."""
+    def _reduce_batch(self, reduce_op, values, compression=Compression.none, backups=False):
+        """One reduced tensor per value (each value: a PerReplica/Mirrored value, a variable or a tensor).
+        `backups`: gradients, whose rounds may complete without the job's backup workers."""
         groups = [_local_values(v) for v in values]
         compiled = xla.active()
         if compiled:
@@ -177,13 +182,14 @@ class BytePSCrossDeviceOps(_CrossDeviceOps):
             # Same label, different shapes (two metrics' "total") must not share a tensor.
             names.append(None if label is None else f"strategy.{label}.{i}.{_signature(group[0])}")
         if not tf.executing_eagerly() or (len(groups) == 1 and len(groups[0]) == 1):
-            return self._reduce_groups(reduce_op, groups, names, compression)
+            return self._reduce_groups(reduce_op, groups, names, compression, backups)
         # Eagerly each op would wait for its own result (and one GPU's op for the others' part of the local
         # reduction): run the batch as one function so they overlap.
-        key = (reduce_op, tuple(names), tuple(len(g) for g in groups), compression)
+        key = (reduce_op, tuple(names), tuple(len(g) for g in groups), compression, backups)
         function = self._eager_batches.get(key)
         if function is None:
-            function = function_of_its_own(lambda gs: self._reduce_groups(reduce_op, gs, list(key[1]), compression))
+            function = function_of_its_own(
+                lambda gs: self._reduce_groups(reduce_op, gs, list(key[1]), compression, backups))
             self._eager_batches[key] = function
         return function(groups)
 
@@ -197,8 +203,22 @@ class BytePSCrossDeviceOps(_CrossDeviceOps):
         return [_to_destinations(r, destinations) for r in self._reduce_batch(reduce_op, values)]
 
     def batch_reduce_implementation(self, reduce_op, value_destination_pairs, options):
-        reduced = self._reduce_batch(reduce_op, [v for v, _ in value_destination_pairs], self._compression)
+        if self._local_gradients:
+            return [_to_destinations(self._reduce_locally(reduce_op, v), d) for v, d in value_destination_pairs]
+        # The optimizers' gradients come this way (compressed, and with backup workers, the first workers'
+        # only); single reductions (metrics, losses) wait for every worker.
+        reduced = self._reduce_batch(reduce_op, [v for v, _ in value_destination_pairs], self._compression,
+                                     backups=True)
         return [_to_destinations(r, d) for r, (_, d) in zip(reduced, value_destination_pairs)]
+
+    def _reduce_locally(self, reduce_op, value):
+        """This process's part of the job's reduction: its replicas' sum (a MEAN divides it by the job's
+        replica count, as the loss of each replica was scaled; the workers' steps add up to one step of the
+        mean)."""
+        local = [_dense(t) for t in _local_values(value)]
+        with tf.device(local[0].device):
+            summed = local[0] if len(local) == 1 else tf.add_n(local)
+        return self._finish_mean(reduce_op, summed)
 
     def _gather_implementation(self, per_replica_value, destinations, axis, options):
         if xla.active():

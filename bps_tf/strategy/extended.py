@@ -10,8 +10,9 @@ import tensorflow as tf
 from bps_tf import compat
 from bps_tf.elastic import generations
 from bps_tf.ops import publish
-from bps_tf.process import rank, size
+from bps_tf.process import is_async, rank, size
 from bps_tf.strategy.cross_device_ops import BytePSCrossDeviceOps
+from bps_tf.strategy.server_weights import ServerWeights
 from bps_tf.strategy.xla import ReplicaLoops
 
 distribute_lib = compat.target("distribute_lib")
@@ -57,7 +58,10 @@ class BytePSExtended(compat.target("MirroredExtended")):
     def __init__(self, container_strategy, devices, compression=None):
         self._num_workers = size()
         self._id_in_cluster = rank()
-        self._bps_ops = BytePSCrossDeviceOps(num_replicas_in_sync=len(devices) * size(), compression=compression)
+        # Asynchronous training: the servers hold the trainable variables, gradients stay on their worker.
+        self._server_weights = ServerWeights() if is_async() else None
+        self._bps_ops = BytePSCrossDeviceOps(num_replicas_in_sync=len(devices) * size(), compression=compression,
+                                             local_gradients=self._server_weights is not None)
         self._local_reads = 0
         self._reduced_reads = {}
         self._xla_loops = ReplicaLoops(container_strategy)
@@ -196,6 +200,22 @@ class BytePSExtended(compat.target("MirroredExtended")):
                 return publish(value, root_rank=0, name=f"strategy.initial_value.{name}.{occurrence}")
 
         return initial_value_fn
+
+    # Asynchronous training: each trainable variable's servers' copy is initialised when it is made, and
+    # every update pushes its change and takes the servers' weights (bps_tf/strategy/server_weights.py).
+    def _create_variable(self, next_creator, **kwargs):
+        variable = super()._create_variable(next_creator, **kwargs)
+        if self._server_weights is not None and distribute_utils.is_mirrored(variable):
+            self._server_weights.created(variable)
+        return variable
+
+    def _update(self, var, fn, args, kwargs, group):
+        def apply():
+            return super(BytePSExtended, self)._update(var, fn, args, kwargs, group)
+
+        if self._server_weights is None:
+            return apply()
+        return self._server_weights.update(var, apply)
 
     # (c) Datasets: each worker reads its own shard; batches are rebatched by the global replica count.
     def _make_input_context(self):

@@ -23,6 +23,8 @@ from bps_tf.compat, which checks it against the supported Keras versions.
 - Uneven data: every worker must take the same number of steps, or one waits for push_pulls the others
   never send. An epoch has as many steps as the worker with the fewest batches (the others skip their
   surplus batches that epoch); data of unknown length needs steps_per_epoch.
+- An epoch's iterators of the distributed dataset are made when a step first uses them: Keras makes one at
+  the end of every epoch that the next epoch replaces unused (bps_tf/strategy/deferred_iterators.py).
 """
 
 import tempfile
@@ -35,7 +37,7 @@ from bps_tf import compat, compression_state
 from bps_tf.elastic.generations import collectives_are_local
 from bps_tf.objects import broadcast_object
 from bps_tf.ops import broadcast_variables
-from bps_tf.strategy import gradient_names, loss_scaling, xla
+from bps_tf.strategy import deferred_iterators, gradient_names, loss_scaling, xla
 from bps_tf.strategy.extended import BytePSExtended
 
 _installed = False
@@ -279,5 +281,6 @@ def install():
     _install_local_metric_resets("Trainer.reset_metrics")
     _install_metric_reads_together()
     _install_uniform_epoch_length()
+    deferred_iterators.install(is_bps_strategy)
     _install_worker_zero_files()
     _install_xla_by_default()

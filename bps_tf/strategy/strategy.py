@@ -6,7 +6,8 @@ import tensorflow as tf
 from bps_tf.elastic import generations
 from bps_tf.ops.compression import from_environment as compression_from_environment
 from bps_tf.ops.compression import parse as parse_compression
-from bps_tf.process import init, is_initialized, local_rank, local_size
+from bps_tf.ops.async_weights import check_async_compression
+from bps_tf.process import init, is_async, is_initialized, local_rank, local_size
 from bps_tf.strategy import keras_integration
 from bps_tf.strategy.extended import BytePSExtended
 
@@ -52,6 +53,8 @@ class BytePSStrategy(tf.distribute.MirroredStrategy):
             compression = compression_from_environment()
         elif isinstance(compression, str):
             compression = parse_compression(compression)
+        if is_async():
+            check_async_compression(compression, "BytePSStrategy")
         extended = BytePSExtended(self, devices, compression)
         # Skip MirroredStrategy.__init__ (it would build its own extended); keep its base class's.
         super(tf.distribute.MirroredStrategy, self).__init__(extended)

@@ -11,7 +11,7 @@ from bps_tf.compression_state import load as load_compression_state
 from bps_tf.compression_state import save as save_compression_state
 from bps_tf.objects import allgather_object, broadcast_object
 from bps_tf.ops import Adasum, Average, Compression, Max, Min, Product, Sum, broadcast, push_pull
-from bps_tf.process import is_initialized, local_rank, local_size, rank, shutdown, size
+from bps_tf.process import is_async, is_initialized, local_rank, local_size, rank, shutdown, size, staleness
 from bps_tf.process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
 from bps_tf.tensorflow.basics import (
     barrier, ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled, init, is_homogeneous,
@@ -46,7 +46,7 @@ __all__ = [
     "broadcast_object", "broadcast_object_fn", "allgather_object",
     "DistributedOptimizer", "DistributedGradientTape", "PartialDistributedGradientTape",
     "BroadcastGlobalVariablesHook", "SyncBatchNormalization", "save_compression_state", "load_compression_state",
-    "elastic", "CommunicationMeter", "write_communication_summaries",
+    "elastic", "CommunicationMeter", "write_communication_summaries", "is_async", "staleness",
 ]
 
 

@@ -3,6 +3,7 @@ PartialDistributedGradientTape keeps the gradients of chosen layers local."""
 
 import tensorflow as tf
 
+from bps_tf import process
 from bps_tf.ops import Average, Compression
 from bps_tf.process_sets import global_process_set
 from bps_tf.tensorflow.gradients import GradientReduction, push_pull_gradients, variable_key
@@ -46,6 +47,11 @@ def DistributedGradientTape(gradtape, device_dense="", device_sparse="", compres
     flight together). Sparse gradients (IndexedSlices) are gathered as rows unless `sparse_as_dense` or the
     dense tensor is smaller. register_local_source() keeps a source's gradient local."""
     del device_dense, device_sparse, num_groups, groups
+    if process.is_async():
+        raise ValueError("DistributedGradientTape reduces gradients, which asynchronous training (BYTEPS_ENABLE_ASYNC, "
+                         "BYTEPS_STALENESS) does not do: each worker applies its own. Use a plain tf.GradientTape "
+                         "and wrap the optimizer: bps.DistributedOptimizer(opt).apply_gradients(...) pushes the "
+                         "changes and takes the servers' weights")
     reduction = GradientReduction(scope=name, compression=compression, op=op, sparse_as_dense=sparse_as_dense,
                                   process_set=process_set, gradient_predivide_factor=gradient_predivide_factor,
                                   scale_local_gradients=scale_local_gradients)

@@ -47,7 +47,8 @@ def _reduce_one(gradient, name, reduction, priority):
         return push_pull_slices([gradient], name, reduction.op, priority, process_set=reduction.process_set)
     factor = reduction.gradient_predivide_factor
     return push_pull(gradient, name=name, op=reduction.op, compression=reduction.compression, priority=priority,
-                     prescale_factor=1.0 / factor, postscale_factor=factor, process_set=reduction.process_set)
+                     prescale_factor=1.0 / factor, postscale_factor=factor, process_set=reduction.process_set,
+                     backups=True)
 
 
 def _reduce_all(gradients, names, reduction):

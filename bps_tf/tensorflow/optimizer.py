@@ -9,10 +9,11 @@ import types
 
 import tensorflow as tf
 
-from bps_tf import compat
+from bps_tf import compat, process
 from bps_tf.ops import Average, Compression
 from bps_tf.process_sets import global_process_set
 from bps_tf.tensorflow.accumulation import LocalAccumulator
+from bps_tf.tensorflow.async_optimizer import check_async_arguments, wrap_keras2_async, wrap_keras3_async
 from bps_tf.tensorflow.gradients import GradientReduction, push_pull_gradients, variable_key
 
 
@@ -179,6 +180,8 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
     if backward_passes_per_step < 1:
         raise ValueError(f"backward_passes_per_step must be >= 1, got {backward_passes_per_step}")
     _check_groups(num_groups, groups)
+    if process.is_async():
+        return _async_optimizer(optimizer, name or "DistributedOptimizer", compression, process_set)
     reduction = GradientReduction(scope=name or "DistributedOptimizer", compression=compression, op=op,
                                   sparse_as_dense=sparse_as_dense, process_set=process_set,
                                   gradient_predivide_factor=gradient_predivide_factor,
@@ -202,3 +205,15 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
         )
     _add_local_variable_registry(wrapped, local_variables)
     return wrapped
+
+
+def _async_optimizer(optimizer, scope, compression, process_set):
+    """Asynchronous training: the optimizer steps locally and its changes go to the servers."""
+    check_async_arguments(compression, process_set, "DistributedOptimizer")
+    if _is_keras3(optimizer):
+        return wrap_keras3_async(optimizer, scope)
+    if _is_keras2(optimizer):
+        return wrap_keras2_async(optimizer, scope)
+    raise ValueError(f"DistributedOptimizer: asynchronous training is offered for Keras 3 and tf-keras optimizers, "
+                     f"not {type(optimizer).__name__}; run tf.compat.v1 optimizers synchronously (unset "
+                     "BYTEPS_ENABLE_ASYNC and BYTEPS_STALENESS)")

@@ -43,6 +43,16 @@ void CommunicationCounters::MessageReceived() {
   ++totals_.messages_received;
 }
 
+void CommunicationCounters::LatePush() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++totals_.late_pushes;
+}
+
+void CommunicationCounters::Behind(uint64_t behind) {
+  std::lock_guard<std::mutex> lock(mu_);
+  totals_.rounds_behind = behind;
+}
+
 CommunicationTotals CommunicationCounters::Totals() {
   std::lock_guard<std::mutex> lock(mu_);
   CommunicationTotals totals = totals_;

@@ -24,6 +24,12 @@ struct CommunicationTotals {
   uint64_t messages_sent = 0;
   uint64_t messages_received = 0;
   std::map<int, uint64_t> messages_sent_to_server;  // by server index
+  // Backup workers: pushes that reached their server after their round had its contributions (dropped; the
+  // round's sum came back).
+  uint64_t late_pushes = 0;
+  // Backup workers: how many completed rounds the server had beyond this worker's, by the newest reply to a
+  // push of a gradient (0 when that push was on time).
+  uint64_t rounds_behind = 0;
 };
 
 class CommunicationCounters {
@@ -38,6 +44,9 @@ class CommunicationCounters {
   void Pulled(uint64_t bytes);
   void MessageSent(int server);
   void MessageReceived();
+  void LatePush();
+  // A reply to a push of a gradient (backup workers) said the server had completed `behind` more rounds.
+  void Behind(uint64_t behind);
 
   CommunicationTotals Totals();
 

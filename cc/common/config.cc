@@ -193,6 +193,34 @@ int UsableCores() {
 
 int DefaultSumThreads() { return std::min(UsableCores(), kMaxDefaultSumThreads); }
 
+// BYTEPS_BACKUP_WORKERS and BYTEPS_BACKUP_WINDOW, checked against the job's worker processes. A server or the
+// scheduler knows them only where BYTEPS_LOCAL_SIZE is set; each worker checks the exact count.
+Status ReadBackupWorkers(const EnvReader& env, Config* c) {
+  long local_size = 1;
+  if (c->role != Role::kWorker && env.Has("BYTEPS_LOCAL_SIZE")) {
+    BPS_RETURN_IF_ERROR(env.Int("BYTEPS_LOCAL_SIZE", 1, 1024, &local_size, "a positive number of processes"));
+  }
+  const long processes = c->role == Role::kWorker ? c->worker_processes() : c->num_worker * local_size;
+  long value = 0;
+  BPS_RETURN_IF_ERROR(env.Int("BYTEPS_BACKUP_WORKERS", 0, 1 << 20, &value,
+                              "a whole number of worker processes >= 0 (0: no backup workers)"));
+  if (value > 0 && value >= processes) {
+    return InvalidArgument("BYTEPS_BACKUP_WORKERS=" + std::to_string(value) + " leaves no worker to sum: the job has " +
+                           std::to_string(processes) + " worker process(es); set it below that (a round completes "
+                           "with the first workers' pushes, all but BYTEPS_BACKUP_WORKERS of them).");
+  }
+  if (value > 0 && c->elastic()) {
+    return InvalidArgument("BYTEPS_BACKUP_WORKERS is set in an elastic job (BYTEPS_MIN_WORKERS/BYTEPS_MAX_WORKERS): "
+                           "backup workers are offered for jobs of fixed size only; unset one or the other.");
+  }
+  c->backup_workers = static_cast<int>(value);
+  value = c->backup_window;
+  BPS_RETURN_IF_ERROR(env.Int("BYTEPS_BACKUP_WINDOW", 1, 64, &value,
+                              "a number of rounds in [1, 64] (how far a worker may fall behind)"));
+  c->backup_window = static_cast<int>(value);
+  return Status::OK();
+}
+
 StatusOr<Config> Config::FromEnvironment(const Environment& environment) {
   EnvReader env(environment);
   Config c;
@@ -280,6 +308,7 @@ StatusOr<Config> Config::FromEnvironment(const Environment& environment) {
   BPS_RETURN_IF_ERROR(env.Int("BYTEPS_SERVER_ENGINE_THREAD", 1, 256, &value, "a positive number of threads"));
   c.server_sum_threads = static_cast<int>(value);
   BPS_RETURN_IF_ERROR(env.Seconds("BYTEPS_TIMEOUT", &c.timeout_s));
+  BPS_RETURN_IF_ERROR(ReadBackupWorkers(env, &c));
   value = 0;
   BPS_RETURN_IF_ERROR(env.Int("BYTEPS_FORCE_DISTRIBUTED", 0, 1, &value, "0 or 1"));
   c.force_distributed = value == 1;
@@ -293,6 +322,33 @@ StatusOr<Config> Config::FromEnvironment(const Environment& environment) {
   BPS_RETURN_IF_ERROR(env.Int("BYTEPS_TRACE_ON", 0, 1, &value, "0 or 1"));
   c.trace_on = value == 1;
   if (env.Has("BYTEPS_TRACE_DIR")) c.trace_dir = env.String("BYTEPS_TRACE_DIR");
+  value = 0;
+  BPS_RETURN_IF_ERROR(env.Int("BYTEPS_ENABLE_ASYNC", 0, 1, &value, "0 or 1"));
+  c.async = value == 1;
+  if (env.Has("BYTEPS_STALENESS")) {
+    value = 0;
+    BPS_RETURN_IF_ERROR(env.Int("BYTEPS_STALENESS", 0, 1L << 30, &value,
+                                "a whole number of steps >= 0 (0 behaves synchronously); unset it for unbounded "
+                                "asynchronous training"));
+    c.staleness = static_cast<int>(value);
+    c.async = true;
+  }
+  const std::string compression = env.String("BYTEPS_COMPRESSION");
+  if (c.async && !compression.empty() && compression != "none") {
+    return InvalidArgument("BYTEPS_COMPRESSION='" + compression + "' is set for asynchronous training (" +
+                           (env.Has("BYTEPS_STALENESS") ? "BYTEPS_STALENESS" : "BYTEPS_ENABLE_ASYNC") +
+                           "), which does not offer gradient compression: its workers push changes of the "
+                           "weights, not gradients to sum. Unset one of them.");
+  }
+  if (c.async && c.backup_workers > 0) {
+    return InvalidArgument(std::string(env.Has("BYTEPS_STALENESS") ? "BYTEPS_STALENESS" : "BYTEPS_ENABLE_ASYNC") +
+                           " and BYTEPS_BACKUP_WORKERS are both set: asynchronous training waits for no worker "
+                           "already, and backup workers are a mode of synchronous training. Unset one of them.");
+  }
+  if (c.async) {
+    c.shared_memory = false;
+    c.fusion = false;
+  }
   return c;
 }
 

@@ -78,6 +78,13 @@ struct Config {
   // BYTEPS_SERVER_ENGINE_THREAD: threads that sum on each server (DefaultSumThreads() unless set).
   int server_sum_threads = 2;
   double timeout_s = 300;        // every wait on a peer gives up after this
+  // BYTEPS_BACKUP_WORKERS: a round of a gradient's key completes with the first worker_processes() -
+  // backup_workers pushes; later pushes of that round are dropped and answered with its sum
+  // (docs/strategy.md, "Backup workers"). 0: every push is summed.
+  int backup_workers = 0;
+  // BYTEPS_BACKUP_WINDOW: completed rounds a worker may be behind; a server keeps that many rounds' sums
+  // (and the latest) for late workers, and holds the next round until the slowest worker is within it.
+  int backup_window = kDefaultBackupWindow;
   bool force_distributed = false;  // BYTEPS_FORCE_DISTRIBUTED: push/pull even with one worker machine
   // BYTEPS_SHARED_MEMORY: workers and servers on one host exchange tensors through the server's shared
   // memory (cc/common/shared_arena.h) instead of the transport.
@@ -89,8 +96,15 @@ struct Config {
   // BYTEPS_TRACE_DIR/<rank>/comm.json (cc/common/timeline.h) from init() until it leaves the job.
   bool trace_on = false;
   std::string trace_dir = ".";
+  // Asynchronous training (BYTEPS_ENABLE_ASYNC=1, or BYTEPS_STALENESS set): the servers hold the weights and
+  // workers push changes of them (cc/ps/async_store.h). Pushes then travel one message each over the transport
+  // (no shared memory, no fusion). `staleness`: BYTEPS_STALENESS, how many steps a worker may lead the
+  // slowest (-1: unbounded).
+  bool async = false;
+  int staleness = -1;
 
   static constexpr int kSlicesInFlight = 4;
+  static constexpr int kDefaultBackupWindow = 4;
 
   int worker_processes() const { return num_worker * local_size; }
   bool elastic() const { return max_workers > 0; }

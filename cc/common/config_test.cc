@@ -113,6 +113,38 @@ TEST(ConfigTest, AnElasticJobHasLimitsAroundItsFirstSize) {
   EXPECT_NE(Config::FromEnvironment(timeout_only).status().message().find("not elastic"), std::string::npos);
 }
 
+// Backup workers: a whole number below the job's worker processes, checked by every role.
+TEST(ConfigTest, BackupWorkersLeaveSomeoneToSum) {
+  Environment env = Base();
+  EXPECT_EQ(Config::FromEnvironment(env).value().backup_workers, 0);
+  EXPECT_EQ(Config::FromEnvironment(env).value().backup_window, Config::kDefaultBackupWindow);
+  env["BYTEPS_BACKUP_WORKERS"] = "1";
+  env["BYTEPS_BACKUP_WINDOW"] = "2";
+  auto config = Config::FromEnvironment(env);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config.value().backup_workers, 1);
+  EXPECT_EQ(config.value().backup_window, 2);
+  env["BYTEPS_LOCAL_SIZE"] = "2";  // 4 worker processes on 2 machines
+  env["BYTEPS_BACKUP_WORKERS"] = "3";
+  EXPECT_TRUE(Config::FromEnvironment(env).ok());
+  for (const char* role : {"worker", "server", "scheduler"}) {
+    for (auto bad : std::vector<std::pair<std::string, std::string>>{{"BYTEPS_BACKUP_WORKERS", "4"},
+                                                                     {"BYTEPS_BACKUP_WORKERS", "-1"},
+                                                                     {"BYTEPS_BACKUP_WORKERS", "1.5"},
+                                                                     {"BYTEPS_BACKUP_WORKERS", "one"},
+                                                                     {"BYTEPS_BACKUP_WINDOW", "0"},
+                                                                     {"BYTEPS_MAX_WORKERS", "4"}}) {
+      Environment wrong = env;
+      wrong["DMLC_ROLE"] = role;
+      wrong[bad.first] = bad.second;
+      if (bad.first == "BYTEPS_MAX_WORKERS") wrong["BYTEPS_LOCAL_SIZE"] = "1", wrong["BYTEPS_BACKUP_WORKERS"] = "1";
+      auto refused = Config::FromEnvironment(wrong);
+      ASSERT_FALSE(refused.ok()) << role << " " << bad.first << "=" << bad.second;
+      EXPECT_NE(refused.status().message().find("BYTEPS_BACKUP_W"), std::string::npos) << refused.status().message();
+    }
+  }
+}
+
 TEST(ConfigTest, TcpIoThreadsDefaultToHalfTheCoresFromOneToFour) {
   EXPECT_EQ(DefaultTcpIoThreads(0), 1);
   EXPECT_EQ(DefaultTcpIoThreads(2), 1);
@@ -146,6 +178,52 @@ TEST(ConfigTest, RdmaFromTheFlagOrTheTransportLists) {
   env = Base();
   env["DMLC_ENABLE_RDMA"] = "1";
   EXPECT_TRUE(Config::FromEnvironment(env).value().rdma());
+}
+
+// Asynchronous training: BYTEPS_STALENESS implies it; both turn off shared memory and fusion.
+TEST(ConfigTest, OneStragglerModeAtATime) {
+  for (const char* role : {"worker", "server", "scheduler"}) {
+    for (const char* mode : {"BYTEPS_ENABLE_ASYNC", "BYTEPS_STALENESS"}) {
+      Environment env = Base();
+      env["DMLC_ROLE"] = role;
+      env[mode] = "1";
+      env["BYTEPS_BACKUP_WORKERS"] = "1";
+      auto refused = Config::FromEnvironment(env);
+      ASSERT_FALSE(refused.ok()) << role << " " << mode;
+      EXPECT_NE(refused.status().message().find("Unset one of them"), std::string::npos) << refused.status().message();
+    }
+  }
+}
+
+TEST(ConfigTest, AsyncAndStaleness) {
+  Environment env = Base();
+  EXPECT_FALSE(Config::FromEnvironment(env).value().async);
+  env["BYTEPS_ENABLE_ASYNC"] = "1";
+  Config async = Config::FromEnvironment(env).value();
+  EXPECT_TRUE(async.async);
+  EXPECT_EQ(async.staleness, -1);
+  EXPECT_FALSE(async.shared_memory);
+  EXPECT_FALSE(async.fusion);
+  env.erase("BYTEPS_ENABLE_ASYNC");
+  env["BYTEPS_STALENESS"] = "0";
+  Config bounded = Config::FromEnvironment(env).value();
+  EXPECT_TRUE(bounded.async);
+  EXPECT_EQ(bounded.staleness, 0);
+  Environment compressed = Base();
+  compressed["BYTEPS_ENABLE_ASYNC"] = "1";
+  compressed["BYTEPS_COMPRESSION"] = "none";
+  EXPECT_TRUE(Config::FromEnvironment(compressed).ok());
+  compressed["BYTEPS_COMPRESSION"] = "onebit";
+  EXPECT_NE(Config::FromEnvironment(compressed).status().message().find("does not offer gradient compression"),
+            std::string::npos);
+  for (const char* bad : {"-1", "1.5", "two"}) {
+    env["BYTEPS_STALENESS"] = bad;
+    auto config = Config::FromEnvironment(env);
+    ASSERT_FALSE(config.ok()) << bad;
+    EXPECT_NE(config.status().message().find("BYTEPS_STALENESS='" + std::string(bad) + "' is invalid"),
+              std::string::npos)
+        << config.status().message();
+  }
 }
 
 TEST(ConfigTest, TimeoutsMustBeFiniteAndBounded) {

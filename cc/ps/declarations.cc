@@ -180,6 +180,12 @@ void Declarations::Plan(Declaration& d) {
   d.plan = plan.value();
   std::map<int, KeyPlanBody> by_server;
   const int participants = expected_participants(d.spec);
+  if (d.spec.backups >= participants) {
+    d.error = InvalidArgument("tensor '" + d.spec.name + "': BYTEPS_BACKUP_WORKERS=" + std::to_string(d.spec.backups) +
+                              " leaves none of its " + std::to_string(participants) + " workers to sum: set it "
+                              "below the number of worker processes");
+    return;
+  }
   for (const Partition& p : d.plan.partitions) {
     if (d.spec.compression.on() && p.count > kMaxCodecElements) {
       d.error = InvalidArgument("tensor '" + d.spec.name + "': a compressed partition holds at most " +
@@ -187,7 +193,7 @@ void Declarations::Plan(Declaration& d) {
       return;
     }
     by_server[p.server].keys.push_back(KeySpec{p.key, d.spec.dtype, p.count, participants, d.spec.scope, d.spec.op,
-                                               d.spec.members, d.spec.root, d.spec.compression});
+                                               d.spec.members, d.spec.root, d.spec.compression, d.spec.backups});
   }
   d.plan_request = next_plan_request_++;
   plan_requests_[d.plan_request] = d.spec.name;

@@ -19,19 +19,24 @@ constexpr size_t kCacheLineBytes = 64;
 }  // namespace
 
 KeyRound::KeyRound(DataType dtype, uint64_t num_elements, int num_workers, SharedArena* arena, ReduceOp op,
-                   const CompressionSpec& compression, uint64_t key, ChunkHelpers* helpers)
+                   const CompressionSpec& compression, uint64_t key, ChunkHelpers* helpers, int backups, int window)
     : dtype_(dtype),
       num_elements_(num_elements),
       num_workers_(num_workers),
+      backups_(backups),
+      window_(backups > 0 ? window : 0),
       op_(op),
       compression_(compression),
       key_(key),
       wire_bytes_(compression.on() ? EncodedBytes(compression, num_elements) : bytes()),
       arena_(arena),
       helpers_(helpers),
-      receive_(num_workers) {
+      receive_(num_workers),
+      results_(backups > 0 ? window + 1 : 1),
+      last_push_(num_workers, 0),
+      result_from_(results_.size(), kSeveral) {
   if (compression_.on()) {
-    result_ = PrivateBuffer(wire_bytes_);
+    results_[0] = PrivateBuffer(wire_bytes_);
     dense_.reset(new float[num_elements + 1]);
     if (compression_.error_feedback) {
       residual_.reset(new float[num_elements + 1]);
@@ -45,18 +50,19 @@ KeyRound::KeyRound(DataType dtype, uint64_t num_elements, int num_workers, Share
   const size_t align = bytes() >= kPageBytes ? kPageBytes : kCacheLineBytes;
   const size_t stride = (std::max<size_t>(bytes(), 1) + align - 1) / align * align;
   std::optional<SharedArena::Block>& block = block_;
-  block_bytes_ = stride * (num_workers + 2);
+  const size_t slots = results_.size();
+  block_bytes_ = stride * (num_workers + 1 + slots);
   if (arena != nullptr) block = arena->Allocate(block_bytes_);
   if (block) {
     auto place = [&](Buffer& buffer, size_t index) {
       buffer.data = block->data + index * stride;
       buffer.offset = block->offset + index * stride;
     };
-    place(result_, 0);
-    place(sum_, 1);
-    for (int rank = 0; rank < num_workers; ++rank) place(receive_[rank], 2 + rank);
+    for (size_t slot = 0; slot < slots; ++slot) place(results_[slot], slot);
+    place(sum_, slots);
+    for (int rank = 0; rank < num_workers; ++rank) place(receive_[rank], slots + 1 + rank);
   } else {
-    result_ = PrivateBuffer(bytes());
+    for (Buffer& result : results_) result = PrivateBuffer(bytes());
   }
   if (AccumulatorType(dtype) != dtype) {
     wide_sum_.reset(new char[num_elements * DataTypeSize(AccumulatorType(dtype)) + 1]);
@@ -81,11 +87,31 @@ void* KeyRound::ReceiveBuffer(int rank) {
   return receive_[rank].data;
 }
 
-Status KeyRound::Admit(int rank, uint32_t round) {
-  if (round != accumulating_round()) {
+Status KeyRound::Admit(int rank, uint32_t round, bool* summed) {
+  *summed = true;
+  if (backups_ > 0) {
+    // Each worker pushes its rounds in order, late or not.
+    if (round > accumulating_round() || round != last_push_[rank] + 1) {
+      return FailedPrecondition("worker " + std::to_string(rank) + " pushed round " + std::to_string(round) +
+                                " after round " + std::to_string(last_push_[rank]) + " while the server expects "
+                                "round " + std::to_string(accumulating_round()) + " at most");
+    }
+    if (round < accumulating_round() && !Retains(round)) {
+      return Internal("worker " + std::to_string(rank) + " pushed round " + std::to_string(round) +
+                      ", whose sum is no longer kept (the window holds rounds after " +
+                      std::to_string(completed_round_ - results_.size()) + ")");
+    }
+    last_push_[rank] = round;
+    if (round < accumulating_round() || static_cast<int>(pushed_.size()) >= contributions_needed()) {
+      *summed = false;  // late: its round has every contribution it takes
+      ++dropped_pushes_;
+      return Status::OK();
+    }
+  } else if (round != accumulating_round()) {
     return FailedPrecondition("worker " + std::to_string(rank) + " pushed round " + std::to_string(round) +
                               " while the server expects round " + std::to_string(accumulating_round()));
   }
+  last_push_[rank] = round;
   if (!pushed_.insert(rank).second) {
     return FailedPrecondition("worker " + std::to_string(rank) + " pushed round " + std::to_string(round) +
                               " twice");
@@ -96,17 +122,29 @@ Status KeyRound::Admit(int rank, uint32_t round) {
 
 // Whether the push just admitted completed the round (which is then completed).
 bool KeyRound::Counted() {
-  if (static_cast<int>(pushed_.size()) < num_workers_) return false;
+  if (static_cast<int>(pushed_.size()) < contributions_needed() || !WindowAllows()) return false;
   CompleteRound();
   return true;
 }
 
+// Completing round c reuses the slot of round c - window - 1: every worker must be done with it.
+bool KeyRound::WindowAllows() const {
+  if (backups_ == 0) return true;
+  for (uint32_t pushed : last_push_) {
+    if (pushed + window_ < accumulating_round()) return false;
+  }
+  return true;
+}
+
 StatusOr<bool> KeyRound::Add(int rank, uint32_t round) {
-  BPS_RETURN_IF_ERROR(Admit(rank, round));
+  bool summed = false;
+  BPS_RETURN_IF_ERROR(Admit(rank, round, &summed));
+  if (!summed) return Counted();
   if (compression_.on()) {
     Status decoded = DecodeInto(rank);
     if (!decoded.ok()) {
       pushed_.erase(rank);  // the push is refused as a whole: the worker may not count as having pushed
+      last_push_[rank] = round - 1;
       return decoded;
     }
     return Counted();
@@ -131,14 +169,16 @@ StatusOr<bool> KeyRound::AddZeros(int rank, uint32_t round) {
   if (op_ != ReduceOp::kSum) {
     return InvalidArgument(std::string("a push of zeros to a ") + ReduceOpName(op_) + " (zeros stand for data in sums only)");
   }
-  BPS_RETURN_IF_ERROR(Admit(rank, round));
-  ClearAccumulatorIfUnset();
+  bool summed = false;
+  BPS_RETURN_IF_ERROR(Admit(rank, round, &summed));
+  if (summed) ClearAccumulatorIfUnset();
   return Counted();
 }
 
 StatusOr<bool> KeyRound::AddAbsent(int rank, uint32_t round) {
   if (op_ == ReduceOp::kSum) return AddZeros(rank, round);
-  BPS_RETURN_IF_ERROR(Admit(rank, round));
+  bool summed = false;
+  BPS_RETURN_IF_ERROR(Admit(rank, round, &summed));
   return Counted();
 }
 
@@ -165,7 +205,7 @@ void KeyRound::EncodeResult() {
     const float* residual = residual_.get();
     for (uint64_t i = 0; i < num_elements_; ++i) sum[i] += residual[i];
   }
-  Encode(compression_, sum, num_elements_, seed, result_.data, residual_ != nullptr);
+  Encode(compression_, sum, num_elements_, seed, results_[0].data, residual_ != nullptr);
   if (residual_) std::swap(dense_, residual_);  // the sum is now the leftover; the old leftover is cleared next
 }
 
@@ -179,17 +219,36 @@ void KeyRound::LoadResidual() {
   std::copy(residual_inbox_.get(), residual_inbox_.get() + num_elements_, residual_.get());
 }
 
+// The contributors' sum stands for every worker's: times num_workers / contributions_needed, in the
+// accumulator's type (float32 for 16-bit floats), so that the usual division by num_workers gives their mean.
+void KeyRound::ScaleForBackups() {
+  if (AccumulatorType(dtype_) == DataType::kFloat64) {
+    const double scale = static_cast<double>(num_workers_) / contributions_needed();
+    double* sum = static_cast<double*>(accumulator());
+    for (uint64_t i = 0; i < num_elements_; ++i) sum[i] *= scale;
+  } else {
+    const float scale = static_cast<float>(num_workers_) / static_cast<float>(contributions_needed());
+    float* sum = static_cast<float*>(accumulator());
+    for (uint64_t i = 0; i < num_elements_; ++i) sum[i] *= scale;
+  }
+}
+
 void KeyRound::CompleteRound() {
   ClearAccumulatorIfUnset();  // (only when every contribution was absent: a result nobody will pull)
+  if (backups_ > 0) ScaleForBackups();
+  const uint32_t round = accumulating_round();
+  Buffer& slot = results_[round % results_.size()];
   if (compression_.on()) {
     EncodeResult();
   } else if (!wide_sum_) {
-    // Same layout: swap buffers instead of copying. The old result was received by every worker already.
-    std::swap(sum_, result_);
+    // Same layout: swap buffers instead of copying. The slot's old sum was received by every worker already.
+    std::swap(sum_, slot);
   } else {
-    LoadFromAccumulator(helpers_, dtype_, wide_sum_.get(), result_.data, num_elements_);
+    LoadFromAccumulator(helpers_, dtype_, wide_sum_.get(), slot.data, num_elements_);
   }
-  result_from_ = compression_.on() ? kSeveral : data_from_;  // an encoded sum is nobody's push
+  // An encoded sum is nobody's push, and neither is a scaled one.
+  result_from_[round % results_.size()] =
+      compression_.on() || (backups_ > 0 && data_from_ != kNobody) ? kSeveral : data_from_;
   data_from_ = kNobody;
   accumulator_set_ = false;
   pushed_.clear();
@@ -198,10 +257,25 @@ void KeyRound::CompleteRound() {
 
 std::set<int> KeyRound::MissingWorkers() const {
   std::set<int> missing;
+  const bool has_contributions = static_cast<int>(pushed_.size()) >= contributions_needed();
   for (int r = 0; r < num_workers_; ++r) {
-    if (!pushed_.count(r)) missing.insert(r);
+    const bool waited_for = has_contributions ? last_push_[r] + window_ < accumulating_round() : !HasPushed(r);
+    if (waited_for) missing.insert(r);
   }
   return missing;
+}
+
+bool KeyRound::WaitsOn(const std::set<int>& finished) const {
+  const std::set<int> missing = MissingWorkers();
+  if (backups_ == 0 || static_cast<int>(pushed_.size()) >= contributions_needed()) {
+    for (int r : missing) {
+      if (finished.count(r)) return true;
+    }
+    return false;
+  }
+  int can_still_push = 0;
+  for (int r : missing) can_still_push += finished.count(r) ? 0 : 1;
+  return static_cast<int>(pushed_.size()) + can_still_push < contributions_needed();
 }
 
 }  // namespace bps

@@ -17,6 +17,13 @@
 // A compressed key (KeySpec::compression) receives encoded pushes, decodes each into a dense float32 sum,
 // and encodes the completed sum for the pull, keeping what that encoding dropped for the next round (the
 // server's error feedback). Its buffers are private: compression is for the network, not shared memory.
+//
+// With backup workers (`backups` > 0) a round completes with the first num_workers - backups pushes; its sum
+// is scaled by num_workers / (num_workers - backups), so that dividing by num_workers gives the contributors'
+// mean. A push of a round that already has its contributions (a late worker's) is dropped, counted, and
+// answered with that round's sum. So the sums of the last `window` completed rounds and the latest are
+// kept, and a round completes only when every worker has pushed a round at most `window` before it: a
+// worker that has pushed round p is done with every sum before p, the ordering the buffer swaps rely on.
 #pragma once
 
 #include <cstdint>
@@ -39,16 +46,18 @@ class KeyRound {
   // `arena` (may be null) provides shared buffers; where it is full the key's buffers are private. `op`
   // combines the contributions (a sum unless said otherwise). `compression` (with the key, which seeds
   // random-k) encodes pushes and results. `helpers` (may be null) spread one large sum over idle cores.
+  // `backups`, `window`: see above (floating sums, uncompressed, only).
   KeyRound(DataType dtype, uint64_t num_elements, int num_workers, SharedArena* arena = nullptr,
            ReduceOp op = ReduceOp::kSum, const CompressionSpec& compression = {}, uint64_t key = 0,
-           ChunkHelpers* helpers = nullptr);
+           ChunkHelpers* helpers = nullptr, int backups = 0, int window = 0);
   ~KeyRound();  // gives its block of the arena back
   KeyRound(const KeyRound&) = delete;
   KeyRound& operator=(const KeyRound&) = delete;
 
   DataType dtype() const { return dtype_; }
   uint64_t num_elements() const { return num_elements_; }
-  int num_workers() const { return num_workers_; }  // contributions per round
+  int num_workers() const { return num_workers_; }  // workers that push each round
+  int contributions_needed() const { return num_workers_ - backups_; }  // pushes summed per round
   size_t bytes() const { return num_elements_ * DataTypeSize(dtype_); }
   // What a push and a pulled result carry: bytes(), or their encoded size.
   size_t wire_bytes() const { return wire_bytes_; }
@@ -56,13 +65,14 @@ class KeyRound {
   // Where worker `rank`'s pushed data should land.
   void* ReceiveBuffer(int rank);
   // Whether the buffers below are in the shared arena.
-  bool shared() const { return result_.shared(); }
-  // The arena offsets of ReceiveBuffer(rank) and result() (shared() only: all placed up front).
+  bool shared() const { return results_[0].shared(); }
+  // The arena offsets of ReceiveBuffer(rank) and result(round) (shared() only: all placed up front).
   uint64_t ReceiveOffset(int rank) const { return receive_[rank].offset; }
-  uint64_t result_offset() const { return result_.offset; }
+  uint64_t result_offset(uint32_t round) const { return Slot(round).offset; }
+  uint64_t result_offset() const { return result_offset(completed_round_); }
 
-  // Adds worker `rank`'s pushed data (already in its receive buffer) to round `round`.
-  // Returns true when this push completed the round.
+  // Adds worker `rank`'s pushed data (already in its receive buffer) to round `round` (with backups: or
+  // drops it, late). Returns true when this push completed the accumulating round.
   StatusOr<bool> Add(int rank, uint32_t round);
   // The same for a push of zeros (no data, nothing to add; sums only).
   StatusOr<bool> AddZeros(int rank, uint32_t round);
@@ -70,18 +80,33 @@ class KeyRound {
   // out of a min, max or product.
   StatusOr<bool> AddAbsent(int rank, uint32_t round);
   // Whether `rank` has pushed (or was counted absent in) the accumulating round.
-  bool HasPushed(int rank) const { return pushed_.count(rank) > 0; }
+  bool HasPushed(int rank) const { return pushed_.count(rank) > 0 || last_push_[rank] >= accumulating_round(); }
 
   uint32_t completed_round() const { return completed_round_; }
   uint32_t accumulating_round() const { return completed_round_ + 1; }
-  // The sum of completed_round(), in dtype().
-  const void* result() const { return result_.data; }
-  // Whether every push of completed_round() was zeros.
-  bool result_is_zero() const { return result_from_ == kNobody; }
-  // The rank whose push was the only one with data in completed_round(), or -1.
-  int result_sole_contributor() const { return result_from_ >= 0 ? result_from_ : -1; }
-  // Workers that have not pushed the accumulating round yet (for timeout messages).
+  // Whether the sum of completed round `round` is kept (the latest; with backups, the window's too).
+  bool Retains(uint32_t round) const {
+    return round >= 1 && round <= completed_round_ && completed_round_ - round < results_.size();
+  }
+  // The sum of `round` (Retains(round)), or of completed_round(), in dtype().
+  const void* result(uint32_t round) const { return Slot(round).data; }
+  const void* result() const { return result(completed_round_); }
+  // Whether every push summed in `round` was zeros.
+  bool result_is_zero(uint32_t round) const { return SlotFrom(round) == kNobody; }
+  bool result_is_zero() const { return result_is_zero(completed_round_); }
+  // The rank whose push was the only one with data in `round`, or -1 (always -1 with backups: scaled).
+  int result_sole_contributor(uint32_t round) const { return SlotFrom(round) >= 0 ? SlotFrom(round) : -1; }
+  int result_sole_contributor() const { return result_sole_contributor(completed_round_); }
+  // Workers the accumulating round waits for (for timeout messages): those that have not pushed it, or with
+  // backups, once it has its contributions, those more than the window behind.
   std::set<int> MissingWorkers() const;
+  // Whether the accumulating round can no longer complete once `finished` workers push no more.
+  bool WaitsOn(const std::set<int>& finished) const;
+  // Whether the accumulating round has its contributions and waits for a worker behind the window.
+  bool held_by_window() const { return backups_ > 0 && static_cast<int>(pushed_.size()) >= contributions_needed(); }
+  int window() const { return window_; }
+  // Late pushes dropped since the key was made (backups only).
+  uint64_t dropped_pushes() const { return dropped_pushes_; }
   bool round_started() const { return !pushed_.empty(); }
   double round_started_at() const { return round_started_at_; }
 
@@ -114,14 +139,21 @@ class KeyRound {
   Status DecodeInto(int rank);
   void EncodeResult();
 
-  Status Admit(int rank, uint32_t round);
+  // Checks a push of `round` and counts it; `*summed`: whether its data joins the round (false: late).
+  Status Admit(int rank, uint32_t round, bool* summed);
   void ClearAccumulatorIfUnset();
   bool Counted();
+  bool WindowAllows() const;
+  void ScaleForBackups();
   void CompleteRound();
+  const Buffer& Slot(uint32_t round) const { return results_[round % results_.size()]; }
+  int SlotFrom(uint32_t round) const { return result_from_[round % results_.size()]; }
 
   const DataType dtype_;
   const uint64_t num_elements_;
   const int num_workers_;
+  const int backups_;
+  const int window_;
   const ReduceOp op_;
   const CompressionSpec compression_;
   const uint64_t key_;
@@ -136,14 +168,17 @@ class KeyRound {
   std::unique_ptr<float[]> dense_;     // compressed: the decoded sum
   std::unique_ptr<float[]> residual_;  // compressed, with error feedback: what the last result's encoding dropped
   std::unique_ptr<float[]> residual_inbox_;  // a loaded residual, until LoadResidual
-  Buffer result_;
-  std::set<int> pushed_;
+  // Completed rounds' sums, round r in results_[r % size]: one, or with backups window + 1.
+  std::vector<Buffer> results_;
+  std::set<int> pushed_;  // the accumulating round's contributors
+  std::vector<uint32_t> last_push_;  // per rank: the latest round it pushed (0: none)
+  uint64_t dropped_pushes_ = 0;
   // Who pushed data (not zeros) in the accumulating round, and in the completed one: a rank, or:
   static constexpr int kNobody = -1;
   static constexpr int kSeveral = -2;
   int data_from_ = kNobody;
   bool accumulator_set_ = false;  // the accumulating round's accumulator holds a value (data or zeros)
-  int result_from_ = kSeveral;
+  std::vector<int> result_from_;  // per slot of results_
   uint32_t completed_round_ = 0;
   double round_started_at_ = 0;
 };

@@ -63,6 +63,8 @@ std::string Message::Encode() const {
   w.Put<uint64_t>(shared_result);
   w.Put<uint64_t>(shared_receive);
   w.Put<uint64_t>(held_us);
+  w.Put<uint8_t>(late ? 1 : 0);
+  w.Put<uint32_t>(latest);
   w.Put<uint8_t>(static_cast<uint8_t>(code));
   w.PutString(text);
   return w.Take();
@@ -87,11 +89,13 @@ StatusOr<Message> Message::Decode(const std::string& bytes) {
   m.shared_result = r.Get<uint64_t>();
   m.shared_receive = r.Get<uint64_t>();
   m.held_us = r.Get<uint64_t>();
+  uint8_t late = r.Get<uint8_t>();
+  m.latest = r.Get<uint32_t>();
   uint8_t code = r.Get<uint8_t>();
   m.text = r.GetString();
   if (r.failed() || type < 1 || type > static_cast<uint8_t>(MessageType::kLastType) || !IsValidDataType(dtype) ||
       code > static_cast<uint8_t>(Code::kLastCode) || zeros > 1 || echo > 1 ||
-      share > static_cast<uint8_t>(ShareMode::kMapped) || in_shared > 1) {
+      share > static_cast<uint8_t>(ShareMode::kMapped) || in_shared > 1 || late > 1) {
     return Truncated("protocol");
   }
   m.type = static_cast<MessageType>(type);
@@ -101,6 +105,7 @@ StatusOr<Message> Message::Decode(const std::string& bytes) {
   m.echo = echo == 1;
   m.share = static_cast<ShareMode>(share);
   m.in_shared = in_shared == 1;
+  m.late = late == 1;
   return m;
 }
 
@@ -216,6 +221,24 @@ Status TensorSpec::Validate() const {
                              "push_pull it without compression");
     }
   }
+  if (op == ReduceOp::kWeights && (scope != TensorScope::kProcess || !members.empty())) {
+    return InvalidArgument("tensor '" + name + "': weights kept by the servers (asynchronous training) are pushed "
+                           "by every worker process, without process sets");
+  }
+  if (backups < 0) return InvalidArgument("tensor '" + name + "': a negative number of backup workers");
+  if (backups > 0 && compression.on()) {
+    return InvalidArgument("tensor '" + name + "': compression (" + compression.ToString() + ") is not offered with "
+                           "backup workers (BYTEPS_BACKUP_WORKERS): push_pull it without compression, or unset "
+                           "BYTEPS_BACKUP_WORKERS");
+  }
+  if (backups > 0 && (scope != TensorScope::kProcess || !members.empty() || op != ReduceOp::kSum ||
+                      (dtype != DataType::kFloat16 && dtype != DataType::kBFloat16 && dtype != DataType::kFloat32 &&
+                       dtype != DataType::kFloat64))) {
+    return InvalidArgument("tensor '" + name + "' (" + ToString() + "): backup workers (BYTEPS_BACKUP_WORKERS) apply "
+                           "to floating sums over every worker process only (the sum is scaled to stand for every "
+                           "worker; DistributedOptimizer, DistributedGradientTape and BytePSStrategy push gradients "
+                           "so): push_pull it without backups=True, or unset BYTEPS_BACKUP_WORKERS");
+  }
   if (scope == TensorScope::kPublished && (op != ReduceOp::kSum || root < 0)) {
     return InvalidArgument("tensor '" + name + "': a published tensor has one publisher and no reduction");
   }
@@ -234,6 +257,7 @@ std::string TensorSpec::ToString() const {
     for (size_t i = 0; i < members.size(); ++i) s += (i ? "," : "") + std::to_string(members[i]);
   }
   if (compression.on()) s += " compressed " + compression.ToString();
+  if (backups > 0) s += " with " + std::to_string(backups) + " backup worker(s)";
   return s;
 }
 
@@ -294,6 +318,7 @@ std::string TensorSpec::Encode() const {
   for (int32_t m : members) w.Put(m);
   w.Put(root);
   PutCompression(w, compression);
+  w.Put(backups);
   return w.Take();
 }
 
@@ -311,6 +336,7 @@ StatusOr<TensorSpec> TensorSpec::Decode(const std::string& bytes) {
   t.root = r.Get<int32_t>();
   bool valid_compression = false;
   t.compression = GetCompression(r, &valid_compression);
+  t.backups = r.Get<int32_t>();
   if (r.failed() || !valid_compression || !IsValidDataType(dtype) || scope > static_cast<uint8_t>(TensorScope::kPublished) ||
       !IsValidReduceOp(op)) {
     return Truncated("DECLARE");
@@ -399,6 +425,7 @@ std::string KeyPlanBody::Encode() const {
     for (int32_t m : k.members) w.Put(m);
     w.Put(k.root);
     PutCompression(w, k.compression);
+    w.Put(k.backups);
   }
   return w.Take();
 }
@@ -420,6 +447,7 @@ StatusOr<KeyPlanBody> KeyPlanBody::Decode(const std::string& bytes) {
     k.root = r.Get<int32_t>();
     bool valid_compression = false;
     k.compression = GetCompression(r, &valid_compression);
+    k.backups = r.Get<int32_t>();
     if (!valid_compression || !IsValidDataType(dtype) || scope > static_cast<uint8_t>(TensorScope::kPublished) || !IsValidReduceOp(op)) {
       return Truncated("KEY_PLAN");
     }

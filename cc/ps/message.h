@@ -92,6 +92,12 @@ struct Message {
   // PULL_REPLY: microseconds the server held the receiver's push (or fetch) until the round's last
   // contribution arrived: the receiver's wait for the slowest worker.
   uint64_t held_us = 0;
+  // PULL_REPLY: the receiver's push came after its round had all the contributions it takes (backup
+  // workers): its data was dropped, and the reply carries the round's sum.
+  bool late = false;
+  // PULL_REPLY with backup workers: the key's newest completed round, so that a late worker knows how far
+  // behind it is (0 otherwise).
+  uint32_t latest = 0;
   Code code = Code::kOk;     // replies: the outcome
   std::string text;          // error message, or a type-specific body (PULL_REPLY to kOffer: the arena's locator)
 
@@ -159,6 +165,9 @@ struct TensorSpec {
   std::vector<int32_t> members;  // kProcess: the ranks of its process set, ascending; empty: every worker
   int32_t root = 0;              // kPublished: the publisher's rank
   CompressionSpec compression;   // float32 sums only
+  // Pushes a round completes without: the job's backup workers (BYTEPS_BACKUP_WORKERS) for a gradient, 0
+  // for anything that needs every worker's value. Floating sums over every worker, uncompressed, only.
+  int32_t backups = 0;
   uint64_t num_elements() const;
   std::string ToString() const;  // float32[3,4], "float32[3,4] per machine", "... min over ranks 0,2"
   // Sizes checked before anything is planned or allocated: a name of at most kMaxNameBytes, at most
@@ -169,7 +178,7 @@ struct TensorSpec {
   Status Validate() const;
   bool operator==(const TensorSpec& o) const {
     return name == o.name && dtype == o.dtype && shape == o.shape && scope == o.scope && op == o.op &&
-           members == o.members && root == o.root && compression == o.compression;
+           members == o.members && root == o.root && compression == o.compression && backups == o.backups;
   }
   std::string Encode() const;
   static StatusOr<TensorSpec> Decode(const std::string& bytes);
@@ -199,6 +208,7 @@ struct KeySpec {
   std::vector<int32_t> members;  // as TensorSpec's
   int32_t root = 0;              // as TensorSpec's
   CompressionSpec compression;   // as TensorSpec's: pushes and the pulled sum are encoded (cc/compress/codec.h)
+  int32_t backups = 0;           // as TensorSpec's: a round completes with participants - backups pushes
 };
 
 // A worker's place among the contributors of a key (a contribution index), or why it has none.

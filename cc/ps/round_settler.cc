@@ -37,7 +37,7 @@ void RoundSettler::Settle(uint64_t key, ServerKey* entry) {
 
 void RoundSettler::Answer(uint64_t key, ServerKey* entry, const ParkedPull& pull, double held_seconds) {
   const KeyRound& round = *entry->round;
-  if (pull.round != round.completed_round()) {
+  if (!round.Retains(pull.round)) {
     return ReplyError(pull, key,
                       FailedPrecondition("pull of round " + std::to_string(pull.round) + " but round " +
                                          std::to_string(round.completed_round()) + " is the latest"));
@@ -51,8 +51,10 @@ void RoundSettler::Answer(uint64_t key, ServerKey* entry, const ParkedPull& pull
   reply.num_elements = round.num_elements();
   reply.held_us = static_cast<uint64_t>(held_seconds * 1e6);
   // A gather's partitions are mostly zeros or one worker's rows: those need no bytes back.
-  reply.zeros = round.result_is_zero();
-  reply.echo = round.result_sole_contributor() == pull.rank;
+  reply.late = pull.late;
+  if (round.contributions_needed() < round.num_workers()) reply.latest = round.completed_round();
+  reply.zeros = round.result_is_zero(pull.round);
+  reply.echo = round.result_sole_contributor(pull.round) == pull.rank;
   bool payload = !reply.zeros && !reply.echo;
   if (pull.share != ShareMode::kNone && round.shared()) {
     // A worker on this host: its next push goes straight into its receive buffer, and once it has mapped
@@ -60,11 +62,11 @@ void RoundSettler::Answer(uint64_t key, ServerKey* entry, const ParkedPull& pull
     reply.shared_receive = round.ReceiveOffset(pull.rank);
     if (pull.share == ShareMode::kOffer) reply.text = arena_locator_();
     if (pull.share == ShareMode::kMapped && payload) {
-      reply.shared_result = round.result_offset();
+      reply.shared_result = round.result_offset(pull.round);
       payload = false;
     }
   }
-  Deliver(pull, reply, payload ? round.result() : nullptr, payload ? round.wire_bytes() : 0);
+  Deliver(pull, reply, payload ? round.result(pull.round) : nullptr, payload ? round.wire_bytes() : 0);
 }
 
 void RoundSettler::Deliver(const ParkedPull& pull, const Message& reply, const void* payload, size_t bytes) {
@@ -77,6 +79,7 @@ void RoundSettler::FailIfWaitingOnFinished(uint64_t key, ServerKey* entry) {
   const bool readers_only = entry->spec.scope == TensorScope::kPublished;
   if (!entry->round || entry->parked.empty() || (!readers_only && !entry->round->round_started())) return;
   std::set<int> finished = contributors_.finished(entry->spec);
+  if (!entry->round->WaitsOn(finished)) return;
   std::set<int> gone;
   for (int missing : entry->round->MissingWorkers()) {
     if (finished.count(missing)) gone.insert(ContributorRank(entry->spec.scope, entry->spec.members,
@@ -108,6 +111,14 @@ void RoundSettler::FailIfStale(uint64_t key, ServerKey* entry, double now) {
                                   std::to_string(round.accumulating_round()) + " within BYTEPS_TIMEOUT=" +
                                   limit.str() + "; every worker must push_pull the same tensors, each as "
                                   "many times as the others");
+  if (round.held_by_window()) {
+    // The round has its contributions; the servers keep only the window's results for late workers.
+    error = DeadlineExceeded(who + RankList(missing) + " stayed more than BYTEPS_BACKUP_WINDOW=" +
+                             std::to_string(round.window()) + " rounds behind round " +
+                             std::to_string(round.accumulating_round()) + " for BYTEPS_TIMEOUT=" + limit.str() +
+                             ": it stopped pushing, or is far slower than the others (a larger "
+                             "BYTEPS_BACKUP_WINDOW lets workers fall further behind)");
+  }
   for (const ParkedPull& pull : entry->parked) ReplyError(pull, key, error);
   entry->parked.clear();
 }

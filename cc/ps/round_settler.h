@@ -32,6 +32,7 @@ struct ParkedPull {
   double arrived = 0;  // when the push (or fetch) reached this server
   std::shared_ptr<FusedReply> fused;  // a member of a PUSH_MANY: its answer goes there, as member `member`
   size_t member = 0;
+  bool late = false;  // backup workers: the push came after its round had its contributions (dropped)
 };
 
 // A key a server sums: its plan, its rounds, and who waits on them.
@@ -61,8 +62,8 @@ class RoundSettler {
   // After a push or a worker's finish: counts the joined contributors as absent from the round, answers the
   // pulls of a completed round, and fails those of a round that waits on a contributor that finished.
   void Settle(uint64_t key, ServerKey* entry);
-  // Answers `pull` with the completed round's result; `held_seconds`: how long the round's other
-  // contributions kept it waiting.
+  // Answers `pull` with the result of its round (completed and kept); `held_seconds`: how long the round's
+  // other contributions kept it waiting.
   void Answer(uint64_t key, ServerKey* entry, const ParkedPull& pull, double held_seconds = 0);
   // Fails the parked pulls of a round that waits on contributors who finished: it can never complete.
   void FailIfWaitingOnFinished(uint64_t key, ServerKey* entry);

@@ -135,5 +135,81 @@ TEST_F(RoundSettlerTest, APullOfAnOlderRoundIsAnError) {
   EXPECT_EQ(reply->second.status().code(), Code::kFailedPrecondition);
 }
 
+// Backup workers: three workers, one backup, a window of one round.
+class BackupSettlerTest : public RoundSettlerTest {
+ protected:
+  void SetUp() override {
+    RoundSettlerTest::SetUp();
+    entry_.spec = KeySpec{kKey, DataType::kFloat32, 2, 3, TensorScope::kProcess};
+    entry_.spec.backups = 1;
+    entry_.round = std::make_unique<KeyRound>(DataType::kFloat32, 2, 3, nullptr, ReduceOp::kSum, CompressionSpec{},
+                                              kKey, nullptr, 1, 1);
+  }
+  // Contribution `rank` pushes `values` to `round`, as the server does (SumPush).
+  void PushRound(int rank, uint32_t round, std::vector<float> values) {
+    std::memcpy(entry_.round->ReceiveBuffer(rank), values.data(), values.size() * sizeof(float));
+    const uint64_t dropped = entry_.round->dropped_pushes();
+    ASSERT_TRUE(entry_.round->Add(rank, round).ok());
+    entry_.parked.push_back(ParkedPull{worker_peer_, rank, ShareMode::kNone, 100u + rank, round, 0});
+    entry_.parked.back().late = entry_.round->dropped_pushes() > dropped;
+    settler_->Settle(kKey, &entry_);
+  }
+  std::vector<float> NextSum(bool* late) {
+    auto reply = worker_inbox_.Next(MessageType::kPullReply);
+    EXPECT_TRUE(reply);
+    if (!reply) return {};
+    EXPECT_TRUE(reply->second.status().ok()) << reply->second.status().ToString();
+    *late = reply->second.late;
+    std::vector<char> payload = worker_inbox_.LastPayload();
+    const float* sum = reinterpret_cast<const float*>(payload.data());
+    return std::vector<float>(sum, sum + payload.size() / sizeof(float));
+  }
+};
+
+TEST_F(BackupSettlerTest, ALatePushIsAnsweredWithTheSameSumTheContributorsGot) {
+  PushRound(0, 1, {1, 2});
+  PushRound(1, 1, {10, 20});
+  bool late = true;
+  const std::vector<float> first = NextSum(&late);
+  EXPECT_FALSE(late);
+  EXPECT_EQ(NextSum(&late), first);
+  const float scale = 3.f / 2.f;
+  EXPECT_EQ(first, std::vector<float>({11 * scale, 22 * scale}));
+  PushRound(2, 1, {500, 500});
+  EXPECT_EQ(NextSum(&late), first) << "the late worker gets round 1's sum, its push dropped";
+  EXPECT_TRUE(late);
+  EXPECT_TRUE(entry_.parked.empty());
+}
+
+TEST_F(BackupSettlerTest, ARoundHeldForAWorkerBehindTheWindowFailsAfterTheTimeoutNamingIt) {
+  PushRound(0, 1, {1, 1});
+  PushRound(1, 1, {1, 1});
+  bool late = false;
+  NextSum(&late);
+  NextSum(&late);
+  PushRound(0, 2, {1, 1});
+  PushRound(1, 2, {1, 1});
+  EXPECT_FALSE(worker_inbox_.Next(MessageType::kPullReply, 0.2)) << "worker 2 has not pushed round 1";
+  const double started = entry_.round->round_started_at();
+  settler_->FailIfStale(kKey, &entry_, started + 6);
+  auto reply = worker_inbox_.Next(MessageType::kPullReply);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->second.status().code(), Code::kDeadlineExceeded);
+  EXPECT_NE(reply->second.text.find("worker(s) 2 stayed more than BYTEPS_BACKUP_WINDOW=1 rounds behind"),
+            std::string::npos)
+      << reply->second.text;
+}
+
+TEST_F(BackupSettlerTest, ARoundFailsOnlyWhenFinishedWorkersLeaveTooFewToComplete) {
+  finished_ = {2};
+  PushRound(0, 1, {1, 1});
+  EXPECT_FALSE(worker_inbox_.Next(MessageType::kPullReply, 0.2)) << "worker 1 can still complete the round";
+  finished_ = {1, 2};
+  settler_->Settle(kKey, &entry_);
+  auto reply = worker_inbox_.Next(MessageType::kPullReply);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->second.status().code(), Code::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace bps

@@ -10,6 +10,7 @@
 #include "cc/common/logging.h"
 #include "cc/compress/codec.h"
 #include "cc/ps/node_setup.h"
+#include "cc/ps/timeouts.h"
 
 namespace bps {
 
@@ -27,6 +28,7 @@ Server::Server(const Config& config, Transport* transport)
   for (int i = 0; i < config.server_sum_threads; ++i) {
     sum_threads_.push_back(std::make_unique<WorkThread>([this, i] { CheckStaleRounds(i); }));
   }
+  async_ = std::make_unique<AsyncStore>(config.staleness, MissingWorkerTimeout(config));
 }
 
 Server::~Server() {
@@ -196,9 +198,18 @@ void Server::HandleKeyPlan(const Message& m) {
                                                                spec.op == ReduceOp::kSum &&
                                                                spec.scope != TensorScope::kPublished &&
                                                                spec.count <= kMaxCodecElements);
-      if (!compression_fits || spec.count > limit || spec.participants < 1 || spec.participants > num_workers || !members_fit ||
+      const bool backups_fit = spec.backups == 0 || (spec.backups > 0 && spec.backups < spec.participants &&
+                                                     !spec.compression.on() && spec.op == ReduceOp::kSum &&
+                                                     spec.scope == TensorScope::kProcess && spec.members.empty());
+      if (!compression_fits || !backups_fit || spec.count > limit || spec.participants < 1 || spec.participants > num_workers || !members_fit ||
           spec.root < 0 || spec.root >= num_workers) {
         result = InvalidArgument("a key plan out of this job's bounds");
+        break;
+      }
+      if (spec.op == ReduceOp::kWeights && !config_.async) {
+        result = InvalidArgument("a worker trains asynchronously, but this server was started without "
+                                 "BYTEPS_ENABLE_ASYNC or BYTEPS_STALENESS: set them alike on every process "
+                                 "(bpslaunch --async / --staleness does)");
         break;
       }
       auto it = keys_.find(spec.key);
@@ -207,7 +218,8 @@ void Server::HandleKeyPlan(const Message& m) {
       } else if (it->second.spec.dtype != spec.dtype || it->second.spec.count != spec.count ||
                  it->second.spec.participants != spec.participants || it->second.spec.scope != spec.scope ||
                  it->second.spec.op != spec.op || it->second.spec.members != spec.members ||
-                 it->second.spec.root != spec.root || it->second.spec.compression != spec.compression) {
+                 it->second.spec.root != spec.root || it->second.spec.compression != spec.compression ||
+                 it->second.spec.backups != spec.backups) {
         result = InvalidArgument("key " + std::to_string(spec.key) + " is planned twice, differently");
         break;
       }
@@ -238,6 +250,10 @@ void Server::HandleWorkerFinished(int rank, bool joined) {
     for (auto& entry : keys_) keys.emplace_back(entry.first, &entry.second);
   }
   for (auto& key : keys) {
+    if (key.second->spec.op == ReduceOp::kWeights) {
+      SendAsyncReplies(async_->Finished(key.second->spec, FinishedContributors(key.second->spec)));
+      continue;
+    }
     SumThreadFor(key.first).Post([this, key] { settler_.Settle(key.first, key.second); });
   }
 }
@@ -258,6 +274,11 @@ void Server::HandleReset(bool dropped) {
     });
   }
   for (auto& f : holding) f.wait();
+  SendAsyncReplies(async_->Clear(Aborted(kRoundDropped)));
+  if (late_pushes_ > 0) {
+    BPS_LOG(Info) << "backup workers: " << late_pushes_.exchange(0)
+                  << " late pushes dropped (answered with their round's sum) in this generation";
+  }
   {
     std::lock_guard<std::mutex> lock(keys_mu_);
     const std::set<PeerId> identified = generation_.End(dropped);
@@ -317,8 +338,11 @@ ServerKey* Server::CheckedKey(PeerId from, const Message& m, Status* error, bool
   }
   if (!entry.round) {
     try {
-      entry.round = std::make_unique<KeyRound>(spec.dtype, spec.count, spec.participants, arena_.get(), spec.op,
-                                               spec.compression, spec.key, &sum_helpers_);
+      // Weights use the round's receive buffers only (AsyncStore keeps the rest).
+      const ReduceOp op = spec.op == ReduceOp::kWeights ? ReduceOp::kSum : spec.op;
+      entry.round = std::make_unique<KeyRound>(spec.dtype, spec.count, spec.participants, arena_.get(), op,
+                                               spec.compression, spec.key, &sum_helpers_, spec.backups,
+                                               config_.backup_window);
     } catch (const std::bad_alloc&) {
       *error = Unavailable("the server has no memory for key " + std::to_string(m.key) + " (" +
                            std::to_string(spec.count * DataTypeSize(spec.dtype)) + " bytes per contribution)");
@@ -366,6 +390,7 @@ void Server::HandlePush(PeerId from, const Message& m, void* payload) {
   }
   ParkedPull pull{from, m.sender, m.share, m.request_id, m.round, NowSeconds()};
   if (!error.ok()) return settler_.ReplyError(pull, m.key, error);
+  if (entry->spec.op == ReduceOp::kWeights) return AsyncPush(entry, pull, m.zeros);
   const uint64_t key = m.key;
   const bool zeros = m.zeros;
   auto sum = [this, key, entry, zeros, pull] { SumPush(key, entry, pull.rank, zeros, pull); };
@@ -417,7 +442,11 @@ void Server::HandlePushMany(PeerId from, const Message& m, void* payload) {
     ServerKey* entry = CheckedKey(from, push, &error);
     if (entry != nullptr) {
       const size_t expected = push.zeros ? 0 : entry->round->wire_bytes();
-      if (push.share != ShareMode::kNone || push.in_shared) {
+      if (entry->spec.op == ReduceOp::kWeights) {
+        error = InvalidArgument("worker " + std::to_string(push.sender) + " fused a push of weights, which "
+                                "asynchronous training does not take: set BYTEPS_ENABLE_ASYNC and BYTEPS_STALENESS "
+                                "alike on every process");
+      } else if (push.share != ShareMode::kNone || push.in_shared) {
         error = InvalidArgument("worker " + std::to_string(push.sender) + " fused a push that uses shared memory");
       } else if (!received) {
         error = InvalidArgument("push payload of worker " + std::to_string(push.sender) + " could not be received");
@@ -502,13 +531,49 @@ void Server::HandleResidual(PeerId from, const Message& m, void* payload) {
   });
 }
 
+void Server::AsyncPush(ServerKey* entry, const ParkedPull& pull, bool zeros) {
+  const void* data = nullptr;
+  if (!zeros) {
+    std::lock_guard<std::mutex> lock(keys_mu_);
+    data = entry->round->ReceiveBuffer(pull.rank);
+  }
+  // The worker pushes again only after this reply, so its receive buffer stays as it is meanwhile.
+  SendAsyncReplies(async_->Push(entry->spec, pull, data));
+}
+
+void Server::SendAsyncReplies(const std::vector<AsyncReply>& replies) {
+  for (const AsyncReply& r : replies) {
+    if (!r.status.ok()) {
+      settler_.ReplyError(r.to, r.key, r.status);
+      continue;
+    }
+    Message reply;
+    reply.type = MessageType::kPullReply;
+    reply.request_id = r.to.request_id;
+    reply.key = r.key;
+    reply.round = r.to.round;
+    reply.dtype = r.dtype;
+    reply.num_elements = r.count;
+    reply.held_us = static_cast<uint64_t>(r.held_seconds * 1e6);
+    std::shared_ptr<const std::vector<char>> weights = r.weights;
+    // The snapshot lives until the transport has sent it.
+    transport_->Send(r.to.peer, reply.Encode(), weights->data(), weights->size(),
+                     [weights](const Status&) {});
+  }
+}
+
 void Server::SumPush(uint64_t key, ServerKey* entry, int rank, bool zeros, const ParkedPull& pull) {
+  const uint64_t dropped = entry->round->dropped_pushes();
   auto added = zeros ? entry->round->AddZeros(rank, pull.round) : entry->round->Add(rank, pull.round);
   if (!added.ok()) {
     BPS_LOG(Error) << "key " << key << ": " << added.status().message();
     return settler_.ReplyError(pull, key, added.status());
   }
   entry->parked.push_back(pull);
+  if (entry->round->dropped_pushes() > dropped) {
+    entry->parked.back().late = true;
+    ++late_pushes_;
+  }
   settler_.Settle(key, entry);
 }
 
@@ -516,6 +581,7 @@ void Server::SumPush(uint64_t key, ServerKey* entry, int rank, bool zeros, const
 // missing, rather than letting them time out with less to go on.
 void Server::CheckStaleRounds(size_t thread_index) {
   const double now = NowSeconds();
+  if (thread_index == 0) SendAsyncReplies(async_->Expire(now));
   std::vector<std::pair<uint64_t, ServerKey*>> mine;
   {
     std::lock_guard<std::mutex> lock(keys_mu_);

@@ -33,6 +33,7 @@
 #include "cc/common/shared_arena.h"
 #include "cc/common/stopped_process_watch.h"
 #include "cc/common/work_thread.h"
+#include "cc/ps/async_store.h"
 #include "cc/ps/fused_inboxes.h"
 #include "cc/ps/key_round.h"
 #include "cc/ps/message.h"
@@ -88,6 +89,10 @@ class Server : public MessageHandler {
   // SAVE_RESIDUAL / LOAD_RESIDUAL of a compressed key (checkpoints of its error feedback).
   void HandleResidual(PeerId from, const Message& m, void* payload);
   void SumPush(uint64_t key, ServerKey* entry, int rank, bool zeros, const ParkedPull& pull);
+  // Asynchronous training (a key of ReduceOp::kWeights): a push is a change of the weights (or their initial
+  // value) that async_ applies; its reply carries the weights.
+  void AsyncPush(ServerKey* entry, const ParkedPull& pull, bool zeros);
+  void SendAsyncReplies(const std::vector<AsyncReply>& replies);
   void CheckStaleRounds(size_t thread_index);
   void Finish(const Status& result);
   // Elastic: registers with the scheduler started in the lost one's place; the job's end if none comes.
@@ -122,6 +127,7 @@ class Server : public MessageHandler {
   std::atomic<bool> join_pending_{false};  // registered while an elastic job ran: taken at its next generation
   StoppedProcessWatch stop_watch_{config_.timeout_s};  // tells a server woken from SIGSTOP why it was dropped
   OneShot<Status> finished_;
+  std::atomic<uint64_t> late_pushes_{0};  // backup workers: pushes dropped as late, this generation
   std::unique_ptr<SharedArena> arena_;  // null without workers on this host; made by the first book
 
   // Guards what follows; a ServerKey's round is used by its summing thread's tasks once created.
@@ -132,6 +138,7 @@ class Server : public MessageHandler {
   std::vector<Retired> retired_;
   RoundSettler settler_;
   ThrottledLog dropped_{"messages dropped or peers turned away"};
+  std::unique_ptr<AsyncStore> async_;  // keys of ReduceOp::kWeights (asynchronous training)
 };
 
 }  // namespace bps

@@ -19,6 +19,7 @@ namespace {
 using testing::Inbox;
 
 const uint64_t kKey = 42 << 20;
+const uint64_t kWeightsKey = kKey + 1;  // planned in asynchronous servers only
 const char kToken0[] = "token-of-worker-0-token-of-worker-0";
 const char kToken1[] = "token-of-worker-1-token-of-worker-1";
 
@@ -42,6 +43,8 @@ class ServerTest : public ::testing::Test {
       config.max_workers = 2;
     }
     config.shared_memory = false;
+    config.async = async_;
+    config.staleness = staleness_;
     server_transport_ = CreateInMemoryTransport(network_);
     server_ = std::make_unique<Server>(config, server_transport_.get());
     server_thread_ = std::thread([this] { result_ = server_->Run(); });
@@ -60,6 +63,7 @@ class ServerTest : public ::testing::Test {
     ASSERT_TRUE(scheduler_inbox_.Next(MessageType::kServerReady));
     KeyPlanBody plan;
     plan.keys.push_back(KeySpec{kKey, DataType::kFloat32, 4, 2, TensorScope::kProcess});
+    if (async_) plan.keys.push_back(KeySpec{kWeightsKey, DataType::kFloat32, 4, 2, TensorScope::kProcess, ReduceOp::kWeights});
     Message key_plan;
     key_plan.type = MessageType::kKeyPlan;
     key_plan.request_id = 7;
@@ -137,6 +141,8 @@ class ServerTest : public ::testing::Test {
 
   double timeout_s_ = 20;  // BYTEPS_TIMEOUT
   bool elastic_ = false;
+  bool async_ = false;   // BYTEPS_ENABLE_ASYNC
+  int staleness_ = -1;   // BYTEPS_STALENESS
   std::shared_ptr<InMemoryNetwork> network_;
   std::unique_ptr<Transport> scheduler_, server_transport_;
   std::deque<Inbox> inboxes_;  // outlive the worker transports that deliver to them (shut down in TearDown)
@@ -531,6 +537,67 @@ TEST_F(ServerTest, AKeyWithoutErrorFeedbackHasNoResidual) {
   auto reply = inbox->Next(MessageType::kPullReply);
   ASSERT_TRUE(reply);
   EXPECT_EQ(reply->second.status().code(), Code::kInvalidArgument) << reply->second.status().ToString();
+}
+
+TEST_F(ServerTest, AWeightsKeyIsRefusedByAServerNotStartedForAsynchronousTraining) {
+  KeyPlanBody plan;
+  plan.keys.push_back(KeySpec{kKey + 7, DataType::kFloat32, 4, 2, TensorScope::kProcess, ReduceOp::kWeights});
+  Message key_plan;
+  key_plan.type = MessageType::kKeyPlan;
+  key_plan.text = plan.Encode();
+  scheduler_->Send(to_server_, key_plan.Encode(), nullptr, 0, nullptr);
+  auto reply = scheduler_inbox_.Next(MessageType::kKeyPlanReply);
+  ASSERT_TRUE(reply);
+  EXPECT_NE(reply->second.status().message().find("without BYTEPS_ENABLE_ASYNC or BYTEPS_STALENESS"),
+            std::string::npos)
+      << reply->second.status().ToString();
+}
+
+// The server of an asynchronous job with BYTEPS_STALENESS=0: weights keys keep the weights, other keys sum.
+class AsyncServerTest : public ServerTest {
+ protected:
+  AsyncServerTest() {
+    async_ = true;
+    staleness_ = 0;
+  }
+  static Message WeightsPush(int sender, uint32_t round) {
+    Message m = Push(sender, 4, round);
+    m.key = kWeightsKey;
+    return m;
+  }
+  static std::vector<float> Floats(const std::vector<char>& bytes) {
+    std::vector<float> out(bytes.size() / sizeof(float));
+    std::memcpy(out.data(), bytes.data(), bytes.size());
+    return out;
+  }
+};
+
+TEST_F(AsyncServerTest, InitialPushesThenChangesHeldForTheSlowest) {
+  TwoWorkers w = IdentifiedWorkers();
+  float initial[4] = {1, 2, 3, 4}, other[4] = {9, 9, 9, 9};
+  w.worker0->Send(w.peer0, WeightsPush(0, 1).Encode(), initial, sizeof(initial), nullptr);
+  auto reply = w.inbox0->Next(MessageType::kPullReply);
+  ASSERT_TRUE(reply && reply->second.status().ok()) << (reply ? reply->second.status().ToString() : "none");
+  EXPECT_EQ(Floats(w.inbox0->LastPayload()), (std::vector<float>{1, 2, 3, 4}));
+  w.worker1->Send(w.peer1, WeightsPush(1, 1).Encode(), other, sizeof(other), nullptr);
+  ASSERT_TRUE(w.inbox1->Next(MessageType::kPullReply));
+  EXPECT_EQ(Floats(w.inbox1->LastPayload()), (std::vector<float>{1, 2, 3, 4})) << "the first initial push wins";
+
+  float change0[4] = {1, 1, 1, 1}, change1[4] = {2, 2, 2, 2};
+  w.worker0->Send(w.peer0, WeightsPush(0, 2).Encode(), change0, sizeof(change0), nullptr);
+  EXPECT_FALSE(w.inbox0->Next(MessageType::kPullReply, 0.5)) << "a step ahead of worker 1: held";
+  w.worker1->Send(w.peer1, WeightsPush(1, 2).Encode(), change1, sizeof(change1), nullptr);
+  ASSERT_TRUE(w.inbox1->Next(MessageType::kPullReply));
+  ASSERT_TRUE(w.inbox0->Next(MessageType::kPullReply));
+  EXPECT_EQ(Floats(w.inbox0->LastPayload()), (std::vector<float>{4, 5, 6, 7}));
+  EXPECT_EQ(Floats(w.inbox1->LastPayload()), (std::vector<float>{4, 5, 6, 7}));
+
+  // A plain key of the same job still sums round by round.
+  float a[4] = {1, 1, 1, 1}, b[4] = {2, 2, 2, 2};
+  w.worker0->Send(w.peer0, Push(0, 4).Encode(), a, sizeof(a), nullptr);
+  w.worker1->Send(w.peer1, Push(1, 4).Encode(), b, sizeof(b), nullptr);
+  ASSERT_TRUE(w.inbox0->Next(MessageType::kPullReply));
+  EXPECT_EQ(Floats(w.inbox0->LastPayload()), (std::vector<float>{3, 3, 3, 3}));
 }
 
 }  // namespace

@@ -463,6 +463,10 @@ void WorkerOperations::Complete(PeerId from, uint64_t request_id, const Message&
     // Through the network or, from a server on this host, its shared memory; zeros and echoes carry none.
     CommunicationCounters::OfProcess().Pulled(reply.zeros || reply.echo ? 0 : r.bytes);
     CommunicationCounters::OfProcess().WaitEnded(reply.held_us * 1e-6);
+    if (reply.late) CommunicationCounters::OfProcess().LatePush();
+    if (reply.latest > 0) {
+      CommunicationCounters::OfProcess().Behind(reply.latest > reply.round ? reply.latest - reply.round : 0);
+    }
   }
   if (status.ok() && (reply.zeros || reply.echo) && r.mover == nullptr) {
     // The sum came without bytes: it is zeros, or what this worker pushed.

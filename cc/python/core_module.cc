@@ -52,11 +52,11 @@ DataType ParseDtype(const std::string& name) {
 
 int64_t PushPullAsync(uintptr_t input, uintptr_t output, const std::string& dtype, std::vector<int64_t> shape,
                       const std::string& name, int priority, const std::string& op,
-                      std::vector<int32_t> process_set) {
+                      std::vector<int32_t> process_set, bool backups) {
   std::shared_ptr<Engine> engine = RequireEngine();
   if (name.empty()) throw py::value_error("push_pull needs a non-empty tensor name");
   ReduceOp reduce_op;
-  if (!ParseReduceOp(op, &reduce_op)) throw py::value_error("unknown op '" + op + "': use sum, min, max or product");
+  if (!ParseReduceOp(op, &reduce_op)) throw py::value_error("unknown op '" + op + "': use sum, min, max, product or weights");
   const Status member = CheckInProcessSet(process_set, engine->rank(), "push_pull of '" + name + "'");
   if (!member.ok()) throw py::value_error(member.message());
   auto completion = std::make_shared<Completion>();
@@ -69,6 +69,7 @@ int64_t PushPullAsync(uintptr_t input, uintptr_t output, const std::string& dtyp
   request.priority = priority;
   request.op = reduce_op;
   request.members = std::move(process_set);
+  request.backups = backups;
   request.done = [completion](const Status& s) { completion->Set(s); };
   int64_t handle = g_handles.Add(completion);
   engine->Enqueue(std::move(request));
@@ -211,6 +212,8 @@ PYBIND11_MODULE(_core, m) {
     counters["messages_sent"] = totals.messages_sent;
     counters["messages_received"] = totals.messages_received;
     counters["messages_sent_to_server"] = totals.messages_sent_to_server;
+    counters["late_pushes"] = totals.late_pushes;
+    counters["rounds_behind"] = totals.rounds_behind;
     return counters;
   });
   m.def("plan_partitions", &PlanPartitions, py::arg("num_servers"), py::arg("partition_bytes"),
@@ -248,6 +251,19 @@ PYBIND11_MODULE(_core, m) {
   m.def("size", [] { return RequireEngine()->size(); });
   m.def("local_rank", [] { return RequireEngine()->local_rank(); });
   m.def("local_size", [] { return RequireEngine()->local_size(); });
+  // BYTEPS_ENABLE_ASYNC / BYTEPS_STALENESS as this process parsed them (staleness -1: unbounded).
+  m.def("training_mode", [] {
+    const Config& config = RequireEngine()->config();
+    py::dict result;
+    result["async"] = config.async;
+    result["staleness"] = config.staleness;
+    return result;
+  });
+  // Between an elastic job's generations there is no engine; such jobs have no backup workers.
+  m.def("backup_workers", [] {
+    std::shared_ptr<Engine> engine = ProcessEngine();
+    return engine ? engine->config().backup_workers : 0;
+  });
   m.def("validate_environment", [] { Check(ValidateEnvironment()); });
   m.def("run_role", [] {
     Status s;
@@ -259,7 +275,7 @@ PYBIND11_MODULE(_core, m) {
   });
   m.def("push_pull_async", &PushPullAsync, py::arg("input"), py::arg("output"), py::arg("dtype"),
         py::arg("shape"), py::arg("name"), py::arg("priority") = 0, py::arg("op") = "sum",
-        py::arg("process_set") = std::vector<int32_t>());
+        py::arg("process_set") = std::vector<int32_t>(), py::arg("backups") = false);
   m.def("poll", &Poll);
   m.def("wait", &Wait);
   m.def("save_compression_states", &SaveCompressionStates);

@@ -91,7 +91,8 @@ T Combine(ReduceOp op, T a, T b) {
     case ReduceOp::kMin: return (b < a || b != b) ? b : a;  // b != b: NaN wins
     case ReduceOp::kMax: return (b > a || b != b) ? b : a;
     case ReduceOp::kProduct: return a * b;
-    case ReduceOp::kSum: return a + b;
+    case ReduceOp::kSum:
+    case ReduceOp::kWeights: return a + b;  // changes of weights add up
   }
   return a;
 }

@@ -51,6 +51,7 @@ PushPullRequest PushPullRequest::ForState(Kind kind, const TensorSpec& spec, std
   request.members = spec.members;
   request.root = spec.root;
   request.compression = spec.compression;
+  request.backups = spec.backups > 0;
   request.state = std::move(state);
   request.done = std::move(done);
   return request;
@@ -96,7 +97,7 @@ void Engine::Run(Callbacks& callbacks) {
 
 void Engine::Enqueue(PushPullRequest request) {
   const TensorSpec spec{request.name, request.dtype, request.shape, request.scope, request.op, request.members,
-                        request.root, request.compression};
+                        request.root, request.compression, request.backups ? config_.backup_workers : 0};
   if (request.output != request.input) {
     // A separate output is usually fresh memory that the pulled sums fault in page by page.
     AdviseHugePages(request.output, spec.num_elements() * DataTypeSize(request.dtype));

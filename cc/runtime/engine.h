@@ -46,6 +46,9 @@ struct PushPullRequest {
   int32_t root = 0;
   // Encodes pushes and pulled sums (float32 sums only); every worker gives the same for a name.
   CompressionSpec compression;
+  // A gradient: its rounds may complete without the job's backup workers (BYTEPS_BACKUP_WORKERS; the sum
+  // is then scaled to stand for every worker). Every worker gives the same for a name.
+  bool backups = false;
   // What the request does: moves data (push_pull), or, in order with the name's push_pulls and so between
   // their rounds, saves the name's compression state into `state` or loads it from there (checkpoints).
   enum class Kind : uint8_t { kPushPull, kSaveState, kLoadState };

@@ -129,6 +129,11 @@ StatusOr<int> EndGeneration(bool joined) {
   std::vector<std::function<void()>> hooks;
   {
     std::lock_guard<std::mutex> lock(g_mu);
+    // A joined worker never pushes again: with backup workers the servers' window would wait for it.
+    if (joined && g_engine && g_engine->config().backup_workers > 0) {
+      return FailedPrecondition("join() is not offered with backup workers (BYTEPS_BACKUP_WORKERS): give every "
+                                "worker the same number of steps, or unset BYTEPS_BACKUP_WORKERS");
+    }
     engine = std::move(g_engine);
     hooks = g_shutdown_hooks;
   }

@@ -13,9 +13,10 @@ REGISTER_OP("BytepsPushPull")
     .Attr("priority: int = 0")
     .Attr("shape_in_name: bool = false")
     .Attr("local_devices: int = 1")
-    .Attr("reduce_op: {'sum', 'min', 'max', 'product'} = 'sum'")
+    .Attr("reduce_op: {'sum', 'min', 'max', 'product', 'weights'} = 'sum'")
     .Attr("process_set: list(int) = []")
     .Attr("compression: string = ''")
+    .Attr("backups: bool = false")
     .Input("tensor: T")
     .Output("sum: T")
     .SetIsStateful()
@@ -25,7 +26,8 @@ REGISTER_OP("BytepsPushPull")
          "whose shape changes between steps (every worker must still agree on it at each step). On GPUs, "
          "`local_devices` replicas of the tensor in this process (one per GPU) are reduced together. "
          "`reduce_op` min, max and product run on CPU tensors; `process_set` (ascending ranks) limits the "
-         "reduction to those workers.");
+         "reduction to those workers. `backups`: a gradient, whose rounds may complete without the job's "
+         "backup workers (BYTEPS_BACKUP_WORKERS).");
 
 REGISTER_OP("BytepsPushPullGroup")
     .Attr("T: list({half, bfloat16, float, double, int32, int64})")

@@ -18,6 +18,7 @@ class PushPullOp : public AsyncOpKernel {
     OP_REQUIRES(context, ParseReduceOp(op, &reduce_op_), absl::InvalidArgumentError("unknown reduce_op '" + op + "'"));
     OP_REQUIRES_OK(context, ReadProcessSet(context, &members_));
     OP_REQUIRES_OK(context, ReadCompression(context, &compression_));
+    OP_REQUIRES_OK(context, context->GetAttr("backups", &backups_));
   }
 
   void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
@@ -34,6 +35,7 @@ class PushPullOp : public AsyncOpKernel {
     request.op = reduce_op_;
     request.members = members_;
     request.compression = compression_;
+    request.backups = backups_;
     Enqueue(context, *engine, std::move(request), input, output, std::move(done));
   }
 
@@ -44,6 +46,7 @@ class PushPullOp : public AsyncOpKernel {
   ReduceOp reduce_op_ = ReduceOp::kSum;
   std::vector<int32_t> members_;
   CompressionSpec compression_;
+  bool backups_ = false;
 };
 
 REGISTER_KERNEL_BUILDER(Name("BytepsPushPull").Device(tensorflow::DEVICE_CPU), PushPullOp);

@@ -445,16 +445,23 @@ def test_message_cost_profile_puts_symbols_in_their_concerns():
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("keras_name, workers", [("keras", "1,2"), ("tf_keras", "2")])
-def test_fit_overhead_benchmark_prints_a_row_per_job(tmp_path, keras_name, workers):
+@pytest.mark.parametrize("keras_name, workers, baseline", [("keras", "1,2", False), ("tf_keras", "2", True)])
+def test_fit_overhead_benchmark_prints_a_row_per_job(tmp_path, keras_name, workers, baseline):
+    """A row per job; with --baseline (here this checkout again) a baseline row after each BytePSStrategy row."""
     out = tmp_path / "fit_overhead.json"
+    extra = ("--baseline", REPO_ROOT) if baseline else ()
     done = run_module("benchmarks.fit_overhead", "--keras", keras_name, "--workers", workers, "--steps", 2,
-                      "--calls", 1, "--epochs", 2, "--rounds", 1, "--timeout", 240, "--output", out, timeout=580)
+                      "--calls", 1, "--epochs", 2, "--rounds", 1, "--timeout", 240, "--output", out, *extra,
+                      timeout=580)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    jobs = [("plain", 1), ("mirrored", 1)] + [("bps", int(n)) for n in workers.split(",")]
+    jobs = [("plain", 1, False), ("mirrored", 1, False)] + [
+        ("bps", int(n), b) for n in workers.split(",") for b in ([False, True] if baseline else [False])]
     rows = json.loads(out.read_text())["rows"]
-    assert [(row["variant"], row["workers"]) for row in rows] == jobs
+    assert [(row["variant"], row["workers"], row["baseline"]) for row in rows] == jobs
     assert all(row["call_ms"] > 0 and row["epoch_ms"] > 0 and row["step_ms"] > 0 for row in rows)
-    for label in ["| plain Keras | 1 |", "| MirroredStrategy (1 CPU) | 1 |"] + [
-            f"| BytePSStrategy | {n} |" for n in workers.split(",")]:
+    labels = ["| plain Keras | 1 |", "| MirroredStrategy (1 CPU) | 1 |"] + [
+        f"| BytePSStrategy | {n} |" for n in workers.split(",")]
+    if baseline:
+        labels += [f"| BytePSStrategy (baseline) | {n} |" for n in workers.split(",")]
+    for label in labels:
         assert label in done.stdout, done.stdout

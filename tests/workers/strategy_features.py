@@ -1,6 +1,6 @@
 """BytePSStrategy features on N workers x 2 logical CPU devices, each against a reference computed here:
-global evaluate/predict/metrics, int32 reductions, mixed precision, uneven data, and XLA's limit of one
-device per process."""
+global evaluate/predict/metrics, int32 reductions, mixed precision, uneven data, one input iterator per
+epoch, and XLA's limit of one device per process."""
 
 import sys
 
@@ -151,6 +151,34 @@ def check_uneven_data(strategy):
     assert_identical_everywhere(model.get_weights(), "uneven")
 
 
+def check_one_iterator_per_epoch(strategy):
+    """fit makes one iterator of the distributed dataset per epoch (Keras's spare one at the end of an epoch
+    is made only if used), and an iterator that runs on over epochs (steps_per_epoch) still does."""
+    from tensorflow.python.distribute import input_lib
+
+    made = []
+    local_iter = input_lib.DistributedDataset.__iter__
+
+    def counted(self):
+        made.append(self)
+        return local_iter(self)
+
+    x, y = data()
+    model = in_scope(strategy)
+    model.fit(x, y, batch_size=24, epochs=1, shuffle=False, verbose=0)  # builds the model (from one more batch)
+    input_lib.DistributedDataset.__iter__ = counted
+    try:
+        model.fit(x, y, batch_size=24, epochs=3, shuffle=False, verbose=0)
+        assert len(made) == 3, f"{len(made)} iterators for 3 epochs"
+        made.clear()
+        repeated = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(24)
+        history = model.fit(repeated, epochs=3, steps_per_epoch=2, verbose=0)
+        assert len(made) == 1, f"{len(made)} iterators for 3 epochs of one repeated dataset"
+        assert len(history.history["loss"]) == 3, history.history
+    finally:
+        input_lib.DistributedDataset.__iter__ = local_iter
+
+
 def check_xla_needs_one_device_per_process(strategy):
     """XLA compiles each replica for its device alone: several devices in a process is a clear error."""
     if len(strategy.extended.worker_devices) == 1:
@@ -206,6 +234,7 @@ CHECKS = {
     "overflow_on_one_worker": check_overflow_on_one_worker_skips_everywhere,
     "apply_without_variables": check_loss_scale_apply_without_variables,
     "uneven": check_uneven_data,
+    "one_iterator_per_epoch": check_one_iterator_per_epoch,
     "xla": check_xla_needs_one_device_per_process,
 }
 

@@ -1,0 +1,128 @@
+"""Asynchronous and bounded-staleness training across real processes (bpslaunch --local, loopback, TCP): the
+servers hold the weights; nothing a worker pushes is lost; no worker leads the slowest by more than
+BYTEPS_STALENESS steps; bad settings stop every process at start."""
+
+import json
+import re
+import secrets
+import subprocess
+import sys
+
+import pytest
+
+from testing.jobs import BPSLAUNCH, WORKERS_DIR, assert_job_ok, clean_env, free_port, run_local
+
+
+@pytest.mark.timeout(300)
+def test_servers_weights_are_the_initial_ones_plus_every_pushed_change():
+    result = run_local("async_sums.py", 3, 2, BYTEPS_ENABLE_ASYNC=1, BYTEPS_PARTITION_BYTES=2_000_000)
+    assert_job_ok(result, 3, "async sums exact")
+    digests = set(re.findall(r"final weights ([0-9a-f]{16})", result.stdout))
+    assert len(digests) == 1, result.stdout  # the same weights on every worker after the last pull
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("variable,value,message", [
+    ("BYTEPS_STALENESS", "-1", "BYTEPS_STALENESS='-1' is invalid: it must be a whole number of steps >= 0"),
+    ("BYTEPS_STALENESS", "1.5", "BYTEPS_STALENESS='1.5' is invalid: it must be a whole number of steps >= 0"),
+    ("BYTEPS_ENABLE_ASYNC", "yes", "BYTEPS_ENABLE_ASYNC='yes' is invalid: it must be 0 or 1"),
+    ("BYTEPS_COMPRESSION", "topk:0.01", "BYTEPS_COMPRESSION='topk:0.01' is set for asynchronous training "
+                                        "(BYTEPS_ENABLE_ASYNC), which does not offer gradient compression"),
+])
+def test_a_bad_setting_stops_every_role_at_start(tmp_path, variable, value, message):
+    # Each process checks its own environment before it does anything else, whatever its role.
+    job = dict(DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=free_port(), DMLC_NUM_WORKER=2, DMLC_NUM_SERVER=1,
+               DMLC_WORKER_ID=0, DMLC_NODE_HOST="127.0.0.1", BYTEPS_JOB_SECRET=secrets.token_hex(16),
+               BYTEPS_ENABLE_ASYNC=1)
+    job[variable] = value
+    for role in ("scheduler", "server", "worker"):
+        command = [BPSLAUNCH, sys.executable, str(WORKERS_DIR / "async_sums.py")]
+        result = subprocess.run(command, env=clean_env(DMLC_ROLE=role, **job), capture_output=True, text=True,
+                                timeout=60)
+        assert result.returncode != 0, role
+        assert message in result.stderr, f"{role}: {result.stderr[-2000:]}"
+
+
+@pytest.mark.timeout(120)
+def test_bpslaunch_refuses_a_negative_staleness(tmp_path):
+    result = subprocess.run([BPSLAUNCH, "--local", "--staleness", "-2", "--", sys.executable, "-c", "pass"],
+                            env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "--staleness must be a whole number of steps >= 0" in result.stderr, result.stderr
+
+
+def slowest_started_before(slow_steps, moment):
+    """How many pushes the slow worker had started by `moment`."""
+    return sum(1 for s in slow_steps if s["started"] <= moment)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("staleness", [0, 2])
+def test_no_worker_leads_the_slowest_by_more_than_the_staleness(tmp_path, staleness):
+    workers = 3
+    result = run_local("async_staleness.py", workers, 1, BYTEPS_STALENESS=staleness, ASYNC_DIR=tmp_path)
+    assert_job_ok(result, workers, "20 steps")
+    logs = [json.loads((tmp_path / f"steps.{r}.json").read_text()) for r in range(workers)]
+    slow = logs[-1]
+    lead_seen = 0
+    for rank, steps in enumerate(logs[:-1]):
+        for s in steps:
+            # The reply to step k lets this worker start step k + 1: the slowest must have pushed k - s by then.
+            started = slowest_started_before(slow, s["replied"])
+            assert s["step"] - started <= staleness, (rank, s, started)
+            lead_seen = max(lead_seen, s["step"] - slowest_started_before(slow, s["started"]))
+    # The fast workers did run ahead as far as they were allowed (5 times faster, they would go further).
+    assert lead_seen >= staleness, lead_seen
+    total = sum(range(1, workers + 1))
+    if staleness == 0:
+        # Lock-step: every worker gets the same weights at every step, every worker's change in them.
+        for steps in logs:
+            assert [s["value"] for s in steps] == [total * s["step"] for s in steps], steps
+
+
+def accuracies(result, how, mode, workers):
+    found = re.findall(rf"rank (\d+): {how} {mode} accuracy ([0-9.]+) weights ([0-9a-f]+)", result.stdout)
+    assert len(found) == workers, result.stdout[-4000:]
+    return {int(rank): (float(accuracy), weights) for rank, accuracy, weights in found}
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("how,keras_env", [("fit", {}), ("loop", {}), ("fit", {"TF_USE_LEGACY_KERAS": 1})],
+                         ids=["fit", "loop", "fit-tf-keras"])
+def test_keras_trains_asynchronously_as_well_as_synchronously(how, keras_env):
+    workers = 3
+    sync = run_local("async_keras.py", workers, 1, how, **keras_env)
+    assert sync.returncode == 0, sync.stdout[-4000:] + sync.stderr[-4000:]
+    asynchronous = run_local("async_keras.py", workers, 1, how, BYTEPS_ENABLE_ASYNC=1, **keras_env)
+    assert asynchronous.returncode == 0, asynchronous.stdout[-4000:] + asynchronous.stderr[-4000:]
+    sync_accuracy = accuracies(sync, how, "sync", workers)[0][0]
+    async_results = accuracies(asynchronous, how, "async", workers)
+    # After the last pull every worker holds the servers' weights.
+    assert len({weights for _, weights in async_results.values()}) == 1, async_results
+    assert async_results[0][0] >= sync_accuracy - 0.01, (async_results, sync_accuracy)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("how", ["fit", "loop"])
+def test_bytepsstrategy_trains_asynchronously_as_well_as_synchronously(how):
+    workers = 3
+    sync = run_local("async_strategy.py", workers, 1, how)
+    assert sync.returncode == 0, sync.stdout[-4000:] + sync.stderr[-4000:]
+    asynchronous = run_local("async_strategy.py", workers, 1, how, BYTEPS_ENABLE_ASYNC=1)
+    assert asynchronous.returncode == 0, asynchronous.stdout[-4000:] + asynchronous.stderr[-4000:]
+    sync_accuracy = accuracies(sync, f"strategy-{how}", "sync", workers)[0][0]
+    async_results = accuracies(asynchronous, f"strategy-{how}", "async", workers)
+    assert len({weights for _, weights in async_results.values()}) == 1, async_results
+    assert async_results[0][0] >= sync_accuracy - 0.01, (async_results, sync_accuracy)
+
+
+@pytest.mark.timeout(120)
+def test_a_held_push_fails_within_the_timeout_naming_the_slowest_worker():
+    result = run_local("async_stall.py", 3, 1, BYTEPS_STALENESS=0, BYTEPS_TIMEOUT=4, timeout=60)
+    assert result.returncode != 0
+    for rank in (0, 1):
+        failed = re.search(rf"rank {rank}: held push failed after ([0-9.]+) s: (.*)", result.stdout)
+        assert failed, result.stdout[-4000:]
+        assert f"worker {rank} is more than BYTEPS_STALENESS=0 steps ahead of the slowest worker, worker 2" \
+            in failed.group(2), failed.group(2)
+        assert "BYTEPS_TIMEOUT=4" in failed.group(2), failed.group(2)

@@ -1,0 +1,55 @@
+"""What asynchronous training refuses, said when the optimizer, tape or strategy is made (no job needed: before
+init() the mode is read from the environment, as init() will read it)."""
+
+import pytest
+import tensorflow as tf
+
+import bps_tf as bps
+from bps_tf.launcher.arguments import parse_arguments
+
+
+@pytest.fixture(autouse=True)
+def async_environment(monkeypatch):
+    import os
+
+    for name in list(os.environ):
+        if name.startswith(("DMLC_", "BYTEPS_")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("BYTEPS_ENABLE_ASYNC", "1")
+
+
+def test_the_mode_is_read_from_the_environment_before_init(monkeypatch):
+    assert bps.is_async()
+    monkeypatch.delenv("BYTEPS_ENABLE_ASYNC")
+    assert not bps.is_async()
+    monkeypatch.setenv("BYTEPS_STALENESS", "0")
+    assert bps.is_async()
+
+
+@pytest.mark.parametrize("compression", [bps.Compression.fp16, bps.Compression.topk(0.01)])
+def test_compression_is_refused(compression):
+    with pytest.raises(ValueError, match="gradient compression is not offered with asynchronous training"):
+        bps.DistributedOptimizer(tf.keras.optimizers.SGD(0.1), compression=compression)
+
+
+def test_distributed_gradient_tape_says_to_wrap_the_optimizer_instead():
+    with pytest.raises(ValueError, match="wrap the optimizer: bps.DistributedOptimizer"):
+        bps.DistributedGradientTape(tf.GradientTape())
+
+
+def test_tf1_optimizers_are_refused():
+    with pytest.raises(ValueError, match="asynchronous training is offered for Keras 3 and tf-keras optimizers"):
+        bps.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(0.1))
+
+
+def test_a_keras_optimizer_is_wrapped_for_asynchronous_steps():
+    optimizer = bps.DistributedOptimizer(tf.keras.optimizers.SGD(0.1))
+    assert optimizer._bps_wrapped
+    with pytest.raises(ValueError, match="already a DistributedOptimizer"):
+        bps.DistributedOptimizer(optimizer)
+
+
+def test_bpslaunch_async_flags():
+    args = parse_arguments(["--local", "--staleness", "3", "--", "true"])
+    assert args.staleness == 3 and not args.async_training
+    assert parse_arguments(["--local", "--async", "--", "true"]).async_training

@@ -1,0 +1,75 @@
+"""The digits model trained under BytePSStrategy by Keras fit (argv[1] "fit") or a strategy.run loop ("loop"), synchronously or asynchronously as the job's
+environment says, with the same learning rate (each replica's loss is scaled by the global replica count, so
+asynchronous workers' steps add up to one synchronous step). Prints the test accuracy of the servers' final
+weights: after a synchronous barrier, a step at a zero learning rate pulls them onto every worker."""
+
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+import bps_tf
+from bps_tf import BytePSStrategy
+from testing.digits import fingerprint, load
+
+keras = tf.keras
+EPOCHS = int(os.environ.get("EPOCHS", 40))
+LEARNING_RATE = float(os.environ.get("LEARNING_RATE", 0.5))
+REPLICA_BATCH = int(os.environ.get("REPLICA_BATCH", 16))
+
+
+def accuracy(weights, x, y):
+    w1, b1, w2, b2 = weights
+    logits = np.maximum(x @ w1 + b1, 0) @ w2 + b2
+    return float(np.mean(np.argmax(logits, axis=1) == y))
+
+
+def train_loop(strategy, model, optimizer, x, y, batch):
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(reduction="none")
+    dataset = strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensor_slices((x, y)).batch(batch))
+
+    @tf.function
+    def step(images, labels):
+        def replica_step(images, labels):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(loss_fn(labels, model(images, training=True))) / batch
+            gradients = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+
+        strategy.run(replica_step, args=(images, labels))
+
+    for _ in range(EPOCHS):
+        for images, labels in dataset:
+            step(images, labels)
+
+
+def main():
+    how = sys.argv[1] if len(sys.argv) > 1 else "fit"
+    strategy = BytePSStrategy()
+    rank, size = bps_tf.rank(), bps_tf.size()
+    x_train, y_train, x_test, y_test = load(rank, size)
+    keras.utils.set_random_seed(1234)  # the same run to run (worker 0's initial weights are everyone's)
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(32, activation="relu"),
+                                  keras.layers.Dense(10, activation="softmax")])
+        optimizer = keras.optimizers.SGD(LEARNING_RATE)
+        model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy")
+    batch = REPLICA_BATCH * strategy.num_replicas_in_sync
+    if how == "fit":
+        model.fit(x_train, y_train, batch_size=batch, epochs=EPOCHS, shuffle=False, verbose=0)
+    else:
+        train_loop(strategy, model, optimizer, x_train, y_train, batch)
+    done = strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)
+    assert float(done) == size, done  # a synchronous barrier: every worker has trained
+    if bps_tf.is_async():
+        optimizer.learning_rate.assign(0.0)
+        model.fit(x_train[:batch], y_train[:batch], batch_size=batch, epochs=1, shuffle=False, verbose=0)
+    mode = "async" if bps_tf.is_async() else "sync"
+    weights = model.get_weights()
+    print(f"rank {rank}: strategy-{how} {mode} accuracy {accuracy(weights, x_test, y_test):.4f} weights "
+          f"{fingerprint(weights)}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

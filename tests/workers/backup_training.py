@@ -1,0 +1,74 @@
+"""Training on scikit-learn's digits with backup workers (argv[1]: "strategy", Keras fit under BytePSStrategy;
+"horovod", Keras fit with DistributedOptimizer), worker SLOW_RANK sleeping before each batch. Prints the test
+accuracy (the test compares it with a synchronous run; metrics are reduced over every worker) and this
+worker's late pushes; every worker must end with bit-identical weights."""
+
+import os
+import sys
+import time
+
+import tensorflow as tf
+
+import bps_tf as bps
+import bps_tf.keras
+import bps_tf.numpy as bps_numpy
+from bps_tf.strategy import BytePSStrategy
+from testing.agreement import assert_identical_everywhere
+from testing.digits import load
+
+SLOW_RANK = int(os.environ.get("SLOW_RANK", "1"))
+SLOW_SECONDS = float(os.environ.get("SLOW_SECONDS", "0"))
+EPOCHS = 15
+
+
+class Slow(tf.keras.callbacks.Callback):
+    """Makes this worker a straggler: its batches start late."""
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if bps.rank() == SLOW_RANK:
+            time.sleep(SLOW_SECONDS)
+
+
+def model():
+    tf.keras.utils.set_random_seed(0)
+    return tf.keras.Sequential([tf.keras.Input((64,)), tf.keras.layers.Dense(128, activation="relu"),
+                                tf.keras.layers.Dense(10, activation="softmax")])
+
+
+def strategy_fit():
+    strategy = BytePSStrategy()
+    x_train, y_train, x_test, y_test = load(rank=0, size=1)  # the strategy gives each worker its shard
+    with strategy.scope():
+        net = model()
+        net.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss="sparse_categorical_crossentropy",
+                    metrics=["accuracy"], jit_compile=False)
+    net.fit(x_train, y_train, batch_size=64, epochs=EPOCHS, verbose=0, callbacks=[Slow()])
+    _, accuracy = net.evaluate(x_test, y_test, verbose=0)
+    return net, accuracy
+
+
+def horovod_fit():
+    x_train, y_train, x_test, y_test = load(bps.rank(), bps.size())
+    net = model()
+    net.compile(optimizer=bps.DistributedOptimizer(tf.keras.optimizers.SGD(0.1)),
+                loss="sparse_categorical_crossentropy", metrics=["accuracy"], jit_compile=False)
+    callbacks = [bps.keras.callbacks.BroadcastGlobalVariablesCallback(0), Slow()]
+    net.fit(x_train, y_train, batch_size=64 // bps.size(), epochs=EPOCHS, verbose=0, callbacks=callbacks,
+            shuffle=False)
+    _, accuracy = net.evaluate(x_test, y_test, verbose=0)
+    return net, accuracy
+
+
+def main():
+    bps.init()
+    rank = bps.rank()
+    before = bps_numpy.communication_counters()["late_pushes"]
+    net, accuracy = strategy_fit() if sys.argv[1] == "strategy" else horovod_fit()
+    late = bps_numpy.communication_counters()["late_pushes"] - before
+    assert_identical_everywhere(net.get_weights(), "weights")
+    print(f"rank {rank}: test accuracy {accuracy:.4f}, {late} late pushes, weights identical", flush=True)
+    bps.shutdown()
+
+
+if __name__ == "__main__":
+    main()
