@@ -30,7 +30,9 @@ def test_a_small_window_holds_the_fast_workers_within_it():
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("settings,message", [
-    ({"BYTEPS_BACKUP_WORKERS": "3"},
+    # A scheduler or server counts the worker processes only where BYTEPS_LOCAL_SIZE is set (bpslaunch leaves it
+    # out of theirs: each worker checks its exact count).
+    ({"BYTEPS_BACKUP_WORKERS": "3", "BYTEPS_LOCAL_SIZE": "1"},
      "BYTEPS_BACKUP_WORKERS=3 leaves no worker to sum: the job has 3 worker process(es)"),
     ({"BYTEPS_BACKUP_WORKERS": "-1"},
      "BYTEPS_BACKUP_WORKERS='-1' is invalid: it must be a whole number of worker processes >= 0"),
@@ -59,6 +61,10 @@ def test_the_launchers_flag_is_checked_against_the_workers():
     show = "import bps_tf.numpy as bps; bps.init(); print('backup workers', bps.backup_workers())"
     flag = subprocess.run([BPSLAUNCH, "--local", "--workers", "2", "--backup-workers", "1", "--", sys.executable,
                            "-c", show], env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert flag.returncode == 0 and flag.stdout.count("backup workers 1") == 2, flag.stdout + flag.stderr
+    # One machine of two worker processes: the scheduler and servers, which do not know the local size, start.
+    flag = subprocess.run([BPSLAUNCH, "--local", "--workers", "1", "--local-size", "2", "--backup-workers", "1", "--",
+                           sys.executable, "-c", show], env=clean_env(), capture_output=True, text=True, timeout=60)
     assert flag.returncode == 0 and flag.stdout.count("backup workers 1") == 2, flag.stdout + flag.stderr
 
 
