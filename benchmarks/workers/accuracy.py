@@ -3,7 +3,10 @@ digits (shipped with scikit-learn) under BytePSStrategy (compression from BYTEPS
 MultiWorkerMirroredStrategy, with SGD and momentum 0.9 (in the optimizer, or in the compression when it
 has momentum correction) or Adam, until the test accuracy reaches the target or the epochs run out. After
 each epoch the weights are scored on the test set outside the strategy; training time excludes the scoring.
-Every worker holds the same weights, so all stop at the same epoch. Rank 0 writes the curve as JSON.
+In synchronous training every worker holds the same weights, so all stop at the same epoch; in the
+asynchronous modes each stops when its own weights (the servers' latest) reach the target. Rank 0 writes
+the curve as JSON to --output, other ranks to --output.worker<rank>, each with its training time and the
+CPU time its process used meanwhile.
 
 Models: mlp and encoder (benchmarks/lib/digits.py)."""
 
@@ -73,15 +76,18 @@ def main():
         def __init__(self):
             super().__init__()
             self.trained_s, self.steps, self.started = 0.0, 0, 0.0
+            self.cpu_s, self.cpu_started = 0.0, 0.0
 
         def on_epoch_begin(self, epoch, logs=None):
             self.started = time.perf_counter()
+            self.cpu_started = time.process_time()
 
         def on_train_batch_end(self, batch, logs=None):
             self.steps += 1
 
         def on_epoch_end(self, epoch, logs=None):
             self.trained_s += time.perf_counter() - self.started
+            self.cpu_s += time.process_time() - self.cpu_started
             scorer.set_weights(self.model.get_weights())
             accuracy = float(np.mean(np.argmax(scorer(x_test).numpy(), axis=1) == y_test))
             curve.append({"epoch": epoch + 1, "steps": self.steps, "train_s": self.trained_s, "accuracy": accuracy,
@@ -89,13 +95,16 @@ def main():
             if accuracy >= args.target:
                 self.model.stop_training = True
 
-    model.fit(data, epochs=args.max_epochs, callbacks=[Score()], verbose=0)
-    if int(os.environ.get("DMLC_WORKER_ID", "0")) == 0:
-        reached = next((point for point in curve if point["accuracy"] >= args.target), None)
-        with open(args.output, "w") as out:
-            json.dump({"strategy": args.strategy, "model": args.model,
-                       "compression": os.environ.get("BYTEPS_COMPRESSION", "none"), "target": args.target, "global_batch": global_batch, "curve": curve, "reached": reached,
-                       "gradient_bytes": sum(int(np.prod(v.shape)) * 4 for v in model.trainable_variables)}, out)
+    score = Score()
+    model.fit(data, epochs=args.max_epochs, callbacks=[score], verbose=0)
+    rank = int(os.environ.get("DMLC_WORKER_ID", "0"))
+    reached = next((point for point in curve if point["accuracy"] >= args.target), None)
+    with open(args.output if rank == 0 else f"{args.output}.worker{rank}", "w") as out:
+        json.dump({"strategy": args.strategy, "model": args.model, "rank": rank,
+                   "compression": os.environ.get("BYTEPS_COMPRESSION", "none"), "target": args.target,
+                   "global_batch": global_batch, "curve": curve, "reached": reached,
+                   "steps": score.steps, "train_s": score.trained_s, "cpu_s": score.cpu_s,
+                   "gradient_bytes": sum(int(np.prod(v.shape)) * 4 for v in model.trainable_variables)}, out)
 
 
 if __name__ == "__main__":

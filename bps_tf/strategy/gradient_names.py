@@ -17,6 +17,7 @@ import weakref
 import tensorflow as tf
 
 from bps_tf import compat
+from bps_tf.strategy import catch_up
 
 _lock = threading.Lock()
 _scopes = weakref.WeakKeyDictionary()  # optimizer -> its name scope for gradients, or None: Keras's own names
@@ -34,6 +35,14 @@ def gradient_scope(optimizer):
         return _scopes[optimizer]
 
 
+def named_for_backup_workers(optimizer, grads_and_vars):
+    """With backup workers, the batch of `grads_and_vars` reduced inside is named by the optimizer and the
+    gradients' positions, so that a step that skips its compute pushes under the same names
+    (bps_tf/strategy/catch_up.py); without, nothing changes."""
+    name = gradient_scope(optimizer) or getattr(optimizer, "name", None) or type(optimizer).__name__
+    return catch_up.gradients_named_by_position(optimizer, name, grads_and_vars)
+
+
 def install(is_bps_strategy):
     """Wraps the Keras 3 optimizer's gradient reduction (after loss_scaling's wrapper, which it calls)."""
     reduce_gradients = compat.target("strategy.TFOptimizer._all_reduce_sum_gradients")
@@ -42,12 +51,14 @@ def install(is_bps_strategy):
         if not (tf.distribute.has_strategy() and is_bps_strategy(tf.distribute.get_strategy())):
             return reduce_gradients(self, grads_and_vars)
         scope = gradient_scope(self)
-        if scope is None:
-            return reduce_gradients(self, grads_and_vars)
-        # The push_pulls are named after the tensors they reduce: a replica's gradient, or the sum of the
-        # local replicas' made inside the reduction. Both are made in the scope.
-        with tf.name_scope(scope):
-            renamed = [(g if g is None else tf.identity(g), v) for g, v in grads_and_vars]
-            return reduce_gradients(self, renamed)
+        grads_and_vars = list(grads_and_vars)
+        with named_for_backup_workers(self, grads_and_vars):
+            if scope is None:
+                return reduce_gradients(self, grads_and_vars)
+            # The push_pulls are named after the tensors they reduce: a replica's gradient, or the sum of the
+            # local replicas' made inside the reduction. Both are made in the scope.
+            with tf.name_scope(scope):
+                renamed = [(g if g is None else tf.identity(g), v) for g, v in grads_and_vars]
+                return reduce_gradients(self, renamed)
 
     compat.replace("strategy.TFOptimizer._all_reduce_sum_gradients", _all_reduce_sum_gradients)

@@ -69,25 +69,34 @@ def test_the_launchers_flag_is_checked_against_the_workers():
 
 
 def accuracies(result):
-    found = re.findall(r"\[worker (\d)\] rank \d: test accuracy ([0-9.]+), (\d+) late pushes, weights identical",
-                       result.stdout)
+    found = re.findall(r"\[worker (\d)\] rank \d: test accuracy ([0-9.]+), (\d+) late pushes, (\d+) steps skipped, "
+                       r"weights identical", result.stdout)
     assert len(found) == 3, result.stdout[-6000:] + result.stderr[-6000:]
-    return {int(w): (float(a), int(late)) for w, a, late in found}
+    return {int(w): (float(a), int(late), int(skipped)) for w, a, late, skipped in found}
 
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("mode", ["strategy", "horovod"])
 def test_training_with_a_straggler_reaches_the_synchronous_accuracy(mode):
     synchronous = accuracies(run_local("backup_training.py", 3, 1, mode))
+    # Worker 1's forward pass takes 50 ms, many times the others' whole step.
     backed_up = accuracies(run_local("backup_training.py", 3, 1, mode, BYTEPS_BACKUP_WORKERS=1, SLOW_RANK=1,
-                                     SLOW_SECONDS=0.02))
+                                     SLOW_SECONDS=0.05))
     # Every worker holds the same weights (checked by the job) and so the same accuracy.
-    assert len({a for a, _ in synchronous.values()}) == 1 and len({a for a, _ in backed_up.values()}) == 1
-    # The straggler's data rarely counts and which workers do varies from run to run: on these 360 test
-    # examples runs differed from the synchronous one by 0.3 to 1.1 points.
-    assert abs(backed_up[0][0] - synchronous[0][0]) <= 0.02, (synchronous, backed_up)
-    assert all(late == 0 for _, late in synchronous.values())
+    assert len({a for a, _, _ in synchronous.values()}) == 1 and len({a for a, _, _ in backed_up.values()}) == 1
+    # Under the strategy fit shuffles the whole training set each epoch before it is split among the
+    # workers, so the examples the straggler's dropped pushes held differ from epoch to epoch. With the
+    # Horovod API each worker trains on its own fixed shard, and the straggler's third of the data rarely
+    # counts: 1.1 points below the synchronous run was seen on these 360 test examples.
+    tolerance = 0.01 if mode == "strategy" else 0.02
+    assert abs(backed_up[0][0] - synchronous[0][0]) <= tolerance, (synchronous, backed_up)
+    assert all(late == 0 and skipped == 0 for _, late, skipped in synchronous.values())
     assert backed_up[1][1] > 0, f"the slow worker's pushes were never late: {backed_up}"
+    if mode == "strategy":
+        # Keras fit under the strategy catches up: the straggler skips most of its steps' compute.
+        assert backed_up[1][2] > 0, f"the straggler never caught up: {backed_up}"
+    else:
+        assert all(skipped == 0 for _, _, skipped in backed_up.values()), backed_up
 
 
 @pytest.mark.timeout(120)
