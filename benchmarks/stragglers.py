@@ -1,8 +1,8 @@
 """Time to accuracy with a straggler, for each training mode: synchronous, backup workers (b = 1), bounded
 staleness (s = 2) and asynchronous, on an emulated cluster. Keras 3 `fit` under BytePSStrategy of the digits
 MLP (benchmarks/workers/accuracy.py) until a target test accuracy, with no straggler and with the last
-worker slowed 2x and 5x: its CPU share capped (a cgroup's CPU quota) at 1/2 and 1/5 of the CPU its process
-used in the same mode's run without a straggler. Reports each run's time to the target and step time (of
+worker slowed 2x and 5x: from its second step on, its CPU share capped (a cgroup's CPU quota) at 1/2 and 1/5
+of the CPU its process used after its first step in the same mode's run without a straggler. Reports each run's time to the target and step time (of
 worker 0, never slowed, and of the straggler), the ratios to synchronous training with the same straggler
 and to the same mode without one, and plots accuracy over training time.
 
@@ -60,7 +60,7 @@ def run(cluster, args, mode, quota_cores, timeout=1800):
     return {"mode": mode, "quota_cores": quota_cores, "curve": first["curve"], "reached": first["reached"],
             "step_ms": first["train_s"] / first["steps"] * 1e3,
             "straggler_step_ms": slowed["train_s"] / slowed["steps"] * 1e3,
-            "straggler_cpu_cores": slowed["cpu_s"] / slowed["train_s"]}
+            "straggler_cpu_cores": slowed["steady_cpu_cores"]}
 
 
 def main():

@@ -5,8 +5,9 @@ has momentum correction) or Adam, until the test accuracy reaches the target or 
 each epoch the weights are scored on the test set outside the strategy; training time excludes the scoring.
 In synchronous training every worker holds the same weights, so all stop at the same epoch; in the
 asynchronous modes each stops when its own weights (the servers' latest) reach the target. Rank 0 writes
-the curve as JSON to --output, other ranks to --output.worker<rank>, each with its training time and the
-CPU time its process used meanwhile.
+the curve as JSON to --output, other ranks to --output.worker<rank>, each with its training time, the CPU
+time its process used meanwhile and its CPU use after the first step (cores). With BENCH_STARTED_MARK set,
+a worker creates that file after its first step.
 
 Models: mlp and encoder (benchmarks/lib/digits.py)."""
 
@@ -77,6 +78,7 @@ def main():
             super().__init__()
             self.trained_s, self.steps, self.started = 0.0, 0, 0.0
             self.cpu_s, self.cpu_started = 0.0, 0.0
+            self.first_step = None
 
         def on_epoch_begin(self, epoch, logs=None):
             self.started = time.perf_counter()
@@ -84,6 +86,11 @@ def main():
 
         def on_train_batch_end(self, batch, logs=None):
             self.steps += 1
+            if self.steps == 1:
+                # The steady state starts after the first step (its function is traced meanwhile).
+                self.first_step = (time.perf_counter(), time.process_time())
+                if os.environ.get("BENCH_STARTED_MARK"):
+                    open(os.environ["BENCH_STARTED_MARK"], "w").close()
 
         def on_epoch_end(self, epoch, logs=None):
             self.trained_s += time.perf_counter() - self.started
@@ -97,6 +104,7 @@ def main():
 
     score = Score()
     model.fit(data, epochs=args.max_epochs, callbacks=[score], verbose=0)
+    after_first = (time.perf_counter() - score.first_step[0], time.process_time() - score.first_step[1])
     rank = int(os.environ.get("DMLC_WORKER_ID", "0"))
     reached = next((point for point in curve if point["accuracy"] >= args.target), None)
     with open(args.output if rank == 0 else f"{args.output}.worker{rank}", "w") as out:
@@ -104,6 +112,7 @@ def main():
                    "compression": os.environ.get("BYTEPS_COMPRESSION", "none"), "target": args.target,
                    "global_batch": global_batch, "curve": curve, "reached": reached,
                    "steps": score.steps, "train_s": score.trained_s, "cpu_s": score.cpu_s,
+                   "steady_cpu_cores": after_first[1] / after_first[0],
                    "gradient_bytes": sum(int(np.prod(v.shape)) * 4 for v in model.trainable_variables)}, out)
 
 

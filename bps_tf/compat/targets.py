@@ -128,7 +128,7 @@ TARGETS = (
            "TensorFlowTrainer.make_train_function", "with backup workers a worker behind skips its steps' compute",
            ("self", "force")),
     Target("DistributedIterator", STRATEGY, "tensorflow", "tensorflow.python.distribute.input_lib",
-           "DistributedIterator", "with backup workers a fit step does not wait for every worker to agree that data "
+           "DistributedIterator", "with stragglers a fit step does not wait for every worker to agree that data "
            "remains (fit agrees the epoch's length first)", assigns=("_enable_get_next_as_optional",)),
     Target("tf_keras.reduce_per_replica", STRATEGY, "tf_keras", "tf_keras.src.engine.training",
            "reduce_per_replica", "predict() gathers every worker's outputs", ("values", "strategy", "reduction")),

@@ -63,6 +63,7 @@ class BytePSExtended(compat.target("MirroredExtended")):
         self._bps_ops = BytePSCrossDeviceOps(num_replicas_in_sync=len(devices) * size(), compression=compression,
                                              local_gradients=self._server_weights is not None)
         self._local_reads = 0
+        self._steps_running = 0  # strategy.run calls under way (their updates are steps)
         self._reduced_reads = {}
         self._xla_loops = ReplicaLoops(container_strategy)
         super().__init__(container_strategy, devices=devices, cross_device_ops=self._bps_ops)
@@ -149,9 +150,13 @@ class BytePSExtended(compat.target("MirroredExtended")):
     # XLA: a replica function compiled with XLA gets the replica loop inside it, on GPUs as on CPUs, so that
     # merge_call and our reductions are part of its computation (bps_tf/strategy/xla.py).
     def _call_for_each_replica(self, fn, args, kwargs):
-        if ReplicaLoops.applies_to(fn):
-            return self._xla_loops.call(fn, args, kwargs, self._devices)
-        return super()._call_for_each_replica(fn, args, kwargs)
+        self._steps_running += 1  # asynchronous training tells a step's updates from other assignments
+        try:
+            if ReplicaLoops.applies_to(fn):
+                return self._xla_loops.call(fn, args, kwargs, self._devices)
+            return super()._call_for_each_replica(fn, args, kwargs)
+        finally:
+            self._steps_running -= 1
 
     def _get_cross_device_ops(self, value):
         return self._bps_ops
@@ -215,7 +220,7 @@ class BytePSExtended(compat.target("MirroredExtended")):
 
         if self._server_weights is None:
             return apply()
-        return self._server_weights.update(var, apply)
+        return self._server_weights.update(var, apply, in_step=self._steps_running > 0)
 
     # (c) Datasets: each worker reads its own shard; batches are rebatched by the global replica count.
     def _make_input_context(self):

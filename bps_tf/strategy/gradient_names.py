@@ -17,7 +17,7 @@ import weakref
 import tensorflow as tf
 
 from bps_tf import compat
-from bps_tf.strategy import catch_up
+from bps_tf.strategy import stragglers
 
 _lock = threading.Lock()
 _scopes = weakref.WeakKeyDictionary()  # optimizer -> its name scope for gradients, or None: Keras's own names
@@ -38,9 +38,9 @@ def gradient_scope(optimizer):
 def named_for_backup_workers(optimizer, grads_and_vars):
     """With backup workers, the batch of `grads_and_vars` reduced inside is named by the optimizer and the
     gradients' positions, so that a step that skips its compute pushes under the same names
-    (bps_tf/strategy/catch_up.py); without, nothing changes."""
+    (bps_tf/strategy/stragglers.py); without, nothing changes."""
     name = gradient_scope(optimizer) or getattr(optimizer, "name", None) or type(optimizer).__name__
-    return catch_up.gradients_named_by_position(optimizer, name, grads_and_vars)
+    return stragglers.gradients_named_by_position(optimizer, name, grads_and_vars)
 
 
 def install(is_bps_strategy):

@@ -27,7 +27,7 @@ from bps_tf.compat, which checks it against the supported Keras versions.
 - Asynchronous training (BYTEPS_ENABLE_ASYNC, BYTEPS_STALENESS): each worker's metrics are its own (no
   reduction across workers at the end of an epoch, which would make the fast workers wait).
 - Backup workers: a worker behind the rounds already complete skips its steps' compute and takes their sums
-  (bps_tf/strategy/catch_up.py).
+  (bps_tf/strategy/stragglers.py).
 - An epoch's iterators of the distributed dataset are made when a step first uses them: Keras makes one at
   the end of every epoch that the next epoch replaces unused (bps_tf/strategy/deferred_iterators.py).
 """
@@ -43,7 +43,7 @@ from bps_tf.elastic.generations import collectives_are_local
 from bps_tf.objects import broadcast_object
 from bps_tf.ops import broadcast_variables
 from bps_tf.process import is_async, is_elastic
-from bps_tf.strategy import catch_up, deferred_iterators, gradient_names, loss_scaling, xla
+from bps_tf.strategy import deferred_iterators, gradient_names, loss_scaling, stragglers, xla
 from bps_tf.strategy.extended import BytePSExtended
 
 _installed = False
@@ -299,6 +299,6 @@ def install():
     _install_metric_reads_together()
     _install_uniform_epoch_length()
     deferred_iterators.install(is_bps_strategy)
-    catch_up.install(is_bps_strategy)
+    stragglers.install(is_bps_strategy)
     _install_worker_zero_files()
     _install_xla_by_default()

@@ -36,12 +36,16 @@ class ServerWeights:
         with tf.init_scope():  # a variable made while a function is traced is initialised outside it
             self._pull(variable, tf.identity(variable.values[0]), name)
 
-    def update(self, variable, apply):
+    def update(self, variable, apply, in_step=True):
         """Runs `apply()` (the optimizer's update of `variable`'s local copies), then pushes the change and
         assigns the servers' weights. Inside a tf.function the reads, the update and the assignments keep this
-        order by TensorFlow's automatic control dependencies (they use one variable)."""
+        order by TensorFlow's automatic control dependencies (they use one variable).
+
+        An assignment outside a step (`in_step` False: restoring a checkpoint, set_weights, a broadcast) is
+        made by every worker alike: only worker 0 pushes its change, so that the servers' copy becomes the
+        assigned value once, and every worker keeps the value it assigned."""
         name = self._names.get(id(variable))
-        if name is None:
+        if name is None or (not in_step and process.rank() != 0):
             return apply()
         before = tf.identity(variable.values[0])
         result = apply()

@@ -13,7 +13,7 @@ import tensorflow as tf
 import bps_tf as bps
 import bps_tf.keras
 import bps_tf.numpy as bps_numpy
-from bps_tf.strategy import BytePSStrategy, catch_up
+from bps_tf.strategy import BytePSStrategy, stragglers
 from testing.agreement import assert_identical_everywhere
 from testing.digits import load
 
@@ -74,7 +74,7 @@ def main():
     net, accuracy = strategy_fit() if sys.argv[1] == "strategy" else horovod_fit()
     late = bps_numpy.communication_counters()["late_pushes"] - before
     assert_identical_everywhere(net.get_weights(), "weights")
-    print(f"rank {rank}: test accuracy {accuracy:.4f}, {late} late pushes, {catch_up.steps_caught_up()} steps "
+    print(f"rank {rank}: test accuracy {accuracy:.4f}, {late} late pushes, {stragglers.steps_caught_up()} steps "
           "skipped, weights identical", flush=True)
     bps.shutdown()
 

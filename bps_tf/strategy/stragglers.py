@@ -1,4 +1,11 @@
-"""Backup workers (BYTEPS_BACKUP_WORKERS) under BytePSStrategy: a worker behind catches up without computing.
+"""Keras 3 fit under BytePSStrategy with stragglers (docs/strategy.md, "Training with stragglers").
+
+In every mode that lets workers go at their own pace (backup workers, bounded staleness, asynchronous), a
+step does not wait for every worker to agree that data remains, as TensorFlow's iterators of a multi-worker
+strategy do at each step (a collective the straggler would hold): fit agrees the epoch's length before it
+starts.
+
+Backup workers (BYTEPS_BACKUP_WORKERS): a worker behind catches up without computing.
 
 A round of a gradient completes with the first N - b workers' pushes; a later push is dropped and answered
 with that round's sum. A worker slower than the others (a persistent straggler) would otherwise compute
@@ -7,9 +14,7 @@ more than BYTEPS_BACKUP_WINDOW rounds behind. So when the servers have completed
 gradient already (communication_counters()["rounds_behind"] > 0), Keras 3 `fit` skips the step's forward
 and backward passes: it takes the step's batch (every worker's epoch stays the same length), has the
 optimizer apply zero gradients, which are pushed as late and answered with the round's sum, and so applies
-exactly what the others applied. Metrics are not updated by a skipped step. Nor does a step wait for every
-worker to agree that data remains, as TensorFlow's iterators of a multi-worker strategy do at each step
-(fit agrees the epoch's length before it starts).
+exactly what the others applied. Metrics are not updated by a skipped step.
 
 The step that skips pushes under the names of the step that computes: with backup workers, an optimizer's
 gradients are named by their position among the variables it updates (gradient_labels), not by the tensors
@@ -24,7 +29,7 @@ import tensorflow as tf
 
 import bps_tf.numpy as bps_numpy
 from bps_tf import compat
-from bps_tf.process import backup_workers, size
+from bps_tf.process import backup_workers, is_async, size
 from bps_tf.strategy.cross_device_ops import gradient_labels
 
 _DistributedIterator = compat.target("DistributedIterator")
@@ -46,8 +51,10 @@ def gradients_named_by_position(optimizer, name, grads_and_vars):
         yield
         return
     updated = [v for g, v in grads_and_vars if g is not None]
+    # Sparse gradients are gathered from every worker, not summed by rounds: a step can't be skipped.
+    sparse = any(isinstance(g, tf.IndexedSlices) for g, _ in grads_and_vars)
     with _lock:
-        _updated[optimizer] = updated
+        _updated[optimizer] = None if sparse else updated
     with gradient_labels([f"gradient/{name}/{i}" for i in range(len(updated))]):
         yield
 
@@ -78,9 +85,7 @@ class _CatchingUp:
 
     def __call__(self, iterator):
         if isinstance(iterator, _DistributedIterator):
-            # TensorFlow's iterators of a multi-worker strategy ask every worker, at each step, whether data
-            # remains: a collective the straggler would hold. fit agreed the epoch's length first.
-            iterator._enable_get_next_as_optional = False
+            iterator._enable_get_next_as_optional = False  # no agreement that data remains at each step
         variables = self._behind(iterator)
         if variables is not None:
             self._skip(iterator, variables)
@@ -91,7 +96,7 @@ class _CatchingUp:
     def _behind(self, iterator):
         """The variables a skipped step updates, when this step can be skipped; else None."""
         # A skipped step returns the logs of the latest step that computed; one Keras call is one step.
-        if (self._logs is None or self._model.steps_per_execution != 1
+        if (backup_workers() == 0 or self._logs is None or self._model.steps_per_execution != 1
                 or not isinstance(iterator, _DistributedIterator)
                 or bps_numpy.communication_counters()["rounds_behind"] == 0):
             return None
@@ -115,14 +120,15 @@ class _CatchingUp:
 
 
 def install(is_bps_strategy):
-    """Keras 3's train function of a model under a multi-worker BytePSStrategy with backup workers catches
-    up when behind."""
+    """Keras 3's train function of a model under a multi-worker BytePSStrategy, in a mode with stragglers,
+    goes without the per-step data agreement and, with backup workers, catches up when behind."""
     local_make = compat.target("TensorFlowTrainer.make_train_function")
 
     def make_train_function(self, force=False):
         made = local_make(self, force)
         function = self.train_function
-        if (backup_workers() > 0 and size() > 1 and function is not None and not isinstance(function, _CatchingUp)
+        if ((backup_workers() > 0 or is_async()) and size() > 1 and function is not None
+                and not isinstance(function, _CatchingUp)
                 and is_bps_strategy(getattr(self, "_distribute_strategy", None))):
             self.train_function = _CatchingUp(self, function)
             return self.train_function if made is not None else None
