@@ -14,6 +14,7 @@ import collections
 import tensorflow as tf
 
 from bps_tf import process
+from bps_tf.elastic import generations
 from bps_tf.ops.collectives import push_pull_weights
 
 
@@ -45,12 +46,20 @@ class ServerWeights:
         made by every worker alike: only worker 0 pushes its change, so that the servers' copy becomes the
         assigned value once, and every worker keeps the value it assigned."""
         name = self._names.get(id(variable))
-        if name is None or (not in_step and process.rank() != 0):
+        if name is None or (not in_step and not self._pushes_assignments()):
             return apply()
         before = tf.identity(variable.values[0])
         result = apply()
         self._pull(variable, tf.identity(variable.values[0]) - before, name)
         return result
+
+    @staticmethod
+    def _pushes_assignments():
+        """Whether this worker pushes its assignments outside a step: worker 0 does, except in an elastic job
+        whose workers changed (restoring its last commit: the next generation's start sends the weights)."""
+        if process.rank() != 0:
+            return False
+        return not (process.is_elastic() and (generations.membership_changed() or generations.collectives_are_local()))
 
     def _initialise_all(self):
         for variable in self._variables:
