@@ -2,9 +2,10 @@
 staleness (s = 2) and asynchronous, on an emulated cluster. Keras 3 `fit` under BytePSStrategy of the digits
 MLP (benchmarks/workers/accuracy.py) until a target test accuracy, with no straggler and with the last
 worker slowed 2x and 5x: from its second step on, its CPU share capped (a cgroup's CPU quota) at 1/2 and 1/5
-of the CPU its process used after its first step in the same mode's run without a straggler. Reports each run's time to the target and step time (of
-worker 0, never slowed, and of the straggler), the ratios to synchronous training with the same straggler
-and to the same mode without one, and plots accuracy over training time.
+of the CPU its process used after its first step in the same mode's run without a straggler. Reports each
+run's time to the target and step time (of worker 0, never slowed, and of the straggler), the ratios to
+synchronous training with the same straggler and to the same mode without one, and plots accuracy over
+training time.
 
 python -m benchmarks.stragglers --workers 4 --servers 4 --rate 1gbit --slowdowns 1,2,5 \\
     --output docs/performance/stragglers_w4_s4_1gbit.json
@@ -66,6 +67,8 @@ def run(cluster, args, mode, quota_cores, timeout=1800):
 def main():
     args = parse_args()
     slowdowns = [float(s) for s in args.slowdowns.split(",")]
+    if slowdowns[0] != 1 or any(s < 1 for s in slowdowns):
+        sys.exit("--slowdowns: start with 1 (the run without a straggler, which calibrates the quota); each >= 1")
     runs = []
     with EmulatedCluster(cluster_job.hosts_for(args.workers, args.servers), args.rate) as cluster:
         for mode in args.modes.split(","):
@@ -75,10 +78,10 @@ def main():
                 result = dict(run(cluster, args, mode, quota), slowdown=slowdown)
                 uncapped = uncapped or result
                 reached = result["reached"]
-                print(f"{mode}, straggler {slowdown:g}x: " + (f"{reached['accuracy']:.3f} after {reached['train_s']:.1f} s"
-                                                            if reached else "target not reached")
-                      + f", step {result['step_ms']:.0f} ms, straggler's {result['straggler_step_ms']:.0f} ms",
-                      flush=True)
+                outcome = (f"{reached['accuracy']:.3f} after {reached['train_s']:.1f} s" if reached
+                           else "target not reached")
+                print(f"{mode}, straggler {slowdown:g}x: {outcome}, step {result['step_ms']:.0f} ms, "
+                      f"straggler's {result['straggler_step_ms']:.0f} ms", flush=True)
                 runs.append(result)
     result = {"benchmark": "stragglers", "rate": args.rate, "workers": args.workers, "servers": args.servers,
               "target": args.target, "learning_rate": args.learning_rate, "runs": runs,

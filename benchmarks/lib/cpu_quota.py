@@ -23,6 +23,7 @@ class CpuQuota:
         self.start_timeout = start_timeout
         self.group = None
         self.start_mark = None
+        self.error = None
 
     def __enter__(self):
         if self.cores is None:
@@ -53,8 +54,11 @@ class CpuQuota:
             if time.monotonic() > deadline or self.group is None:
                 return  # the wrapped command never started; its job fails on its own
             time.sleep(0.05)
-        (self.group / "cgroup.procs").write_text(pid.read_text().strip())
-        (self._handshake / "go").touch()
+        try:
+            (self.group / "cgroup.procs").write_text(pid.read_text().strip())
+        except OSError as error:
+            self.error = f"could not move the straggler into {self.group}: {error}"
+        (self._handshake / "go").touch()  # the command goes on; uncapped, its run is refused at the end
         while not Path(self.start_mark).exists():
             if self.group is None:
                 return
@@ -66,10 +70,13 @@ class CpuQuota:
             return
         group, self.group = self.group, None
         self._mover.join(timeout=5)
-        for pid in (group / "cgroup.procs").read_text().split():
+        moved = (group / "cgroup.procs").read_text().split()
+        for pid in moved:
             try:
                 (CPU_CONTROLLER / "cgroup.procs").write_text(pid)  # back to the root group
             except OSError:
                 pass  # exited meanwhile
         os.rmdir(group)
         shutil.rmtree(self._handshake, ignore_errors=True)
+        if self.error and exc[0] is None:
+            raise RuntimeError(self.error)

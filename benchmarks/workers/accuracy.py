@@ -104,7 +104,8 @@ def main():
 
     score = Score()
     model.fit(data, epochs=args.max_epochs, callbacks=[score], verbose=0)
-    after_first = (time.perf_counter() - score.first_step[0], time.process_time() - score.first_step[1])
+    first = score.first_step or (time.perf_counter(), time.process_time())  # None: no step ran
+    after_first = (max(time.perf_counter() - first[0], 1e-9), time.process_time() - first[1])
     rank = int(os.environ.get("DMLC_WORKER_ID", "0"))
     reached = next((point for point in curve if point["accuracy"] >= args.target), None)
     with open(args.output if rank == 0 else f"{args.output}.worker{rank}", "w") as out:

@@ -87,6 +87,9 @@ TARGETS = (
             "is_mirrored and regroup"),
     _module("distribute_lib", STRATEGY, "tensorflow", "tensorflow.python.distribute.distribute_lib",
             "InputContext, ValueContext, InputReplicationMode"),
+    _module("values_util", STRATEGY, "tensorflow", "tensorflow.python.distribute.values_util",
+            "asynchronous training tells a variable's assignment from an optimizer's update by where its "
+            "function comes from"),
     _module("input_util", STRATEGY, "tensorflow", "tensorflow.python.distribute.input_util",
             "distributed datasets with an input context"),
     _module("input_lib_v1", STRATEGY, "tensorflow", "tensorflow.python.distribute.v1.input_lib",

@@ -22,8 +22,7 @@ from bps_tf.compat, which checks it against the supported Keras versions.
   strategy. True and False are the user's choice (bps_tf/strategy/xla.py says what XLA cannot do there).
 - Uneven data: every worker must take the same number of steps, or one waits for push_pulls the others
   never send. An epoch has as many steps as the worker with the fewest batches (the others skip their
-  surplus batches that epoch), agreed at the first epoch of a fit call (and again at each epoch of an
-  elastic job); data of unknown length needs steps_per_epoch.
+  surplus batches that epoch); data of unknown length needs steps_per_epoch.
 - Asynchronous training (BYTEPS_ENABLE_ASYNC, BYTEPS_STALENESS): each worker's metrics are its own (no
   reduction across workers at the end of an epoch, which would make the fast workers wait).
 - Backup workers: a worker behind the rounds already complete skips its steps' compute and takes their sums
@@ -42,7 +41,7 @@ from bps_tf import compat, compression_state
 from bps_tf.elastic.generations import collectives_are_local
 from bps_tf.objects import broadcast_object
 from bps_tf.ops import broadcast_variables
-from bps_tf.process import is_async, is_elastic
+from bps_tf.process import is_async
 from bps_tf.strategy import deferred_iterators, gradient_names, loss_scaling, stragglers, xla
 from bps_tf.strategy.extended import BytePSExtended
 
@@ -160,15 +159,7 @@ def _install_uniform_epoch_length():
     def make_uniform(iterator):
         if not _multi_worker(getattr(iterator, "_distribute_strategy", None)):
             return
-        local = iterator._num_batches
-        # The next epoch of the same data has as many batches: agreed once (a collective at every epoch would
-        # bind asynchronous workers together), except where the workers change between epochs.
-        known = getattr(iterator, "_bps_agreed_batches", None)
-        if known is not None and known[0] == local and not is_elastic():
-            iterator._num_batches = known[1]
-            return
-        agreed = _agreed_number_of_batches(local)
-        iterator._bps_agreed_batches = (local, agreed)
+        agreed = _agreed_number_of_batches(iterator._num_batches)
         if agreed is None and not iterator.steps_per_epoch:
             raise ValueError("BytePSStrategy: the data's length is unknown on some worker; pass steps_per_epoch "
                              "(the same on every worker) so that all workers take the same number of steps")

@@ -37,28 +37,32 @@ class ServerWeights:
         with tf.init_scope():  # a variable made while a function is traced is initialised outside it
             self._pull(variable, tf.identity(variable.values[0]), name)
 
-    def update(self, variable, apply, in_step=True):
+    def update(self, variable, apply, assignment=False):
         """Runs `apply()` (the optimizer's update of `variable`'s local copies), then pushes the change and
         assigns the servers' weights. Inside a tf.function the reads, the update and the assignments keep this
         order by TensorFlow's automatic control dependencies (they use one variable).
 
-        An assignment outside a step (`in_step` False: restoring a checkpoint, set_weights, a broadcast) is
-        made by every worker alike: only worker 0 pushes its change, so that the servers' copy becomes the
-        assigned value once, and every worker keeps the value it assigned."""
+        An `assignment` (restoring a checkpoint, set_weights, a broadcast) is made by every worker alike:
+        worker 0 pushes its change and takes the servers' weights, every other worker pushes no change (so
+        that the workers' clocks of bounded staleness stay together) and keeps the value it assigned."""
         name = self._names.get(id(variable))
-        if name is None or (not in_step and not self._pushes_assignments()):
+        if name is None:
             return apply()
         before = tf.identity(variable.values[0])
         result = apply()
-        self._pull(variable, tf.identity(variable.values[0]) - before, name)
+        if not assignment:
+            self._pull(variable, tf.identity(variable.values[0]) - before, name)
+        elif self._pushes_assignments():
+            if process.rank() == 0:
+                self._pull(variable, tf.identity(variable.values[0]) - before, name)
+            else:
+                push_pull_weights(tf.zeros_like(before), name)
         return result
 
     @staticmethod
     def _pushes_assignments():
-        """Whether this worker pushes its assignments outside a step: worker 0 does, except in an elastic job
-        whose workers changed (restoring its last commit: the next generation's start sends the weights)."""
-        if process.rank() != 0:
-            return False
+        """False in an elastic job whose workers changed (restoring the last commit: the next generation's
+        start sends the weights) or that trains alone before its sync."""
         return not (process.is_elastic() and (generations.membership_changed() or generations.collectives_are_local()))
 
     def _initialise_all(self):

@@ -3,7 +3,8 @@
 In every mode that lets workers go at their own pace (backup workers, bounded staleness, asynchronous), a
 step does not wait for every worker to agree that data remains, as TensorFlow's iterators of a multi-worker
 strategy do at each step (a collective the straggler would hold): fit agrees the epoch's length before it
-starts.
+starts. (With steps_per_execution above 1 Keras asks for an optional batch, whose check TensorFlow always
+makes: each execution still waits for every worker.)
 
 Backup workers (BYTEPS_BACKUP_WORKERS): a worker behind catches up without computing.
 
@@ -17,24 +18,23 @@ optimizer apply zero gradients, which are pushed as late and answered with the r
 exactly what the others applied. Metrics are not updated by a skipped step.
 
 The step that skips pushes under the names of the step that computes: with backup workers, an optimizer's
-gradients are named by their position among the variables it updates (gradient_labels), not by the tensors
-of the traced step, which differ between the two functions.
+gradients are named by their position among the variables it updates (gradient_names), not by the tensors
+of the traced step, which differ between the two functions, and the zeros have the gradients' dtypes and
+shapes. A step is skipped only when its trace reduced one batch of dense gradients, of the model's
+optimizer (a custom train_step with two optimizers computes every step).
 """
 
-import contextlib
 import threading
-import weakref
 
 import tensorflow as tf
 
 import bps_tf.numpy as bps_numpy
 from bps_tf import compat
 from bps_tf.process import backup_workers, is_async, size
-from bps_tf.strategy.cross_device_ops import gradient_labels
+from bps_tf.strategy import gradient_names
 
 _DistributedIterator = compat.target("DistributedIterator")
 _lock = threading.Lock()
-_updated = weakref.WeakKeyDictionary()  # optimizer -> the variables its latest gradient batch updated
 _skipped = 0  # steps this process skipped
 
 
@@ -43,35 +43,21 @@ def steps_caught_up():
     return _skipped
 
 
-@contextlib.contextmanager
-def gradients_named_by_position(optimizer, name, grads_and_vars):
-    """With backup workers, the gradients reduced inside are named `name` and their position among those
-    present (Keras reduces the gradients that are not None, in the variables' order)."""
-    if backup_workers() == 0:
-        yield
-        return
-    updated = [v for g, v in grads_and_vars if g is not None]
-    # Sparse gradients are gathered from every worker, not summed by rounds: a step can't be skipped.
-    sparse = any(isinstance(g, tf.IndexedSlices) for g, _ in grads_and_vars)
-    with _lock:
-        _updated[optimizer] = None if sparse else updated
-    with gradient_labels([f"gradient/{name}/{i}" for i in range(len(updated))]):
-        yield
-
-
-def _variables_updated_by(optimizer, model):
-    """The model's Keras variables that the optimizer's latest gradient batch updated, in that batch's order,
-    or None when they are unknown or not all the model's (then the step computes)."""
-    inner = getattr(optimizer, "inner_optimizer", None)
-    with _lock:
-        updated = _updated.get(optimizer, _updated.get(inner) if inner is not None else None)
-    if not updated:
+def _skippable(batches, model):
+    """The batch a skipped step pushes zeros for, with the model's Keras variables in its order, when the
+    step's trace reduced exactly one batch of dense gradients of the model's optimizer; else None."""
+    if len(batches) != 1:
+        return None
+    batch = batches[0]
+    optimizer = model.optimizer
+    if (batch.sparse or batch.optimizer not in (optimizer, getattr(optimizer, "inner_optimizer", None))
+            or not all(shape.is_fully_defined() for _, shape in batch.signatures)):
         return None
     # Recorded as Keras variables (a LossScaleOptimizer's) or as their TensorFlow variables.
-    by_value = {id(getattr(v, "value", v)): v for v in model.trainable_variables}
-    by_value.update({id(v): v for v in model.trainable_variables})
-    found = [by_value.get(id(v)) for v in updated]
-    return None if any(v is None for v in found) else found
+    by_id = {id(getattr(v, "value", v)): v for v in model.trainable_variables}
+    by_id.update({id(v): v for v in model.trainable_variables})
+    found = [by_id.get(id(v)) for v in batch.variables]
+    return None if any(v is None for v in found) else (found, batch.signatures)
 
 
 class _CatchingUp:
@@ -81,40 +67,45 @@ class _CatchingUp:
         self._model = model
         self._train_function = train_function
         self._skip_function = None
+        self._batches = []  # the gradient batches of the latest trace of the train function
         self._logs = None
 
     def __call__(self, iterator):
         if isinstance(iterator, _DistributedIterator):
             iterator._enable_get_next_as_optional = False  # no agreement that data remains at each step
-        variables = self._behind(iterator)
-        if variables is not None:
-            self._skip(iterator, variables)
+        skippable = self._behind(iterator)
+        if skippable is not None:
+            self._skip(iterator, *skippable)
             return self._logs
-        self._logs = self._train_function(iterator)
+        with gradient_names.batches_traced() as traced:
+            self._logs = self._train_function(iterator)
+        if traced:  # traced (again) by this call
+            self._batches = list(traced.values())
         return self._logs
 
     def _behind(self, iterator):
-        """The variables a skipped step updates, when this step can be skipped; else None."""
+        """What a skipped step updates, when this step can be skipped; else None."""
         # A skipped step returns the logs of the latest step that computed; one Keras call is one step.
         if (backup_workers() == 0 or self._logs is None or self._model.steps_per_execution != 1
                 or not isinstance(iterator, _DistributedIterator)
                 or bps_numpy.communication_counters()["rounds_behind"] == 0):
             return None
-        return _variables_updated_by(self._model.optimizer, self._model)
+        return _skippable(self._batches, self._model)
 
-    def _skip(self, iterator, variables):
+    def _skip(self, iterator, variables, signatures):
         global _skipped
-        if self._skip_function is None or self._skip_function[0] != [id(v) for v in variables]:
-            self._skip_function = ([id(v) for v in variables], tf.function(lambda it: self._skip_step(it, variables)))
+        key = [id(v) for v in variables]
+        if self._skip_function is None or self._skip_function[0] != key:
+            self._skip_function = (key, tf.function(lambda it: self._skip_step(it, variables, signatures)))
         self._skip_function[1](iterator)
         with _lock:
             _skipped += 1
 
-    def _skip_step(self, iterator, variables):
+    def _skip_step(self, iterator, variables, signatures):
         iterator.get_next()  # the batch this step would have trained on
 
         def apply_zeros():
-            self._model.optimizer.apply([tf.zeros(v.shape, v.dtype) for v in variables], variables)
+            self._model.optimizer.apply([tf.zeros(shape, dtype) for dtype, shape in signatures], variables)
 
         self._model.distribute_strategy.run(apply_zeros)
 

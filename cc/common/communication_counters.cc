@@ -59,6 +59,13 @@ void CommunicationCounters::Behind(uint64_t key, uint64_t behind) {
   totals_.rounds_behind = keys_by_behind_.begin()->first;
 }
 
+void CommunicationCounters::ForgetRoundsBehind() {
+  std::lock_guard<std::mutex> lock(mu_);
+  behind_by_key_.clear();
+  keys_by_behind_.clear();
+  totals_.rounds_behind = 0;
+}
+
 CommunicationTotals CommunicationCounters::Totals() {
   std::lock_guard<std::mutex> lock(mu_);
   CommunicationTotals totals = totals_;

@@ -49,6 +49,9 @@ class CommunicationCounters {
   // A reply to a push of partition `key` of a gradient (backup workers) said its server had completed
   // `behind` more rounds.
   void Behind(uint64_t key, uint64_t behind);
+  // A new engine (init() after shutdown(), an elastic reset) starts its rounds afresh: rounds_behind is 0
+  // until its replies say otherwise.
+  void ForgetRoundsBehind();
 
   CommunicationTotals Totals();
 

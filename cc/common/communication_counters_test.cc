@@ -32,5 +32,14 @@ TEST(CommunicationCountersTest, KeysEquallyFarBehindAreCountedApart) {
   EXPECT_EQ(counters.Totals().rounds_behind, 5u);
 }
 
+TEST(CommunicationCountersTest, ANewEngineForgetsTheRoundsBehind) {
+  CommunicationCounters counters;
+  counters.Behind(1, 3);
+  counters.ForgetRoundsBehind();
+  EXPECT_EQ(counters.Totals().rounds_behind, 0u);
+  counters.Behind(2, 1);  // the old key 1 no longer holds the minimum
+  EXPECT_EQ(counters.Totals().rounds_behind, 1u);
+}
+
 }  // namespace
 }  // namespace bps

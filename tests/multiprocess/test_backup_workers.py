@@ -94,7 +94,11 @@ def test_training_with_a_straggler_reaches_the_synchronous_accuracy(mode):
     assert backed_up[1][1] > 0, f"the slow worker's pushes were never late: {backed_up}"
     if mode == "strategy":
         # Keras fit under the strategy catches up: the straggler skips most of its steps' compute.
-        assert backed_up[1][2] > 0, f"the straggler never caught up: {backed_up}"
+        # The others' steps do not wait for its compute: it skips a large part of its 15 x 23 steps (over
+        # 80% when the others' steps take a few ms; a third would mean they were held most of the time).
+        assert backed_up[1][2] >= 15 * 23 // 3, f"the straggler rarely caught up: {backed_up}"
+        # A skipped step pushes its 4 gradients as late, whatever they hold: none may count in a round.
+        assert backed_up[1][1] >= 4 * backed_up[1][2], f"a skipped step's push was on time: {backed_up}"
     else:
         assert all(skipped == 0 for _, _, skipped in backed_up.values()), backed_up
 
