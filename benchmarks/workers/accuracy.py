@@ -5,8 +5,8 @@ has momentum correction) or Adam, until the test accuracy reaches the target or 
 each epoch the weights are scored on the test set outside the strategy; training time excludes the scoring.
 In synchronous training every worker holds the same weights, so all stop at the same epoch; in the
 asynchronous modes each stops when its own weights (the servers' latest) reach the target. Rank 0 writes
-the curve as JSON to --output, other ranks to --output.worker<rank>, each with its training time, the CPU
-time its process used meanwhile and its CPU use after the first step (cores). With BENCH_STARTED_MARK set,
+the curve as JSON to --output, other ranks to --output.worker<rank>, each with its training time and its
+CPU use after the first step (cores). With BENCH_STARTED_MARK set,
 a worker creates that file after its first step.
 
 Models: mlp and encoder (benchmarks/lib/digits.py)."""
@@ -77,12 +77,10 @@ def main():
         def __init__(self):
             super().__init__()
             self.trained_s, self.steps, self.started = 0.0, 0, 0.0
-            self.cpu_s, self.cpu_started = 0.0, 0.0
             self.first_step = None
 
         def on_epoch_begin(self, epoch, logs=None):
             self.started = time.perf_counter()
-            self.cpu_started = time.process_time()
 
         def on_train_batch_end(self, batch, logs=None):
             self.steps += 1
@@ -94,7 +92,6 @@ def main():
 
         def on_epoch_end(self, epoch, logs=None):
             self.trained_s += time.perf_counter() - self.started
-            self.cpu_s += time.process_time() - self.cpu_started
             scorer.set_weights(self.model.get_weights())
             accuracy = float(np.mean(np.argmax(scorer(x_test).numpy(), axis=1) == y_test))
             curve.append({"epoch": epoch + 1, "steps": self.steps, "train_s": self.trained_s, "accuracy": accuracy,
@@ -112,7 +109,7 @@ def main():
         json.dump({"strategy": args.strategy, "model": args.model, "rank": rank,
                    "compression": os.environ.get("BYTEPS_COMPRESSION", "none"), "target": args.target,
                    "global_batch": global_batch, "curve": curve, "reached": reached,
-                   "steps": score.steps, "train_s": score.trained_s, "cpu_s": score.cpu_s,
+                   "steps": score.steps, "train_s": score.trained_s,
                    "steady_cpu_cores": after_first[1] / after_first[0],
                    "gradient_bytes": sum(int(np.prod(v.shape)) * 4 for v in model.trainable_variables)}, out)
 

@@ -27,7 +27,9 @@ _values = compat.target("distribute_values")
 ReduceOp = tf.distribute.ReduceOp
 
 
-_gradient_labels = []  # a stack of label lists, each for the next batch of gradients (gradient_labels)
+# A stack of label lists, each for the next batch of gradients (gradient_labels). One for the process: the
+# local replicas' threads each push the same labels for the batch they reduce together.
+_gradient_labels = []
 
 
 @contextlib.contextmanager

@@ -50,13 +50,11 @@ class ServerWeights:
             return apply()
         before = tf.identity(variable.values[0])
         result = apply()
-        if not assignment:
+        pushes = not assignment or self._pushes_assignments()
+        if pushes and (not assignment or process.rank() == 0):
             self._pull(variable, tf.identity(variable.values[0]) - before, name)
-        elif self._pushes_assignments():
-            if process.rank() == 0:
-                self._pull(variable, tf.identity(variable.values[0]) - before, name)
-            else:
-                push_pull_weights(tf.zeros_like(before), name)
+        elif pushes:
+            push_pull_weights(tf.zeros_like(before), name)
         return result
 
     @staticmethod
