@@ -44,5 +44,9 @@ run benchmarks.train_cluster --workers 4 --servers 4 --rate 100mbit --models ber
     --strategies "local,lockstep,mwms,mwms@$B=true,bps,bps+onebit,bps+topk:0.01" \
     --output $OUT/train_w4_s4_100mbit_bert_compression.json
 
+# 9. Stragglers: time to accuracy per training mode, one worker's CPU share cut 2x and 5x.
+run benchmarks.stragglers --workers 4 --servers 4 --rate 1gbit --slowdowns 1,2,5 \
+    --output $OUT/stragglers_w4_s4_1gbit.json
+
 run benchmarks.report.plots $OUT
 run benchmarks.report.doc_tables docs/performance.md

@@ -123,9 +123,10 @@ def communication_counters():
     holding several small partitions for one server counts once), and `messages_sent_to_server`, the sent ones
     by server index ({index: count}); `late_pushes`, with backup workers (BYTEPS_BACKUP_WORKERS), this worker's
     pushes that came after their round had its contributions: dropped, and answered with the round's sum;
-    `rounds_behind`, with backup workers, how many more rounds the server had completed than the one the
-    newest reply to a gradient's push was for (0: on time). A worker behind may skip computing its next
-    steps' gradients and push anything (they are dropped) to take those rounds' results."""
+    `rounds_behind`, with backup workers, the fewest, over the partitions of the gradients, of how many more
+    rounds their server had completed than the one the newest reply to this worker's push was for (0: on
+    time). So many of this worker's next rounds are complete for every gradient: it may skip computing them
+    and push anything (it is dropped) to take those rounds' results, as Keras fit under BytePSStrategy does."""
     return _core.communication_counters()
 
 

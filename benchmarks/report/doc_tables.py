@@ -11,7 +11,7 @@ import re
 import sys
 from pathlib import Path
 
-from benchmarks.report.tables import accuracy_table, push_pull_table, train_table, tuning_table
+from benchmarks.report.tables import accuracy_table, push_pull_table, stragglers_table, train_table, tuning_table
 
 CITATION = re.compile(r"\(([\w.-]+\.json), plot:")
 
@@ -23,6 +23,8 @@ def table_for(result):
         return tuning_table(result)
     if result.get("benchmark") == "time_to_accuracy":
         return accuracy_table(result)
+    if result.get("benchmark") == "stragglers":
+        return stragglers_table(result)
     return push_pull_table(result)
 
 

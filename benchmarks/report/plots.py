@@ -154,6 +154,22 @@ def plot_scaling(result, axes_row):
         axes.legend(fontsize=7)
 
 
+def plot_stragglers(result, axes_row):
+    """One panel per straggler: test accuracy over training time, a line per mode."""
+    slowdowns = sorted({r["slowdown"] for r in result["runs"]})
+    for axes, slowdown in zip(axes_row, slowdowns):
+        for r in (r for r in result["runs"] if r["slowdown"] == slowdown):
+            curve = r["curve"]
+            axes.plot([p["train_s"] for p in curve], [p["accuracy"] for p in curve], "o-", ms=3, label=r["mode"])
+        axes.axhline(result["target"], color="grey", ls=":", label="target")
+        axes.set_xlabel("training time, s")
+        axes.set_ylabel("test accuracy")
+        axes.set_ylim(0.5, 1.0)
+        axes.set_title(("no straggler" if slowdown == 1 else f"one worker slowed {slowdown:g}x") +
+                       f": {result['workers']} workers, {result['servers']} servers, {result['rate']}", fontsize=10)
+        axes.legend(fontsize=7)
+
+
 def plot_file(path):
     result = json.loads(path.read_text())
     kind = result.get("benchmark")
@@ -166,6 +182,10 @@ def plot_file(path):
     elif kind == "time_to_accuracy":
         figure, axes = plt.subplots(1, 2, figsize=(12, 5))
         plot_accuracy(result, axes)
+    elif kind == "stragglers":
+        panels = len({r["slowdown"] for r in result["runs"]})
+        figure, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4.5), squeeze=False)
+        plot_stragglers(result, axes[0])
     elif kind == "step_model_validation":
         training = path.with_name("step_model_training.json")
         training = json.loads(training.read_text()) if training.exists() else None

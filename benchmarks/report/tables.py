@@ -117,6 +117,34 @@ def accuracy_table(result):
                      "speed-up to target over uncompressed"], rows)
 
 
+def stragglers_table(result):
+    """Per mode and straggler: time to the target, worker 0's and the straggler's step time, and the time to
+    the target relative to synchronous training with the same straggler and to the same mode without one."""
+    runs = result["runs"]
+
+    def seconds(run):
+        return run["reached"]["train_s"] if run and run["reached"] else None
+
+    def find(mode, slowdown):
+        return next((r for r in runs if r["mode"] == mode and r["slowdown"] == slowdown), None)
+
+    def ratio(a, b):
+        return f"{a / b:.2f}" if a and b else ""
+
+    rows = []
+    for r in runs:
+        mine = seconds(r)
+        sync, alone = seconds(find("sync", r["slowdown"])), seconds(find(r["mode"], 1))
+        sync_alone = seconds(find("sync", 1))
+        rows.append([r["mode"], "none" if r["slowdown"] == 1 else f"{r['slowdown']:g}x",
+                     f"{mine:.1f}" if mine else f"not reached ({max(p['accuracy'] for p in r['curve']):.3f})",
+                     r["curve"][-1]["epoch"], f"{r['step_ms']:.0f}", f"{r['straggler_step_ms']:.0f}",
+                     ratio(sync, mine), ratio(mine, alone), ratio(mine, sync_alone)])
+    return markdown(["mode", "straggler", f"s to {result['target']}", "epochs", "worker 0 ms/step",
+                     "straggler ms/step", "speed-up over sync (same straggler)", "time / same mode, no straggler",
+                     "time / sync, no straggler"], rows)
+
+
 # --- elastic recovery (benchmarks/elastic_recovery.py) ---------------------------------------------------
 
 def _median(values):

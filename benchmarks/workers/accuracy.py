@@ -3,7 +3,11 @@ digits (shipped with scikit-learn) under BytePSStrategy (compression from BYTEPS
 MultiWorkerMirroredStrategy, with SGD and momentum 0.9 (in the optimizer, or in the compression when it
 has momentum correction) or Adam, until the test accuracy reaches the target or the epochs run out. After
 each epoch the weights are scored on the test set outside the strategy; training time excludes the scoring.
-Every worker holds the same weights, so all stop at the same epoch. Rank 0 writes the curve as JSON.
+In synchronous training every worker holds the same weights, so all stop at the same epoch; in the
+asynchronous modes each stops when its own weights (the servers' latest) reach the target. Rank 0 writes
+the curve as JSON to --output, other ranks to --output.worker<rank>, each with its training time and its
+CPU use after the first step (cores). With BENCH_STARTED_MARK set,
+a worker creates that file after its first step.
 
 Models: mlp and encoder (benchmarks/lib/digits.py)."""
 
@@ -73,12 +77,18 @@ def main():
         def __init__(self):
             super().__init__()
             self.trained_s, self.steps, self.started = 0.0, 0, 0.0
+            self.first_step = None
 
         def on_epoch_begin(self, epoch, logs=None):
             self.started = time.perf_counter()
 
         def on_train_batch_end(self, batch, logs=None):
             self.steps += 1
+            if self.steps == 1:
+                # The steady state starts after the first step (its function is traced meanwhile).
+                self.first_step = (time.perf_counter(), time.process_time())
+                if os.environ.get("BENCH_STARTED_MARK"):
+                    open(os.environ["BENCH_STARTED_MARK"], "w").close()
 
         def on_epoch_end(self, epoch, logs=None):
             self.trained_s += time.perf_counter() - self.started
@@ -89,13 +99,19 @@ def main():
             if accuracy >= args.target:
                 self.model.stop_training = True
 
-    model.fit(data, epochs=args.max_epochs, callbacks=[Score()], verbose=0)
-    if int(os.environ.get("DMLC_WORKER_ID", "0")) == 0:
-        reached = next((point for point in curve if point["accuracy"] >= args.target), None)
-        with open(args.output, "w") as out:
-            json.dump({"strategy": args.strategy, "model": args.model,
-                       "compression": os.environ.get("BYTEPS_COMPRESSION", "none"), "target": args.target, "global_batch": global_batch, "curve": curve, "reached": reached,
-                       "gradient_bytes": sum(int(np.prod(v.shape)) * 4 for v in model.trainable_variables)}, out)
+    score = Score()
+    model.fit(data, epochs=args.max_epochs, callbacks=[score], verbose=0)
+    first = score.first_step or (time.perf_counter(), time.process_time())  # None: no step ran
+    after_first = (max(time.perf_counter() - first[0], 1e-9), time.process_time() - first[1])
+    rank = int(os.environ.get("DMLC_WORKER_ID", "0"))
+    reached = next((point for point in curve if point["accuracy"] >= args.target), None)
+    with open(args.output if rank == 0 else f"{args.output}.worker{rank}", "w") as out:
+        json.dump({"strategy": args.strategy, "model": args.model, "rank": rank,
+                   "compression": os.environ.get("BYTEPS_COMPRESSION", "none"), "target": args.target,
+                   "global_batch": global_batch, "curve": curve, "reached": reached,
+                   "steps": score.steps, "train_s": score.trained_s,
+                   "steady_cpu_cores": after_first[1] / after_first[0],
+                   "gradient_bytes": sum(int(np.prod(v.shape)) * 4 for v in model.trainable_variables)}, out)
 
 
 if __name__ == "__main__":

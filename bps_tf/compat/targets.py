@@ -87,6 +87,9 @@ TARGETS = (
             "is_mirrored and regroup"),
     _module("distribute_lib", STRATEGY, "tensorflow", "tensorflow.python.distribute.distribute_lib",
             "InputContext, ValueContext, InputReplicationMode"),
+    _module("values_util", STRATEGY, "tensorflow", "tensorflow.python.distribute.values_util",
+            "asynchronous training tells a variable's assignment from an optimizer's update by where its "
+            "function comes from"),
     _module("input_util", STRATEGY, "tensorflow", "tensorflow.python.distribute.input_util",
             "distributed datasets with an input context"),
     _module("input_lib_v1", STRATEGY, "tensorflow", "tensorflow.python.distribute.v1.input_lib",
@@ -124,6 +127,12 @@ TARGETS = (
     Target("TensorFlowTrainer._maybe_symbolic_build", STRATEGY, "keras", "keras.src.backend.tensorflow.trainer",
            "TensorFlowTrainer._maybe_symbolic_build", "the model is built from this worker's first batch, whose size "
            "may differ from other workers' (uneven batches)", ("self", "iterator", "data_batch")),
+    Target("TensorFlowTrainer.make_train_function", STRATEGY, "keras", "keras.src.backend.tensorflow.trainer",
+           "TensorFlowTrainer.make_train_function", "with backup workers a worker behind skips its steps' compute",
+           ("self", "force")),
+    Target("DistributedIterator", STRATEGY, "tensorflow", "tensorflow.python.distribute.input_lib",
+           "DistributedIterator", "with stragglers a fit step does not wait for every worker to agree that data "
+           "remains (fit agrees the epoch's length first)", assigns=("_enable_get_next_as_optional",)),
     Target("tf_keras.reduce_per_replica", STRATEGY, "tf_keras", "tf_keras.src.engine.training",
            "reduce_per_replica", "predict() gathers every worker's outputs", ("values", "strategy", "reduction")),
     Target("tf_keras._multi_worker_concat", STRATEGY, "tf_keras", "tf_keras.src.engine.training",

@@ -5,6 +5,8 @@ partitions pipeline, prioritised so that gradients listed first (layers nearer t
 Sparse gradients (an embedding's IndexedSlices) stay sparse when their gathered rows are smaller than the
 dense tensor (bps_tf.ops.gather)."""
 
+import contextlib
+
 import tensorflow as tf
 
 from bps_tf import compat
@@ -23,6 +25,23 @@ _simple_broadcast = compat.target("simple_broadcast")
 _get_devices_from = compat.target("get_devices_from")
 _values = compat.target("distribute_values")
 ReduceOp = tf.distribute.ReduceOp
+
+
+# A stack of label lists, each for the next batch of gradients (gradient_labels). One for the process: the
+# local replicas' threads each push the same labels for the batch they reduce together.
+_gradient_labels = []
+
+
+@contextlib.contextmanager
+def gradient_labels(labels):
+    """The batch of gradients reduced inside takes `labels` (one per gradient) for its push_pulls' names in place
+    of its tensors' names, which differ between functions: with backup workers a step that skips its compute
+    pushes under the names of the step that computes."""
+    _gradient_labels.append(list(labels))
+    try:
+        yield
+    finally:
+        _gradient_labels.pop()
 
 
 def _local_values(value):
@@ -177,8 +196,11 @@ class BytePSCrossDeviceOps(_CrossDeviceOps):
         # Gathering sparse rows has no XLA lowering: inside XLA they are reduced dense.
         groups = [g if not compiled and _stays_sparse(g) else [_dense(t) for t in g] for g in groups]
         names = []
+        given = _gradient_labels[-1] if backups and _gradient_labels else None
+        if given is not None and len(given) != len(values):
+            raise ValueError(f"{len(given)} gradient labels for a batch of {len(values)} gradients")
         for i, (value, group) in enumerate(zip(values, groups)):
-            label = _label(value)
+            label = given[i] if given is not None else _label(value)
             # Same label, different shapes (two metrics' "total") must not share a tensor.
             names.append(None if label is None else f"strategy.{label}.{i}.{_signature(group[0])}")
         if not tf.executing_eagerly() or (len(groups) == 1 and len(groups[0]) == 1):

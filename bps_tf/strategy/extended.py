@@ -19,6 +19,7 @@ distribute_lib = compat.target("distribute_lib")
 distribute_utils = compat.target("distribute_utils")
 input_lib_v1 = compat.target("input_lib_v1")
 input_util = compat.target("input_util")
+_values_util = compat.target("values_util")
 
 
 # Variables created so far by name, in this process (across strategies: a published name is used once),
@@ -63,6 +64,7 @@ class BytePSExtended(compat.target("MirroredExtended")):
         self._bps_ops = BytePSCrossDeviceOps(num_replicas_in_sync=len(devices) * size(), compression=compression,
                                              local_gradients=self._server_weights is not None)
         self._local_reads = 0
+        self._steps_running = 0  # strategy.run calls under way
         self._reduced_reads = {}
         self._xla_loops = ReplicaLoops(container_strategy)
         super().__init__(container_strategy, devices=devices, cross_device_ops=self._bps_ops)
@@ -149,9 +151,13 @@ class BytePSExtended(compat.target("MirroredExtended")):
     # XLA: a replica function compiled with XLA gets the replica loop inside it, on GPUs as on CPUs, so that
     # merge_call and our reductions are part of its computation (bps_tf/strategy/xla.py).
     def _call_for_each_replica(self, fn, args, kwargs):
-        if ReplicaLoops.applies_to(fn):
-            return self._xla_loops.call(fn, args, kwargs, self._devices)
-        return super()._call_for_each_replica(fn, args, kwargs)
+        self._steps_running += 1  # asynchronous training: assignments inside a step are the step's updates
+        try:
+            if ReplicaLoops.applies_to(fn):
+                return self._xla_loops.call(fn, args, kwargs, self._devices)
+            return super()._call_for_each_replica(fn, args, kwargs)
+        finally:
+            self._steps_running -= 1
 
     def _get_cross_device_ops(self, value):
         return self._bps_ops
@@ -215,7 +221,10 @@ class BytePSExtended(compat.target("MirroredExtended")):
 
         if self._server_weights is None:
             return apply()
-        return self._server_weights.update(var, apply)
+        # Outside a step, a variable's assign() (restoring weights, set_weights) updates through TensorFlow's
+        # values_util; an optimizer's update, anywhere, through its own function.
+        assignment = self._steps_running == 0 and getattr(fn, "__module__", None) == _values_util.__name__
+        return self._server_weights.update(var, apply, assignment=assignment)
 
     # (c) Datasets: each worker reads its own shard; batches are rebatched by the global replica count.
     def _make_input_context(self):

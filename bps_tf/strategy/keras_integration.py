@@ -23,6 +23,10 @@ from bps_tf.compat, which checks it against the supported Keras versions.
 - Uneven data: every worker must take the same number of steps, or one waits for push_pulls the others
   never send. An epoch has as many steps as the worker with the fewest batches (the others skip their
   surplus batches that epoch); data of unknown length needs steps_per_epoch.
+- Asynchronous training (BYTEPS_ENABLE_ASYNC, BYTEPS_STALENESS): each worker's metrics are its own (no
+  reduction across workers at the end of an epoch, which would make the fast workers wait).
+- Backup workers: a worker behind the rounds already complete skips its steps' compute and takes their sums
+  (bps_tf/strategy/stragglers.py).
 - An epoch's iterators of the distributed dataset are made when a step first uses them: Keras makes one at
   the end of every epoch that the next epoch replaces unused (bps_tf/strategy/deferred_iterators.py).
 """
@@ -37,7 +41,8 @@ from bps_tf import compat, compression_state
 from bps_tf.elastic.generations import collectives_are_local
 from bps_tf.objects import broadcast_object
 from bps_tf.ops import broadcast_variables
-from bps_tf.strategy import deferred_iterators, gradient_names, loss_scaling, xla
+from bps_tf.process import is_async
+from bps_tf.strategy import deferred_iterators, gradient_names, loss_scaling, stragglers, xla
 from bps_tf.strategy.extended import BytePSExtended
 
 _installed = False
@@ -101,6 +106,9 @@ def _install_metric_reads_together():
         if (not _multi_worker(strategy) or not tf.executing_eagerly() or collectives_are_local()
                 or (replica is not None and replica.strategy is strategy)):
             return local_result(self)
+        if is_async():  # no rounds bind the workers together: each reports its own metrics
+            with strategy.extended.local_reads():
+                return local_result(self)
         variables = {id(v): v for metric in self.metrics for v in metric.variables}.values()
         variables = [getattr(v, "value", v) for v in variables]
         with strategy.extended.reads_reduced_together(variables):
@@ -282,5 +290,6 @@ def install():
     _install_metric_reads_together()
     _install_uniform_epoch_length()
     deferred_iterators.install(is_bps_strategy)
+    stragglers.install(is_bps_strategy)
     _install_worker_zero_files()
     _install_xla_by_default()

@@ -16,6 +16,7 @@ import threading
 import tensorflow as tf
 
 from bps_tf import compat
+from bps_tf.strategy import gradient_names
 
 # The optimizers (a LossScaleOptimizer and its inner one) inside an apply() whose gradients were reduced
 # before it, with how many replicas are inside it: a process's replicas trace their steps in threads of their
@@ -46,7 +47,9 @@ def install(is_bps_strategy):
         if len(chosen) < sum(g is not None for g in grads):
             return original_apply(self, grads, variables)  # some stay local: decide by agreement
         if chosen:
-            sums = context.all_reduce(tf.distribute.ReduceOp.SUM, [grads[i] for i in chosen])
+            pairs = [(grads[i], variables[i]) for i in chosen]
+            with gradient_names.named_for_backup_workers(self.inner_optimizer, pairs):
+                sums = context.all_reduce(tf.distribute.ReduceOp.SUM, [grads[i] for i in chosen])
             for i, total in zip(chosen, sums):
                 grads[i] = total
         optimizers = (id(self), id(self.inner_optimizer))

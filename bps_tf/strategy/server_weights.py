@@ -14,6 +14,7 @@ import collections
 import tensorflow as tf
 
 from bps_tf import process
+from bps_tf.elastic import generations
 from bps_tf.ops.collectives import push_pull_weights
 
 
@@ -36,17 +37,31 @@ class ServerWeights:
         with tf.init_scope():  # a variable made while a function is traced is initialised outside it
             self._pull(variable, tf.identity(variable.values[0]), name)
 
-    def update(self, variable, apply):
+    def update(self, variable, apply, assignment=False):
         """Runs `apply()` (the optimizer's update of `variable`'s local copies), then pushes the change and
         assigns the servers' weights. Inside a tf.function the reads, the update and the assignments keep this
-        order by TensorFlow's automatic control dependencies (they use one variable)."""
+        order by TensorFlow's automatic control dependencies (they use one variable).
+
+        An `assignment` (restoring a checkpoint, set_weights, a broadcast) is made by every worker alike:
+        worker 0 pushes its change and takes the servers' weights, every other worker pushes no change (so
+        that the workers' clocks of bounded staleness stay together) and keeps the value it assigned."""
         name = self._names.get(id(variable))
         if name is None:
             return apply()
         before = tf.identity(variable.values[0])
         result = apply()
-        self._pull(variable, tf.identity(variable.values[0]) - before, name)
+        pushes = not assignment or self._pushes_assignments()
+        if pushes and (not assignment or process.rank() == 0):
+            self._pull(variable, tf.identity(variable.values[0]) - before, name)
+        elif pushes:
+            push_pull_weights(tf.zeros_like(before), name)
         return result
+
+    @staticmethod
+    def _pushes_assignments():
+        """False in an elastic job whose workers changed (restoring the last commit: the next generation's
+        start sends the weights) or that trains alone before its sync."""
+        return not (process.is_elastic() and (generations.membership_changed() or generations.collectives_are_local()))
 
     def _initialise_all(self):
         for variable in self._variables:

@@ -48,9 +48,22 @@ void CommunicationCounters::LatePush() {
   ++totals_.late_pushes;
 }
 
-void CommunicationCounters::Behind(uint64_t behind) {
+void CommunicationCounters::Behind(uint64_t key, uint64_t behind) {
   std::lock_guard<std::mutex> lock(mu_);
-  totals_.rounds_behind = behind;
+  auto [it, added] = behind_by_key_.try_emplace(key, behind);
+  if (!added) {
+    if (--keys_by_behind_[it->second] == 0) keys_by_behind_.erase(it->second);
+    it->second = behind;
+  }
+  ++keys_by_behind_[behind];
+  totals_.rounds_behind = keys_by_behind_.begin()->first;
+}
+
+void CommunicationCounters::ForgetRoundsBehind() {
+  std::lock_guard<std::mutex> lock(mu_);
+  behind_by_key_.clear();
+  keys_by_behind_.clear();
+  totals_.rounds_behind = 0;
 }
 
 CommunicationTotals CommunicationCounters::Totals() {

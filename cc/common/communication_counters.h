@@ -27,8 +27,9 @@ struct CommunicationTotals {
   // Backup workers: pushes that reached their server after their round had its contributions (dropped; the
   // round's sum came back).
   uint64_t late_pushes = 0;
-  // Backup workers: how many completed rounds the server had beyond this worker's, by the newest reply to a
-  // push of a gradient (0 when that push was on time).
+  // Backup workers: the fewest, over the gradients' partitions, of how many more rounds their server had
+  // completed than the one the newest reply to this worker's push was for (0: on time). So many of this
+  // worker's next rounds are complete for every gradient: their pushes will be late, whatever they hold.
   uint64_t rounds_behind = 0;
 };
 
@@ -45,8 +46,12 @@ class CommunicationCounters {
   void MessageSent(int server);
   void MessageReceived();
   void LatePush();
-  // A reply to a push of a gradient (backup workers) said the server had completed `behind` more rounds.
-  void Behind(uint64_t behind);
+  // A reply to a push of partition `key` of a gradient (backup workers) said its server had completed
+  // `behind` more rounds.
+  void Behind(uint64_t key, uint64_t behind);
+  // A new engine (init() after shutdown(), an elastic reset) starts its rounds afresh: rounds_behind is 0
+  // until its replies say otherwise.
+  void ForgetRoundsBehind();
 
   CommunicationTotals Totals();
 
@@ -55,6 +60,8 @@ class CommunicationCounters {
   CoveredTime push_pull_;
   CoveredTime wait_;
   CommunicationTotals totals_;
+  std::map<uint64_t, uint64_t> behind_by_key_;   // a partition's key -> its rounds behind
+  std::map<uint64_t, uint64_t> keys_by_behind_;  // rounds behind -> how many keys are so many behind
 };
 
 }  // namespace bps

@@ -194,17 +194,19 @@ int UsableCores() {
 int DefaultSumThreads() { return std::min(UsableCores(), kMaxDefaultSumThreads); }
 
 // BYTEPS_BACKUP_WORKERS and BYTEPS_BACKUP_WINDOW, checked against the job's worker processes. A server or the
-// scheduler knows them only where BYTEPS_LOCAL_SIZE is set; each worker checks the exact count.
+// scheduler knows them only where BYTEPS_LOCAL_SIZE is set (bpslaunch leaves it out of their environment);
+// each worker checks the exact count.
 Status ReadBackupWorkers(const EnvReader& env, Config* c) {
   long local_size = 1;
-  if (c->role != Role::kWorker && env.Has("BYTEPS_LOCAL_SIZE")) {
+  const bool processes_known = c->role == Role::kWorker || env.Has("BYTEPS_LOCAL_SIZE");
+  if (c->role != Role::kWorker && processes_known) {
     BPS_RETURN_IF_ERROR(env.Int("BYTEPS_LOCAL_SIZE", 1, 1024, &local_size, "a positive number of processes"));
   }
   const long processes = c->role == Role::kWorker ? c->worker_processes() : c->num_worker * local_size;
   long value = 0;
   BPS_RETURN_IF_ERROR(env.Int("BYTEPS_BACKUP_WORKERS", 0, 1 << 20, &value,
                               "a whole number of worker processes >= 0 (0: no backup workers)"));
-  if (value > 0 && value >= processes) {
+  if (value > 0 && processes_known && value >= processes) {
     return InvalidArgument("BYTEPS_BACKUP_WORKERS=" + std::to_string(value) + " leaves no worker to sum: the job has " +
                            std::to_string(processes) + " worker process(es); set it below that (a round completes "
                            "with the first workers' pushes, all but BYTEPS_BACKUP_WORKERS of them).");

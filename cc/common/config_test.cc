@@ -124,8 +124,13 @@ TEST(ConfigTest, BackupWorkersLeaveSomeoneToSum) {
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_EQ(config.value().backup_workers, 1);
   EXPECT_EQ(config.value().backup_window, 2);
-  env["BYTEPS_LOCAL_SIZE"] = "2";  // 4 worker processes on 2 machines
   env["BYTEPS_BACKUP_WORKERS"] = "3";
+  for (const char* role : {"server", "scheduler"}) {  // as bpslaunch starts them: no BYTEPS_LOCAL_SIZE
+    Environment service = env;
+    service["DMLC_ROLE"] = role;
+    EXPECT_TRUE(Config::FromEnvironment(service).ok()) << role;
+  }
+  env["BYTEPS_LOCAL_SIZE"] = "2";  // 4 worker processes on 2 machines
   EXPECT_TRUE(Config::FromEnvironment(env).ok());
   for (const char* role : {"worker", "server", "scheduler"}) {
     for (auto bad : std::vector<std::pair<std::string, std::string>>{{"BYTEPS_BACKUP_WORKERS", "4"},

@@ -44,4 +44,9 @@ inline const char* DataTypeName(DataType t) {
 
 inline bool IsValidDataType(int value) { return value >= 0 && value < kNumDataTypes; }
 
+inline bool IsFloatingPoint(DataType dtype) {
+  return dtype == DataType::kFloat16 || dtype == DataType::kBFloat16 || dtype == DataType::kFloat32 ||
+         dtype == DataType::kFloat64;
+}
+
 }  // namespace bps

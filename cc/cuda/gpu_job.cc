@@ -17,7 +17,7 @@
 #include "cc/cuda/process_gpu.h"
 #include "cc/cuda/test_kernels.h"
 #include "cc/common/chunk_helpers.h"
-#include "cc/common/config.h"
+#include "cc/ps/shared_pushes.h"
 #include "cc/reducer/parallel_reducer.h"
 #include "cc/runtime/process_engine.h"
 
@@ -155,16 +155,22 @@ double Median(int runs, Fn fn) {
   return times[times.size() / 2];
 }
 
-// The sizes the benchmark times: BPS_BENCH_MB (comma-separated MiB), else 4, 64, 256 and 420 MiB (about the
-// 440 MB of float32 gradients of a BERT-base-sized encoder).
-std::vector<uint64_t> BenchSizes() {
-  std::vector<uint64_t> sizes;
+// The sizes the benchmark times: BPS_BENCH_MB (comma-separated MiB, 1 to 65536), else 4, 64, 256 and 420 MiB
+// (about the 440 MB of float32 gradients of a BERT-base-sized encoder).
+StatusOr<std::vector<uint64_t>> BenchSizes() {
   const char* list = std::getenv("BPS_BENCH_MB");
   std::string text = list ? list : "4,64,256,420";
-  for (size_t begin = 0; begin < text.size();) {
+  std::vector<uint64_t> sizes;
+  for (size_t begin = 0; begin <= text.size();) {
     size_t end = text.find(',', begin);
     if (end == std::string::npos) end = text.size();
-    sizes.push_back(std::stoull(text.substr(begin, end - begin)) << 20);
+    const std::string item = text.substr(begin, end - begin);
+    char* rest = nullptr;
+    const unsigned long long mib = std::strtoull(item.c_str(), &rest, 10);
+    if (item.empty() || *rest != '\0' || mib < 1 || mib > 65536) {
+      return InvalidArgument("BPS_BENCH_MB='" + text + "': give sizes in MiB from 1 to 65536, separated by commas");
+    }
+    sizes.push_back(mib << 20);
     begin = end + 1;
   }
   return sizes;
@@ -176,9 +182,11 @@ std::vector<uint64_t> BenchSizes() {
 // (one pinned buffer into plain memory, split as a worker splits them) and the server's sum of one
 // contribution into another (spread over the host's cores as a server spreads it) cost alone.
 int Bench(Worker& w) {
-  ChunkHelpers copy_helpers(std::min(DefaultSumThreads(), 4) - 1);
-  ChunkHelpers sum_helpers(DefaultSumThreads() - 1);
-  for (uint64_t bytes : BenchSizes()) {
+  auto sizes = BenchSizes();
+  if (!sizes.ok()) return Fail("sizes", sizes.status());
+  SharedPushes copies(/*enabled=*/true);  // its copies are split as a worker's into a server's shared memory
+  ChunkHelpers sum_helpers(w.engine->config().server_sum_threads - 1);
+  for (uint64_t bytes : sizes.value()) {
     const uint64_t count = bytes / 4;
     void* data = nullptr;
     void* pinned = nullptr;
@@ -212,11 +220,7 @@ int Bench(Worker& w) {
       Status s = done.get_future().get();
       if (!s.ok()) failed = s;
     };
-    auto host_copy = [&] {
-      copy_helpers.Run(bytes, 1 << 20, 64, [&](size_t begin, size_t end) {
-        std::memcpy(plain.data() + begin, static_cast<char*>(pinned) + begin, end - begin);
-      });
-    };
+    auto host_copy = [&] { copies.Copy(plain.data(), pinned, bytes); };
     auto server_sum = [&] {
       CombineIntoAccumulator(&sum_helpers, ReduceOp::kSum, DataType::kFloat32, accumulator.data(), plain.data(),
                              count);

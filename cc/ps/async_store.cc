@@ -8,8 +8,20 @@
 
 namespace bps {
 
-AsyncStore::Key& AsyncStore::KeyFor(const KeySpec& spec) {
+AsyncStore::Key& AsyncStore::KeyFor(const KeySpec& spec, std::vector<AsyncReply>* out) {
   Key& k = keys_[spec.key];
+  const bool replanned = !k.clock.empty() && (k.spec.dtype != spec.dtype || k.spec.count != spec.count ||
+                                              k.spec.participants != spec.participants);
+  if (replanned) {
+    // A push of the last generation that reached the store after Clear left the key under its old plan: the
+    // new plan's tensor starts afresh (its buffers sized for it), and whoever the old one held is told.
+    for (const ParkedPull& pull : k.held) {
+      AsyncReply gone = Answer(k.spec, pull, nullptr, 0);
+      gone.status = Aborted("key " + std::to_string(spec.key) + " was planned anew");
+      out->push_back(gone);
+    }
+    k = Key();
+  }
   if (k.clock.empty()) {
     k.spec = spec;
     k.clock.assign(static_cast<size_t>(std::max(spec.participants, 1)), 0);
@@ -68,7 +80,7 @@ void AsyncStore::Release(Key& k, double now, std::vector<AsyncReply>* out) {
 std::vector<AsyncReply> AsyncStore::Push(const KeySpec& spec, const ParkedPull& pull, const void* data) {
   std::vector<AsyncReply> out;
   std::lock_guard<std::mutex> lock(mu_);
-  Key& k = KeyFor(spec);
+  Key& k = KeyFor(spec, &out);
   if (pull.rank < 0 || pull.rank >= static_cast<int>(k.clock.size())) {
     AsyncReply error = Answer(spec, pull, nullptr, 0);
     error.status = InvalidArgument("contribution " + std::to_string(pull.rank) + " is out of key " +

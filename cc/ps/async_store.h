@@ -70,7 +70,9 @@ class AsyncStore {
     std::set<int> finished;
     std::vector<ParkedPull> held;
   };
-  Key& KeyFor(const KeySpec& spec);
+  // The key's state, made for `spec`; a key last planned with another dtype, size or contributor count starts
+  // afresh (its held replies, failed, go to `out`).
+  Key& KeyFor(const KeySpec& spec, std::vector<AsyncReply>* out);
   std::shared_ptr<const std::vector<char>> Snapshot(const Key& k) const;
   // The slowest contributor still training, or -1 when none is.
   int Slowest(const Key& k) const;

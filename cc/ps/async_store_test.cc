@@ -162,6 +162,21 @@ TEST(AsyncStore, AHeldReplyFailsAfterTheTimeoutNamingTheSlowestWorker) {
   EXPECT_EQ(store.Expire(16.5).size(), 1u);
 }
 
+TEST(AsyncStore, AKeyPlannedAnewWithMoreElementsStartsAfresh) {
+  AsyncStore store(0, 5);
+  double small = 1;
+  ASSERT_EQ(store.Push(Spec(11, DataType::kFloat64, 1, 2), From(0, 1), &small).size(), 1u);
+  double one = 1;
+  ASSERT_TRUE(store.Push(Spec(11, DataType::kFloat64, 1, 2), From(0, 2), &one).empty());  // held (s = 0)
+  // The next generation plans key 11 with 4 elements: the store sizes it anew, and fails the held reply.
+  const std::vector<double> large = {1, 2, 3, 4};
+  auto replies = store.Push(Spec(11, DataType::kFloat64, 4, 2), From(1, 1), large.data());
+  ASSERT_EQ(replies.size(), 2u);
+  EXPECT_EQ(replies[0].status.code(), Code::kAborted);
+  ASSERT_TRUE(replies[1].status.ok()) << replies[1].status.ToString();
+  EXPECT_EQ(AsDoubles(*replies[1].weights), large);
+}
+
 TEST(AsyncStore, AFinishedWorkerHoldsNobodyBack) {
   AsyncStore store(0, 5);
   const KeySpec spec = Spec(9, DataType::kFloat64, 1, 2);

@@ -231,9 +231,8 @@ Status TensorSpec::Validate() const {
                            "backup workers (BYTEPS_BACKUP_WORKERS): push_pull it without compression, or unset "
                            "BYTEPS_BACKUP_WORKERS");
   }
-  if (backups > 0 && (scope != TensorScope::kProcess || !members.empty() || op != ReduceOp::kSum ||
-                      (dtype != DataType::kFloat16 && dtype != DataType::kBFloat16 && dtype != DataType::kFloat32 &&
-                       dtype != DataType::kFloat64))) {
+  if (backups > 0 &&
+      (scope != TensorScope::kProcess || !members.empty() || op != ReduceOp::kSum || !IsFloatingPoint(dtype))) {
     return InvalidArgument("tensor '" + name + "' (" + ToString() + "): backup workers (BYTEPS_BACKUP_WORKERS) apply "
                            "to floating sums over every worker process only (the sum is scaled to stand for every "
                            "worker; DistributedOptimizer, DistributedGradientTape and BytePSStrategy push gradients "

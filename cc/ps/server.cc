@@ -200,7 +200,8 @@ void Server::HandleKeyPlan(const Message& m) {
                                                                spec.count <= kMaxCodecElements);
       const bool backups_fit = spec.backups == 0 || (spec.backups > 0 && spec.backups < spec.participants &&
                                                      !spec.compression.on() && spec.op == ReduceOp::kSum &&
-                                                     spec.scope == TensorScope::kProcess && spec.members.empty());
+                                                     spec.scope == TensorScope::kProcess && spec.members.empty() &&
+                                                     IsFloatingPoint(spec.dtype));
       if (!compression_fits || !backups_fit || spec.count > limit || spec.participants < 1 || spec.participants > num_workers || !members_fit ||
           spec.root < 0 || spec.root >= num_workers) {
         result = InvalidArgument("a key plan out of this job's bounds");

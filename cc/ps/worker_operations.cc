@@ -465,7 +465,7 @@ void WorkerOperations::Complete(PeerId from, uint64_t request_id, const Message&
     CommunicationCounters::OfProcess().WaitEnded(reply.held_us * 1e-6);
     if (reply.late) CommunicationCounters::OfProcess().LatePush();
     if (reply.latest > 0) {
-      CommunicationCounters::OfProcess().Behind(reply.latest > reply.round ? reply.latest - reply.round : 0);
+      CommunicationCounters::OfProcess().Behind(r.key, reply.latest > reply.round ? reply.latest - reply.round : 0);
     }
   }
   if (status.ok() && (reply.zeros || reply.echo) && r.mover == nullptr) {

@@ -108,7 +108,7 @@ class WorkerOperations {
   struct SmallQueue {
     int in_flight = 0;  // PUSH_MANYs to the server on their way (each SendMany until its SmallSent)
     std::vector<FusedPushes::Push> waiting;
-    double waiting_since = 0;  // when the oldest of `waiting` was queued
+    double waiting_since = 0;  // since when `waiting` has not moved (queued into empty, or a message left)
   };
   // The servers whose small pushes waited longer than `seconds` for the message before them: a send that is
   // never reported must not hold them back for good.

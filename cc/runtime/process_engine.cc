@@ -4,6 +4,7 @@
 #include <mutex>
 #include <vector>
 
+#include "cc/common/communication_counters.h"
 #include "cc/common/timeline.h"
 #include "cc/ps/scheduler.h"
 #include "cc/ps/server.h"
@@ -105,6 +106,8 @@ Status InitProcessEngine() {
   }
   // A worker that joined a running elastic job works alone until bps_tf.elastic synchronised its state.
   if (g_membership->client->TakeJoinedRunning()) g_local_collectives = true;
+  // A new engine counts rounds from the start: the last one's replies say nothing of them.
+  CommunicationCounters::OfProcess().ForgetRoundsBehind();
   g_engine = std::shared_ptr<Engine>(Engine::Start(c, g_membership->client));
   g_engine->set_local_collectives(g_local_collectives);
   return Status::OK();

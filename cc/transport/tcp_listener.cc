@@ -49,7 +49,7 @@ void TcpListener::Accept(int listen_fd, bool stopping, double now) {
       close(fd);
       continue;
     }
-    by_fd_[fd] = waiting_.insert(waiting_.end(), Unproven{fd, name, other_host, std::move(handshake), now});
+    by_fd_[fd] = waiting_.insert(waiting_.end(), Unproven{fd, name, std::move(handshake), now});
   }
 }
 
@@ -92,10 +92,9 @@ void TcpListener::OnReadable(int fd) {
         return Close(place);  // closed during the handshake
       }
       const std::string name = place->name;
-      const bool other_host = place->other_host;
       by_fd_.erase(fd);
       waiting_.erase(place);
-      admit_(fd, name, other_host);
+      admit_(fd, name);
     }
   }
 }

@@ -35,7 +35,7 @@ class TcpListener {
   };
   // A connection that proved itself: its socket (watched by the loop already), its peer's address, and
   // whether that peer is on another host.
-  using Admit = std::function<void(int fd, const std::string& name, bool other_host)>;
+  using Admit = std::function<void(int fd, const std::string& name)>;
   // Socket options for a new connection (other_host: its peer is on another host).
   using Configure = std::function<void(int fd, bool other_host)>;
 
@@ -62,7 +62,6 @@ class TcpListener {
   struct Unproven {
     int fd;
     std::string name;
-    bool other_host;
     std::unique_ptr<ServerHandshake> handshake;
     double started;
   };

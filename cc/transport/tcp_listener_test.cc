@@ -33,7 +33,7 @@ class TcpListenerTest : public ::testing::Test {
     if (listener_) listener_->CloseAll();
     listener_ = std::make_unique<TcpListener>(
         JobSecret::From(kSecret).value(), limits, &loop_,
-        [this](int fd, const std::string&, bool) { admitted_.push_back(fd); }, [](int, bool) {});
+        [this](int fd, const std::string&) { admitted_.push_back(fd); }, [](int, bool) {});
     if (listen_fd_ >= 0) return;
     sockaddr_in addr;
     ASSERT_TRUE(Ipv4SocketAddress("127.0.0.1", 0, &addr));

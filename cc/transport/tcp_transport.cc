@@ -60,7 +60,7 @@ class TcpTransport : public Transport, private TcpIoThread::Guest {
         handler_(options_.io_threads > 1),
         threads_(MakeThreads(options_, &handler_, &stopping_)),
         listener_(options_.secret, ListenerLimits(options_), &threads_[0]->loop(),
-                  [this](int fd, const std::string& name, bool) { Admit(fd, name); },
+                  [this](int fd, const std::string& name) { Admit(fd, name); },
                   [this](int fd, bool other_host) { ConfigureSocket(fd, other_host); }) {}
   ~TcpTransport() override { Shutdown(1); }
 

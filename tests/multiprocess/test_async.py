@@ -126,3 +126,32 @@ def test_a_held_push_fails_within_the_timeout_naming_the_slowest_worker():
         assert f"worker {rank} is more than BYTEPS_STALENESS=0 steps ahead of the slowest worker, worker 2" \
             in failed.group(2), failed.group(2)
         assert "BYTEPS_TIMEOUT=4" in failed.group(2), failed.group(2)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("mode", [{"BYTEPS_ENABLE_ASYNC": 1}, {"BYTEPS_STALENESS": 100}], ids=["async", "staleness"])
+def test_keras_fit_does_not_wait_for_a_straggler(mode):
+    # Worker 2's steps take 0.2 s more than the others'. 3 epochs of 10 steps: the others finish while it has
+    # taken few of its steps (no collective at each step or epoch binds them to it).
+    result = run_local("async_straggler_fit.py", 3, 1, SLOW_RANK=2, SLOW_SECONDS=0.2, **mode)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    ends = {int(rank): json.loads(times) for rank, times in re.findall(r"rank (\d): steps (\[.*\])", result.stdout)}
+    assert sorted(ends) == [0, 1, 2] and all(len(t) == 30 for t in ends.values()), result.stdout[-4000:]
+    others_done = max(ends[0][-1], ends[1][-1])
+    straggler_steps_by_then = sum(1 for t in ends[2] if t <= others_done)
+    assert straggler_steps_by_then < 15, (straggler_steps_by_then, ends)
+
+
+@pytest.mark.timeout(600)
+def test_a_checkpoint_of_asynchronous_training_resumes_with_its_weights(tmp_path):
+    path = tmp_path / "async.weights.h5"
+    trained = run_local("async_checkpoint.py", 3, 1, "train", path, BYTEPS_ENABLE_ASYNC=1)
+    assert trained.returncode == 0, trained.stdout[-4000:] + trained.stderr[-4000:]
+    saved = set(re.findall(r"rank \d: saved ([0-9a-f]+)", trained.stdout))
+    assert len(saved) == 1, trained.stdout[-4000:]
+    # A new job: its servers start empty; every worker loads the checkpoint, and the servers' copy must be the
+    # checkpoint's (not the new job's initial weights plus each worker's change to it).
+    resumed = run_local("async_checkpoint.py", 3, 1, "resume", path, BYTEPS_ENABLE_ASYNC=1)
+    assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-4000:]
+    assert len(set(re.findall(r"rank \d: resumed ([0-9a-f]+)", resumed.stdout))) == 1, resumed.stdout[-4000:]
+    assert len(set(re.findall(r"rank \d: trained on ([0-9a-f]+)", resumed.stdout))) == 1, resumed.stdout[-4000:]

@@ -30,7 +30,9 @@ def test_a_small_window_holds_the_fast_workers_within_it():
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("settings,message", [
-    ({"BYTEPS_BACKUP_WORKERS": "3"},
+    # A scheduler or server counts the worker processes only where BYTEPS_LOCAL_SIZE is set (bpslaunch leaves it
+    # out of theirs: each worker checks its exact count).
+    ({"BYTEPS_BACKUP_WORKERS": "3", "BYTEPS_LOCAL_SIZE": "1"},
      "BYTEPS_BACKUP_WORKERS=3 leaves no worker to sum: the job has 3 worker process(es)"),
     ({"BYTEPS_BACKUP_WORKERS": "-1"},
      "BYTEPS_BACKUP_WORKERS='-1' is invalid: it must be a whole number of worker processes >= 0"),
@@ -60,28 +62,45 @@ def test_the_launchers_flag_is_checked_against_the_workers():
     flag = subprocess.run([BPSLAUNCH, "--local", "--workers", "2", "--backup-workers", "1", "--", sys.executable,
                            "-c", show], env=clean_env(), capture_output=True, text=True, timeout=60)
     assert flag.returncode == 0 and flag.stdout.count("backup workers 1") == 2, flag.stdout + flag.stderr
+    # One machine of two worker processes: the scheduler and servers, which do not know the local size, start.
+    flag = subprocess.run([BPSLAUNCH, "--local", "--workers", "1", "--local-size", "2", "--backup-workers", "1", "--",
+                           sys.executable, "-c", show], env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert flag.returncode == 0 and flag.stdout.count("backup workers 1") == 2, flag.stdout + flag.stderr
 
 
 def accuracies(result):
-    found = re.findall(r"\[worker (\d)\] rank \d: test accuracy ([0-9.]+), (\d+) late pushes, weights identical",
-                       result.stdout)
+    found = re.findall(r"\[worker (\d)\] rank \d: test accuracy ([0-9.]+), (\d+) late pushes, (\d+) steps skipped, "
+                       r"weights identical", result.stdout)
     assert len(found) == 3, result.stdout[-6000:] + result.stderr[-6000:]
-    return {int(w): (float(a), int(late)) for w, a, late in found}
+    return {int(w): (float(a), int(late), int(skipped)) for w, a, late, skipped in found}
 
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("mode", ["strategy", "horovod"])
 def test_training_with_a_straggler_reaches_the_synchronous_accuracy(mode):
     synchronous = accuracies(run_local("backup_training.py", 3, 1, mode))
+    # Worker 1's forward pass takes 50 ms, many times the others' whole step.
     backed_up = accuracies(run_local("backup_training.py", 3, 1, mode, BYTEPS_BACKUP_WORKERS=1, SLOW_RANK=1,
-                                     SLOW_SECONDS=0.02))
+                                     SLOW_SECONDS=0.05))
     # Every worker holds the same weights (checked by the job) and so the same accuracy.
-    assert len({a for a, _ in synchronous.values()}) == 1 and len({a for a, _ in backed_up.values()}) == 1
-    # The straggler's data rarely counts and which workers do varies from run to run: on these 360 test
-    # examples runs differed from the synchronous one by 0.3 to 1.1 points.
-    assert abs(backed_up[0][0] - synchronous[0][0]) <= 0.02, (synchronous, backed_up)
-    assert all(late == 0 for _, late in synchronous.values())
+    assert len({a for a, _, _ in synchronous.values()}) == 1 and len({a for a, _, _ in backed_up.values()}) == 1
+    # Under the strategy fit shuffles the whole training set each epoch before it is split among the
+    # workers, so the examples the straggler's dropped pushes held differ from epoch to epoch. With the
+    # Horovod API each worker trains on its own fixed shard, and the straggler's third of the data rarely
+    # counts: 1.1 points below the synchronous run was seen on these 360 test examples.
+    tolerance = 0.01 if mode == "strategy" else 0.02
+    assert abs(backed_up[0][0] - synchronous[0][0]) <= tolerance, (synchronous, backed_up)
+    assert all(late == 0 and skipped == 0 for _, late, skipped in synchronous.values())
     assert backed_up[1][1] > 0, f"the slow worker's pushes were never late: {backed_up}"
+    if mode == "strategy":
+        # Keras fit under the strategy catches up: the straggler skips most of its steps' compute.
+        # The others' steps do not wait for its compute: it skips a large part of its 15 x 23 steps (over
+        # 80% when the others' steps take a few ms; a third would mean they were held most of the time).
+        assert backed_up[1][2] >= 15 * 23 // 3, f"the straggler rarely caught up: {backed_up}"
+        # A skipped step pushes its 4 gradients as late, whatever they hold: none may count in a round.
+        assert backed_up[1][1] >= 4 * backed_up[1][2], f"a skipped step's push was on time: {backed_up}"
+    else:
+        assert all(skipped == 0 for _, _, skipped in backed_up.values()), backed_up
 
 
 @pytest.mark.timeout(120)

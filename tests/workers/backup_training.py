@@ -1,7 +1,8 @@
 """Training on scikit-learn's digits with backup workers (argv[1]: "strategy", Keras fit under BytePSStrategy;
-"horovod", Keras fit with DistributedOptimizer), worker SLOW_RANK sleeping before each batch. Prints the test
-accuracy (the test compares it with a synchronous run; metrics are reduced over every worker) and this
-worker's late pushes; every worker must end with bit-identical weights."""
+"horovod", Keras fit with DistributedOptimizer), worker SLOW_RANK's forward pass sleeping SLOW_SECONDS (its
+compute is slow: a step it skips to catch up does not sleep). Prints the test accuracy (the test compares it
+with a synchronous run; metrics are reduced over every worker), this worker's late pushes and the steps it
+skipped; every worker must end with bit-identical weights."""
 
 import os
 import sys
@@ -12,7 +13,7 @@ import tensorflow as tf
 import bps_tf as bps
 import bps_tf.keras
 import bps_tf.numpy as bps_numpy
-from bps_tf.strategy import BytePSStrategy
+from bps_tf.strategy import BytePSStrategy, stragglers
 from testing.agreement import assert_identical_everywhere
 from testing.digits import load
 
@@ -21,17 +22,24 @@ SLOW_SECONDS = float(os.environ.get("SLOW_SECONDS", "0"))
 EPOCHS = 15
 
 
-class Slow(tf.keras.callbacks.Callback):
-    """Makes this worker a straggler: its batches start late."""
+class SlowCompute(tf.keras.layers.Layer):
+    """The identity, after a sleep on the straggler."""
 
-    def on_train_batch_begin(self, batch, logs=None):
-        if bps.rank() == SLOW_RANK:
+    def call(self, x):
+        if bps.rank() != SLOW_RANK or SLOW_SECONDS == 0:
+            return x
+
+        def sleep_then_pass(value):
             time.sleep(SLOW_SECONDS)
+            return value
+
+        slept = tf.numpy_function(sleep_then_pass, [x], x.dtype, stateful=True)
+        return tf.ensure_shape(slept, x.shape)
 
 
 def model():
     tf.keras.utils.set_random_seed(0)
-    return tf.keras.Sequential([tf.keras.Input((64,)), tf.keras.layers.Dense(128, activation="relu"),
+    return tf.keras.Sequential([tf.keras.Input((64,)), SlowCompute(), tf.keras.layers.Dense(128, activation="relu"),
                                 tf.keras.layers.Dense(10, activation="softmax")])
 
 
@@ -42,7 +50,7 @@ def strategy_fit():
         net = model()
         net.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss="sparse_categorical_crossentropy",
                     metrics=["accuracy"], jit_compile=False)
-    net.fit(x_train, y_train, batch_size=64, epochs=EPOCHS, verbose=0, callbacks=[Slow()])
+    net.fit(x_train, y_train, batch_size=64, epochs=EPOCHS, verbose=0)
     _, accuracy = net.evaluate(x_test, y_test, verbose=0)
     return net, accuracy
 
@@ -52,7 +60,7 @@ def horovod_fit():
     net = model()
     net.compile(optimizer=bps.DistributedOptimizer(tf.keras.optimizers.SGD(0.1)),
                 loss="sparse_categorical_crossentropy", metrics=["accuracy"], jit_compile=False)
-    callbacks = [bps.keras.callbacks.BroadcastGlobalVariablesCallback(0), Slow()]
+    callbacks = [bps.keras.callbacks.BroadcastGlobalVariablesCallback(0)]
     net.fit(x_train, y_train, batch_size=64 // bps.size(), epochs=EPOCHS, verbose=0, callbacks=callbacks,
             shuffle=False)
     _, accuracy = net.evaluate(x_test, y_test, verbose=0)
@@ -66,7 +74,8 @@ def main():
     net, accuracy = strategy_fit() if sys.argv[1] == "strategy" else horovod_fit()
     late = bps_numpy.communication_counters()["late_pushes"] - before
     assert_identical_everywhere(net.get_weights(), "weights")
-    print(f"rank {rank}: test accuracy {accuracy:.4f}, {late} late pushes, weights identical", flush=True)
+    print(f"rank {rank}: test accuracy {accuracy:.4f}, {late} late pushes, {stragglers.steps_caught_up()} steps "
+          "skipped, weights identical", flush=True)
     bps.shutdown()
 
 
