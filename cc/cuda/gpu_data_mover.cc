@@ -50,7 +50,10 @@ GpuDataMover::GpuDataMover(std::shared_ptr<CopyStreams> streams, char* staging, 
 Status GpuDataMover::ToHost(const void* staged, void* host, size_t bytes) {
   const char* at = static_cast<const char*>(staged);
   char* to = static_cast<char*>(host);
-  if (to == at || HostRegistry::OfProcess().Register(to, bytes)) return Copy(at, to, bytes, /*to_host=*/true);
+  std::vector<const char*> seams;
+  if (to == at || HostRegistry::OfProcess().Register(to, bytes, &seams)) {
+    return Copy(at, to, bytes, /*to_host=*/true, seams);
+  }
   // Not registered: through the staging, then a host copy.
   BPS_RETURN_IF_ERROR(Copy(at, const_cast<char*>(at), bytes, /*to_host=*/true));
   std::memcpy(to, at, bytes);
@@ -60,14 +63,16 @@ Status GpuDataMover::ToHost(const void* staged, void* host, size_t bytes) {
 Status GpuDataMover::FromHost(void* staged, const void* host, size_t bytes) {
   char* at = static_cast<char*>(staged);
   const char* from = static_cast<const char*>(host);
-  if (from != at && !HostRegistry::OfProcess().Register(from, bytes)) {
+  std::vector<const char*> seams;
+  if (from != at && !HostRegistry::OfProcess().Register(from, bytes, &seams)) {
     std::memcpy(at, from, bytes);  // not registered: a host copy into the staging first
     from = at;
   }
-  return Copy(at, const_cast<char*>(from), bytes, /*to_host=*/false);
+  return Copy(at, const_cast<char*>(from), bytes, /*to_host=*/false, seams);
 }
 
-Status GpuDataMover::Copy(const char* staged, char* host, size_t bytes, bool to_host) {
+Status GpuDataMover::Copy(const char* staged, char* host, size_t bytes, bool to_host,
+                          const std::vector<const char*>& seams) {
   if (staged < staging_ || (staged - staging_) % element_ != 0 || bytes % element_ != 0) {
     return Internal("a GPU copy was asked for bytes that are not whole elements of the staged tensor");
   }
@@ -90,11 +95,23 @@ Status GpuDataMover::Copy(const char* staged, char* host, size_t bytes, bool to_
     used.emplace_back(run.device, stream.value());
     char* device = run.data + (from - run.offset) * element_;
     char* on_host = host + (from - begin) * element_;
-    const size_t n = (to - from) * element_;
-    status = to_host ? CudaStatus(cudaMemcpyAsync(on_host, device, n, cudaMemcpyDeviceToHost, stream.value()),
-                                  "cudaMemcpyAsync (device to host)")
-                     : CudaStatus(cudaMemcpyAsync(device, on_host, n, cudaMemcpyHostToDevice, stream.value()),
-                                  "cudaMemcpyAsync (host to device)");
+    char* const host_end = on_host + (to - from) * element_;
+    auto seam = std::upper_bound(seams.begin(), seams.end(), static_cast<const char*>(on_host));
+    while (status.ok() && on_host < host_end) {
+      char* const piece_end = seam != seams.end() && *seam < host_end ? const_cast<char*>(*seam++) : host_end;
+      const size_t n = piece_end - on_host;
+      status = to_host ? CudaStatus(cudaMemcpyAsync(on_host, device, n, cudaMemcpyDeviceToHost, stream.value()),
+                                    "cudaMemcpyAsync (device to host)")
+                       : CudaStatus(cudaMemcpyAsync(device, on_host, n, cudaMemcpyHostToDevice, stream.value()),
+                                    "cudaMemcpyAsync (host to device)");
+      if (!status.ok()) {
+        status = Status(status.code(), status.message() + " (" + std::to_string(n) + " bytes, host " +
+                                            std::to_string(reinterpret_cast<uintptr_t>(on_host)) + ", GPU " +
+                                            std::to_string(run.device) + ")");
+      }
+      device += n;
+      on_host = piece_end;
+    }
     if (!status.ok()) break;
   }
   // Every stream that took a copy is waited for, also after a failure: none may still write when we return.

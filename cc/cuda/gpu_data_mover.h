@@ -54,8 +54,9 @@ class GpuDataMover : public DataMover {
   Status FromHost(void* staged, const void* host, size_t bytes) override;
 
  private:
-  // Copies between the GPU memory [staged, staged + bytes) stands for and `host` (pinned or registered).
-  Status Copy(const char* staged, char* host, size_t bytes, bool to_host);
+  // Copies between the GPU memory [staged, staged + bytes) stands for and `host` (pinned or registered),
+  // cut at `seams` (host addresses where one registration of the host range ends and the next begins).
+  Status Copy(const char* staged, char* host, size_t bytes, bool to_host, const std::vector<const char*>& seams = {});
 
   const std::shared_ptr<CopyStreams> streams_;
   char* const staging_;

@@ -11,6 +11,7 @@
 #include "cc/cuda/cuda_status.h"
 #include "cc/cuda/gpu_data_mover.h"
 #include "cc/cuda/gpu_push_pull.h"
+#include "cc/cuda/host_registry.h"
 #include "cc/cuda/local_nccl.h"
 #include "cc/cuda/process_gpu.h"
 #include "cc/reducer/test_data.h"
@@ -142,7 +143,7 @@ INSTANTIATE_TEST_SUITE_P(Gpus, LocalNcclTest, ::testing::Values(1, 2, 4, 8));
 
 // The mover of a GPU push_pull copies straight between a GPU and a block of a server's shared arena (mapped
 // here as a worker maps it), registering the block's pages on first sight, and between a GPU and the pinned
-// staging; a piece of the tensor is copied on its own.
+// staging; a piece of the tensor is copied on its own; a copy is cut where two registrations meet.
 TEST(GpuDataMoverTest, CopiesBetweenTheGpuAndAnArenaBlockOrTheStaging) {
   if (GpuCount() < 1) GTEST_SKIP() << "needs a GPU";
   const uint64_t n = 1000003;
@@ -166,6 +167,9 @@ TEST(GpuDataMoverTest, CopiesBetweenTheGpuAndAnArenaBlockOrTheStaging) {
   GpuDataMover mover(std::make_shared<CopyStreams>(), staging, sizeof(float),
                      {DeviceRun{0, static_cast<char*>(device), 0, n}});
 
+  // A page in the middle registered first (as by a neighbouring block's copy): the block's copy spans three
+  // registrations, which CUDA takes only one at a time.
+  ASSERT_TRUE(HostRegistry::OfProcess().Register(host + bytes / 2, 8));
   ASSERT_TRUE(mover.ToHost(staging, host, bytes).ok());
   EXPECT_EQ(std::memcmp(block->data, values.data(), bytes), 0) << "the server sees the GPU's bytes";
   cudaPointerAttributes attributes;

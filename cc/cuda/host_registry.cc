@@ -23,7 +23,8 @@ HostRegistry::HostRegistry() : page_(static_cast<uintptr_t>(sysconf(_SC_PAGESIZE
   SharedArenaView::SetUnmapHook([this](char* base, size_t size) { Unmapping(base, size); });
 }
 
-bool HostRegistry::Register(const void* data, size_t bytes) {
+bool HostRegistry::Register(const void* data, size_t bytes, std::vector<const char*>* seams) {
+  if (seams != nullptr) seams->clear();
   if (bytes == 0) return true;
   const uintptr_t begin = reinterpret_cast<uintptr_t>(data) / page_ * page_;
   const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes + page_ - 1) / page_ * page_;
@@ -60,6 +61,12 @@ bool HostRegistry::Register(const void* data, size_t bytes) {
       return false;
     }
     registered_[gap.first] = gap.second;
+  }
+  if (seams != nullptr) {
+    const uintptr_t first = reinterpret_cast<uintptr_t>(data), last = first + bytes;
+    for (auto r = registered_.upper_bound(first); r != registered_.end() && r->first < last; ++r) {
+      seams->push_back(reinterpret_cast<const char*>(r->first));
+    }
   }
   return true;
 }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <vector>
 
 namespace bps {
 namespace cuda {
@@ -22,9 +23,11 @@ class HostRegistry {
   static HostRegistry& OfProcess();
 
   // Whether the GPU can copy straight into or out of [data, data + bytes): its pages are registered now
-  // (those that were not, registered here; pages that something else pinned are left to it). False if CUDA refused, logged the first time; from then on
-  // every call says false, and callers copy through pinned staging instead.
-  bool Register(const void* data, size_t bytes);
+  // (those that were not, registered here; pages that something else pinned are left to it). False if CUDA
+  // refused, logged the first time; from then on every call says false, and callers copy through pinned
+  // staging instead. `seams` (if given) gets the addresses inside the range where one registration ends and
+  // another begins, in order: CUDA refuses a copy that spans two registrations, so callers cut copies there.
+  bool Register(const void* data, size_t bytes, std::vector<const char*>* seams = nullptr);
 
  private:
   HostRegistry();
