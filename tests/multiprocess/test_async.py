@@ -106,12 +106,13 @@ def test_keras_trains_asynchronously_as_well_as_synchronously(how, keras_env):
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("how", ["fit", "loop"])
-def test_bytepsstrategy_trains_asynchronously_as_well_as_synchronously(how):
+@pytest.mark.parametrize("how,mode", [("fit", {"BYTEPS_ENABLE_ASYNC": 1}), ("loop", {"BYTEPS_ENABLE_ASYNC": 1}),
+                                      ("fit", {"BYTEPS_STALENESS": 2})], ids=["fit", "loop", "fit-staleness-2"])
+def test_bytepsstrategy_trains_asynchronously_as_well_as_synchronously(how, mode):
     workers = 3
     sync = run_local("async_strategy.py", workers, 1, how)
     assert sync.returncode == 0, sync.stdout[-4000:] + sync.stderr[-4000:]
-    asynchronous = run_local("async_strategy.py", workers, 1, how, BYTEPS_ENABLE_ASYNC=1)
+    asynchronous = run_local("async_strategy.py", workers, 1, how, **mode)
     assert asynchronous.returncode == 0, asynchronous.stdout[-4000:] + asynchronous.stderr[-4000:]
     sync_accuracy = accuracies(sync, f"strategy-{how}", "sync", workers)[0][0]
     async_results = accuracies(asynchronous, f"strategy-{how}", "async", workers)
