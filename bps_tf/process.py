@@ -19,8 +19,20 @@ _generation_callbacks = []
 
 def on_generation_start(callback):
     """Runs `callback()` at every init() from now on, once the generation started: the servers then know
-    nothing of the last one (asynchronous training's weights are initialised again)."""
+    nothing of the last one (asynchronous training's weights are initialised again). It runs again when an
+    elastic worker's collectives become the job's (pushes_were_local)."""
     _generation_callbacks.append(callback)
+
+
+def pushes_were_local():
+    """What this worker pushed since the generation started never reached the servers (an elastic worker's
+    collectives were local until its state was synchronised): the on_generation_start callbacks run again."""
+    _servers_know_nothing_of_this_worker()
+
+
+def _servers_know_nothing_of_this_worker():
+    for callback in list(_generation_callbacks):
+        callback()
 
 
 def init():
@@ -29,8 +41,7 @@ def init():
     _core.init()
     _install_hooks()
     _tell_the_launcher()
-    for callback in list(_generation_callbacks):
-        callback()
+    _servers_know_nothing_of_this_worker()
 
 
 def shutdown():

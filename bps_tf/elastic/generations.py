@@ -169,7 +169,9 @@ def run_fn(func, reset_fn=reset):
         changed_at = None
         while True:
             try:
-                _core.set_local_collectives(False)  # from here on the collectives are the job's again
+                if collectives_are_local():  # from here on the collectives are the job's again
+                    _core.set_local_collectives(False)
+                    process.pushes_were_local()
                 if not skip_sync:
                     internal_errors(state.sync)()
                 collection.collect_aside()

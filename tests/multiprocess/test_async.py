@@ -1,15 +1,18 @@
 """Asynchronous and bounded-staleness training across real processes (bpslaunch --local, loopback, TCP): the
 servers hold the weights; nothing a worker pushes is lost; no worker leads the slowest by more than
-BYTEPS_STALENESS steps; bad settings stop every process at start."""
+BYTEPS_STALENESS steps; bad settings stop every process at start; checkpoints resume; an elastic job loses a
+worker and takes it back."""
 
 import json
 import re
 import secrets
+import signal
 import subprocess
 import sys
 
 import pytest
 
+from testing.elastic_jobs import ElasticJob
 from testing.jobs import BPSLAUNCH, WORKERS_DIR, assert_job_ok, clean_env, free_port, run_local
 
 
@@ -103,12 +106,13 @@ def test_keras_trains_asynchronously_as_well_as_synchronously(how, keras_env):
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("how", ["fit", "loop"])
-def test_bytepsstrategy_trains_asynchronously_as_well_as_synchronously(how):
+@pytest.mark.parametrize("how,mode", [("fit", {"BYTEPS_ENABLE_ASYNC": 1}), ("loop", {"BYTEPS_ENABLE_ASYNC": 1}),
+                                      ("fit", {"BYTEPS_STALENESS": 2})], ids=["fit", "loop", "fit-staleness-2"])
+def test_bytepsstrategy_trains_asynchronously_as_well_as_synchronously(how, mode):
     workers = 3
     sync = run_local("async_strategy.py", workers, 1, how)
     assert sync.returncode == 0, sync.stdout[-4000:] + sync.stderr[-4000:]
-    asynchronous = run_local("async_strategy.py", workers, 1, how, BYTEPS_ENABLE_ASYNC=1)
+    asynchronous = run_local("async_strategy.py", workers, 1, how, **mode)
     assert asynchronous.returncode == 0, asynchronous.stdout[-4000:] + asynchronous.stderr[-4000:]
     sync_accuracy = accuracies(sync, f"strategy-{how}", "sync", workers)[0][0]
     async_results = accuracies(asynchronous, f"strategy-{how}", "async", workers)
@@ -155,3 +159,27 @@ def test_a_checkpoint_of_asynchronous_training_resumes_with_its_weights(tmp_path
     assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-4000:]
     assert len(set(re.findall(r"rank \d: resumed ([0-9a-f]+)", resumed.stdout))) == 1, resumed.stdout[-4000:]
     assert len(set(re.findall(r"rank \d: trained on ([0-9a-f]+)", resumed.stdout))) == 1, resumed.stdout[-4000:]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("api", ["hvd", "strategy"])
+def test_an_asynchronous_elastic_job_goes_on_without_a_killed_worker_and_takes_it_back(api):
+    """kill -9 of one of 3 asynchronous workers mid-epoch: the two others step again within 5 s, the killed one
+    is started again and rejoins (its first pushes and the survivors' initialise the servers of the new
+    generation; none is made before the state is synchronised), and after a last step that changes nothing
+    every worker holds the servers' weights, trained as well as synchronous training within 2 points."""
+    with ElasticJob("elastic_keras.py", [api, "{log_dir}", 20], workers=3, servers=1, min_workers=2, max_workers=3,
+                    max_restarts=1, TF_USE_LEGACY_KERAS=0, BYTEPS_ENABLE_ASYNC=1) as job:
+        job.wait_for_step(1, lambda s: s[1] == 3 and 3 <= s[2] <= 8)
+        killed_at = job.signal(1, signal.SIGKILL)
+        for survivor in (0, 2):
+            step = job.wait_for_step(survivor, lambda s: s[0] > killed_at, timeout=60)
+            assert step[0] - killed_at < 5, (step, killed_at, job.output()[-4000:])
+        job.wait_for_step(0, lambda s: s[0] > killed_at and s[3] == 3, timeout=120)  # the restarted one is in
+        code, out = job.wait(timeout=200)
+    assert code == 0, out[-6000:]
+    ends = re.findall(r"rank (\d): weights (\w+) accuracy ([0-9.]+) epochs (\d+) size (\d)", out)
+    assert sorted(int(e[0]) for e in ends) == [0, 1, 2], out[-4000:]
+    assert len({e[1] for e in ends}) == 1, f"weights differ: {ends}"
+    reference = float(re.search(r"rank 0: uninterrupted accuracy ([0-9.]+)", out).group(1))
+    assert float(ends[0][2]) >= reference - 0.02, (ends, reference)

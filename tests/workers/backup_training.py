@@ -1,10 +1,11 @@
 """Training on scikit-learn's digits with backup workers (argv[1]: "strategy", Keras fit under BytePSStrategy;
 "horovod", Keras fit with DistributedOptimizer), worker SLOW_RANK's forward pass sleeping SLOW_SECONDS (its
 compute is slow: a step it skips to catch up does not sleep). Prints the test accuracy (the test compares it
-with a synchronous run; metrics are reduced over every worker), this worker's late pushes and the steps it
-skipped; every worker must end with bit-identical weights."""
+with a synchronous run; metrics are reduced over every worker), this worker's late pushes, the steps it
+skipped and the median time of its steps; every worker must end with bit-identical weights."""
 
 import os
+import statistics
 import sys
 import time
 
@@ -37,30 +38,44 @@ class SlowCompute(tf.keras.layers.Layer):
         return tf.ensure_shape(slept, x.shape)
 
 
+class StepTimes(tf.keras.callbacks.Callback):
+    """Each training step's wall time, begin to end."""
+
+    def __init__(self):
+        super().__init__()
+        self.seconds = []
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._began = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.seconds.append(time.perf_counter() - self._began)
+
+
 def model():
     tf.keras.utils.set_random_seed(0)
     return tf.keras.Sequential([tf.keras.Input((64,)), SlowCompute(), tf.keras.layers.Dense(128, activation="relu"),
                                 tf.keras.layers.Dense(10, activation="softmax")])
 
 
-def strategy_fit():
+def strategy_fit(step_times):
     strategy = BytePSStrategy()
     x_train, y_train, x_test, y_test = load(rank=0, size=1)  # the strategy gives each worker its shard
     with strategy.scope():
         net = model()
         net.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss="sparse_categorical_crossentropy",
                     metrics=["accuracy"], jit_compile=False)
-    net.fit(x_train, y_train, batch_size=64, epochs=EPOCHS, verbose=0)
+    net.fit(x_train, y_train, batch_size=64, epochs=EPOCHS, verbose=0, callbacks=[step_times])
     _, accuracy = net.evaluate(x_test, y_test, verbose=0)
     return net, accuracy
 
 
-def horovod_fit():
+def horovod_fit(step_times):
     x_train, y_train, x_test, y_test = load(bps.rank(), bps.size())
     net = model()
     net.compile(optimizer=bps.DistributedOptimizer(tf.keras.optimizers.SGD(0.1)),
                 loss="sparse_categorical_crossentropy", metrics=["accuracy"], jit_compile=False)
-    callbacks = [bps.keras.callbacks.BroadcastGlobalVariablesCallback(0)]
+    callbacks = [bps.keras.callbacks.BroadcastGlobalVariablesCallback(0), step_times]
     net.fit(x_train, y_train, batch_size=64 // bps.size(), epochs=EPOCHS, verbose=0, callbacks=callbacks,
             shuffle=False)
     _, accuracy = net.evaluate(x_test, y_test, verbose=0)
@@ -71,11 +86,13 @@ def main():
     bps.init()
     rank = bps.rank()
     before = bps_numpy.communication_counters()["late_pushes"]
-    net, accuracy = strategy_fit() if sys.argv[1] == "strategy" else horovod_fit()
+    step_times = StepTimes()
+    net, accuracy = (strategy_fit if sys.argv[1] == "strategy" else horovod_fit)(step_times)
     late = bps_numpy.communication_counters()["late_pushes"] - before
     assert_identical_everywhere(net.get_weights(), "weights")
     print(f"rank {rank}: test accuracy {accuracy:.4f}, {late} late pushes, {stragglers.steps_caught_up()} steps "
-          "skipped, weights identical", flush=True)
+          f"skipped, median step {1000 * statistics.median(step_times.seconds):.2f} ms, weights identical",
+          flush=True)
     bps.shutdown()
 
 

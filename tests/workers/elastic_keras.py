@@ -20,6 +20,9 @@ first does not start epoch 2 or later until it has heard that a worker or server
 one then always joins before the survivors could finish, however slowly it starts (a worker imports TensorFlow
 on the same cores).
 
+In asynchronous training (BYTEPS_ENABLE_ASYNC=1) the optimizer has no momentum, and once every worker is done
+each takes one step at a zero learning rate, which pushes no change and gives it the servers' final weights.
+
 Usage: elastic_keras.py hvd|strategy LOG_DIR [EPOCHS (20)] [hold] [global_batch=N] [await_rejoin]. Keras 3, or tf-keras with
 TF_USE_LEGACY_KERAS=1."""
 
@@ -59,7 +62,7 @@ def build_model():
 def make_optimizer(learning_rate):
     """An optimizer with slots (momentum), as in Horovod's examples: built before the first sync and broadcast
     with the model."""
-    return keras.optimizers.SGD(learning_rate, momentum=0.5)
+    return keras.optimizers.SGD(learning_rate, momentum=0.0 if process.is_async() else 0.5)
 
 
 def set_learning_rate(optimizer, value):
@@ -130,6 +133,13 @@ class AwaitRejoin(keras.callbacks.Callback):
             time.sleep(0.05)
 
 
+def take_the_servers_weights(model, x, y):
+    """Asynchronous training: after every worker's last push (a barrier), a step that changes nothing."""
+    hvd.barrier()
+    set_learning_rate(model.optimizer, 0.0)
+    model.train_on_batch(x, y)
+
+
 def main():
     faulthandler.register(signal.SIGUSR1)  # a stuck worker shows where it is
     api, log_dir = sys.argv[1], Path(sys.argv[2])
@@ -184,6 +194,8 @@ def main():
         model.fit(data, steps_per_epoch=steps_of(), epochs=epochs - state.epoch, callbacks=callbacks, verbose=0)
 
     train(state)
+    if process.is_async():
+        take_the_servers_weights(model, x[:global_batch], y[:global_batch])
     rank = hvd.rank()
     print(f"rank {rank}: weights {fingerprint(model.get_weights())} accuracy {accuracy(model, x_test, y_test):.4f} "
           f"epochs {state.epoch} size {hvd.size()}", flush=True)
