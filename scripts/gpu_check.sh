@@ -6,11 +6,13 @@
 #      (two workers as threads with a server) on 1, 2, 4 and 8 GPUs (as many as there are), every dtype,
 #      odd sizes, exact;
 #   2. real jobs on loopback with a CPU server (bps_tf's TCP transport, the default, and the server's shared
-#      memory), exact, in both local-reduction modes:
+#      memory), exact, in both local-reduction modes (and once with the GPU's copies through the pinned
+#      staging instead of straight into the server's shared memory):
 #      2 worker machines x 1 process with one GPU each, then one process driving every GPU; 2 machines x
 #      N processes (one per GPU of the host, the machine's processes share an NCCL communicator and each
 #      pushes its own part); 1 machine x N processes (local NCCL only, and forced through the servers);
-#   3. the GPU push_pull benchmark of such jobs (end-to-end against the sum of its stages) and gpu_bench
+#   3. the GPU push_pull benchmark of such jobs (end-to-end against the sum of its stages; direct copies,
+#      then through the staging) and gpu_bench
 #      (pinned copies against cudaMemcpy's peak; local reductions against NCCL all-reduce).
 # Usage: gpu_check.sh [OUT_DIR]   (logs and JSON results go to OUT_DIR, default ./gpu_check_out)
 set -uo pipefail
@@ -65,6 +67,8 @@ step "2 machines x 1 worker process, reduce-scatter"
 run_job check_scatter 2 1 check
 step "2 machines x 1 worker process, reduce-to-root"
 BPS_GPU_MODE=root run_job check_root 2 1 check
+step "2 machines x 1 worker process, reduce-scatter, copies through the pinned staging (BPS_GPU_STAGED=1)"
+BPS_GPU_STAGED=1 run_job check_staged 2 1 check
 gpus=$(nvidia-smi -L | wc -l)
 if [ "$gpus" -ge 2 ]; then  # one process per GPU, every GPU of the host
   step "2 machines x $gpus worker processes (one per GPU), reduce-scatter"
@@ -79,6 +83,9 @@ fi
 step "GPU push_pull benchmark (2 machines x 1 worker process)"
 run_job bench 2 1 bench > "$out/gpu_push_pull_bench.jsonl"  # not through a pipe: run_job counts failures
 cat "$out/gpu_push_pull_bench.jsonl"
+step "GPU push_pull benchmark (2 machines x 1 worker process), copies through the pinned staging (the comparison)"
+BPS_GPU_STAGED=1 run_job bench_staged 2 1 bench > "$out/gpu_push_pull_bench_staged.jsonl"
+cat "$out/gpu_push_pull_bench_staged.jsonl"
 if [ "$gpus" -ge 2 ]; then
   step "GPU push_pull benchmark (2 machines x $gpus worker processes, one per GPU)"
   run_job bench_per_gpu 2 "$gpus" bench > "$out/gpu_push_pull_bench_per_gpu.jsonl"

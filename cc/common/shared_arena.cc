@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <sstream>
 
@@ -20,6 +21,9 @@ constexpr size_t kHeaderBytes = kPage;
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
 size_t RoundUpToPage(size_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
+
+std::mutex g_unmap_hook_mu;
+std::function<void(char*, size_t)> g_unmap_hook;
 
 // The reservation is mostly never written; a core dump of the process should not try to include it.
 void KeepOutOfCoreDumps(void* base, size_t size) { madvise(base, size, MADV_DONTDUMP); }
@@ -106,7 +110,20 @@ StatusOr<std::unique_ptr<SharedArenaView>> SharedArenaView::Open(const std::stri
   return std::unique_ptr<SharedArenaView>(new SharedArenaView(static_cast<char*>(base), size));
 }
 
-SharedArenaView::~SharedArenaView() { munmap(base_, size_); }
+void SharedArenaView::SetUnmapHook(std::function<void(char* base, size_t size)> hook) {
+  std::lock_guard<std::mutex> lock(g_unmap_hook_mu);
+  g_unmap_hook = std::move(hook);
+}
+
+SharedArenaView::~SharedArenaView() {
+  std::function<void(char*, size_t)> hook;
+  {
+    std::lock_guard<std::mutex> lock(g_unmap_hook_mu);
+    hook = g_unmap_hook;
+  }
+  if (hook) hook(base_, size_);
+  munmap(base_, size_);
+}
 
 char* SharedArenaView::At(uint64_t offset, size_t bytes) const {
   if (offset < kHeaderBytes || offset > size_ || bytes > size_ - offset) return nullptr;

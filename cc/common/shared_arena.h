@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -59,6 +60,11 @@ class SharedArena {
 // Another process's SharedArena, mapped into this one.
 class SharedArenaView {
  public:
+  // Runs `hook(base, size)` (process-wide; null: nothing) just before any view is unmapped, so that whoever
+  // registered parts of the mapping elsewhere (a GPU driver's pinning) lets them go first. Set once by the
+  // code that registers; this file knows nothing of who that is.
+  static void SetUnmapHook(std::function<void(char* base, size_t size)> hook);
+
   static StatusOr<std::unique_ptr<SharedArenaView>> Open(const std::string& locator);
   ~SharedArenaView();
   SharedArenaView(const SharedArenaView&) = delete;

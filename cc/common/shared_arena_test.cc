@@ -6,6 +6,9 @@
 
 #include <cstring>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace bps {
 namespace {
@@ -26,6 +29,32 @@ TEST(SharedArenaTest, ViewSeesWhatTheArenaWritesAndTheOtherWayRound) {
   std::memset(view.value()->At(b->offset, 5000), 7, 5000);
   EXPECT_EQ(b->data[4999], 7);
   EXPECT_EQ(b->data[0], 7);
+}
+
+TEST(SharedArenaTest, TheUnmapHookSeesEachViewsMappingWhileItIsStillMapped) {
+  auto arena = SharedArena::Create(size_t(1) << 30);
+  ASSERT_TRUE(arena.ok()) << arena.status().message();
+  auto block = arena.value()->Allocate(10);
+  ASSERT_TRUE(block);
+  std::memcpy(block->data, "mapped", 7);
+  std::vector<std::pair<char*, size_t>> unmapped;
+  std::string seen;
+  SharedArenaView::SetUnmapHook([&](char* base, size_t size) {
+    unmapped.emplace_back(base, size);
+    seen = base + block->offset;  // still readable inside the hook
+  });
+  char* at = nullptr;
+  {
+    auto view = SharedArenaView::Open(arena.value()->locator());
+    ASSERT_TRUE(view.ok()) << view.status().message();
+    at = view.value()->At(block->offset, 7);
+    EXPECT_TRUE(unmapped.empty());
+  }
+  SharedArenaView::SetUnmapHook(nullptr);
+  ASSERT_EQ(unmapped.size(), 1u);
+  EXPECT_EQ(unmapped[0].first + block->offset, at);
+  EXPECT_GE(unmapped[0].second, size_t(1) << 30);
+  EXPECT_EQ(seen, "mapped");
 }
 
 TEST(SharedArenaTest, FullArenaAndOutOfRangeOffsetsSayNo) {

@@ -234,13 +234,14 @@ int Bench(Worker& w) {
     if (!failed.ok()) return Fail(name, failed);
     double sum = t_d2h + t_pp + t_h2d;
     auto gbps = [bytes](double seconds) { return bytes / seconds / 1e9; };
-    std::printf("{\"rank\": %d, \"bytes\": %llu, \"e2e_ms\": %.3f, \"d2h_ms\": %.3f, \"push_pull_host_ms\": %.3f, "
-                "\"h2d_ms\": %.3f, \"stage_sum_ms\": %.3f, \"e2e_over_stage_sum\": %.3f, \"host_copy_ms\": %.3f, "
-                "\"server_sum_ms\": %.3f, \"e2e_gb_s\": %.2f, \"d2h_gb_s\": %.2f, \"push_pull_host_gb_s\": %.2f, "
-                "\"h2d_gb_s\": %.2f, \"host_copy_gb_s\": %.2f, \"server_sum_gb_s\": %.2f}\n",
-                w.rank, (unsigned long long)bytes, t_e2e * 1e3, t_d2h * 1e3, t_pp * 1e3, t_h2d * 1e3, sum * 1e3,
-                t_e2e / sum, t_copy * 1e3, t_sum * 1e3, gbps(t_e2e), gbps(t_d2h), gbps(t_pp), gbps(t_h2d),
-                gbps(t_copy), gbps(t_sum));
+    std::printf("{\"rank\": %d, \"direct_copies\": %s, \"bytes\": %llu, \"e2e_ms\": %.3f, \"d2h_ms\": %.3f, "
+                "\"push_pull_host_ms\": %.3f, \"h2d_ms\": %.3f, \"stage_sum_ms\": %.3f, "
+                "\"e2e_over_stage_sum\": %.3f, \"host_copy_ms\": %.3f, \"server_sum_ms\": %.3f, \"e2e_gb_s\": %.2f, "
+                "\"d2h_gb_s\": %.2f, \"push_pull_host_gb_s\": %.2f, \"h2d_gb_s\": %.2f, \"host_copy_gb_s\": %.2f, "
+                "\"server_sum_gb_s\": %.2f}\n",
+                w.rank, w.push_pull->options().direct_copies ? "true" : "false", (unsigned long long)bytes,
+                t_e2e * 1e3, t_d2h * 1e3, t_pp * 1e3, t_h2d * 1e3, sum * 1e3, t_e2e / sum, t_copy * 1e3, t_sum * 1e3,
+                gbps(t_e2e), gbps(t_d2h), gbps(t_pp), gbps(t_h2d), gbps(t_copy), gbps(t_sum));
     std::fflush(stdout);
     cudaFree(data);
     cudaFreeHost(pinned);
@@ -266,6 +267,9 @@ int RunWorker(const std::string& mode) {
   GpuPushPullOptions options = DefaultGpuOptions(*w.engine);
   const char* local_mode = std::getenv("BPS_GPU_MODE");
   if (local_mode && std::strcmp(local_mode, "root") == 0) options.mode = LocalReduceMode::kReduceToRoot;
+  // BPS_GPU_STAGED=1: every chunk through the pinned staging (the path before direct copies), to compare.
+  const char* staged = std::getenv("BPS_GPU_STAGED");
+  if (staged && std::strcmp(staged, "1") == 0) options.direct_copies = false;
   auto group = CreateGpuGroup(w.engine.get(), {w.device}, options);
   if (!group.ok()) return Fail("GPU group", group.status());
   w.group = std::move(group.value());

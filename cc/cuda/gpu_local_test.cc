@@ -1,13 +1,17 @@
 // GPU tests, run on a machine with GPUs (scripts/gpu_check.sh): local NCCL collectives and the GPU
 // push_pull pipeline on 1 and 2 GPUs, every dtype, odd sizes, exact against a host reference. The
 // distributed cases run two workers as threads of this process with a server and scheduler (in-memory
-// transport), so the whole chunked D2H -> push -> pull -> H2D path runs.
+// transport), so the whole chunked D2H -> push -> pull -> H2D path runs, direct and staged.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <future>
 
+#include "cc/common/shared_arena.h"
 #include "cc/cuda/cuda_status.h"
+#include "cc/cuda/gpu_data_mover.h"
 #include "cc/cuda/gpu_push_pull.h"
+#include "cc/cuda/host_registry.h"
 #include "cc/cuda/local_nccl.h"
 #include "cc/cuda/process_gpu.h"
 #include "cc/reducer/test_data.h"
@@ -137,8 +141,69 @@ TEST_P(LocalNcclTest, LocalOnlyPushPullIsALocalAllReduce) {
 
 INSTANTIATE_TEST_SUITE_P(Gpus, LocalNcclTest, ::testing::Values(1, 2, 4, 8));
 
-// Two workers (threads with their own engines) each driving `gpus` GPUs, through a real server.
-class DistributedTest : public ::testing::TestWithParam<std::tuple<int, LocalReduceMode>> {};
+// The mover of a GPU push_pull copies straight between a GPU and a block of a server's shared arena (mapped
+// here as a worker maps it), registering the block's pages on first sight, and between a GPU and the pinned
+// staging; a piece of the tensor is copied on its own; a copy is cut where two registrations meet.
+TEST(GpuDataMoverTest, CopiesBetweenTheGpuAndAnArenaBlockOrTheStaging) {
+  if (GpuCount() < 1) GTEST_SKIP() << "needs a GPU";
+  const uint64_t n = 1000003;
+  const size_t bytes = n * sizeof(float);
+  auto arena = SharedArena::Create(size_t(1) << 34);  // a huge reservation, as a server's
+  ASSERT_TRUE(arena.ok()) << arena.status().ToString();
+  auto block = arena.value()->Allocate(bytes);
+  ASSERT_TRUE(block);
+  auto view = SharedArenaView::Open(arena.value()->locator());
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  char* host = view.value()->At(block->offset, bytes);
+  ASSERT_NE(host, nullptr);
+  ASSERT_CUDA(cudaSetDevice(0));
+  std::vector<float> values(n);
+  for (uint64_t i = 0; i < n; ++i) values[i] = static_cast<float>(i % 4099);
+  void* device = nullptr;
+  ASSERT_CUDA(cudaMalloc(&device, bytes));
+  ASSERT_CUDA(cudaMemcpy(device, values.data(), bytes, cudaMemcpyHostToDevice));
+  char* staging = nullptr;
+  ASSERT_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&staging), bytes, cudaHostAllocDefault));
+  GpuDataMover mover(std::make_shared<CopyStreams>(), staging, sizeof(float),
+                     {DeviceRun{0, static_cast<char*>(device), 0, n}});
+
+  // A page in the middle registered first (as by a neighbouring block's copy): the block's copy spans three
+  // registrations, which CUDA takes only one at a time.
+  ASSERT_TRUE(HostRegistry::OfProcess().Register(host + bytes / 2, 8));
+  ASSERT_TRUE(mover.ToHost(staging, host, bytes).ok());
+  EXPECT_EQ(std::memcmp(block->data, values.data(), bytes), 0) << "the server sees the GPU's bytes";
+  cudaPointerAttributes attributes;
+  ASSERT_CUDA(cudaPointerGetAttributes(&attributes, host));
+  EXPECT_EQ(attributes.type, cudaMemoryTypeHost) << "the block is registered with CUDA";
+
+  std::vector<float> doubled(n);
+  for (uint64_t i = 0; i < n; ++i) doubled[i] = 2 * values[i];
+  std::memcpy(block->data, doubled.data(), bytes);  // the server's sum
+  ASSERT_TRUE(mover.FromHost(staging, host, bytes).ok());
+  std::vector<float> back(n);
+  ASSERT_CUDA(cudaMemcpy(back.data(), device, bytes, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(back, doubled);
+
+  // A piece (as a partition of a chunk) into the staging itself, for the transport.
+  const uint64_t first = 1000, count = 5000;
+  std::memset(staging, 0, bytes);
+  char* piece = staging + first * sizeof(float);
+  ASSERT_TRUE(mover.ToHost(piece, piece, count * sizeof(float)).ok());
+  EXPECT_EQ(std::memcmp(piece, doubled.data() + first, count * sizeof(float)), 0);
+  EXPECT_EQ(reinterpret_cast<float*>(staging)[first - 1], 0.0f) << "nothing outside the piece";
+  char* last = staging + (n - 1) * sizeof(float);
+  EXPECT_FALSE(mover.ToHost(last, last, 2 * sizeof(float)).ok()) << "bytes beyond the tensor's runs are refused";
+
+  view.value().reset();  // unregisters the block (the unmap hook) before the mapping goes
+  cudaFreeHost(staging);
+  cudaFree(device);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+// Two workers (threads with their own engines) each driving `gpus` GPUs, through a real server on this host:
+// each tensor three times (its first round through the transport, later ones through the server's shared
+// memory), with direct copies (the mover) and through the pinned staging.
+class DistributedTest : public ::testing::TestWithParam<std::tuple<int, LocalReduceMode, bool>> {};
 
 TEST_P(DistributedTest, EveryGpuOfEveryWorkerGetsTheGlobalSum) {
   const int gpus = std::get<0>(GetParam());
@@ -153,24 +218,27 @@ TEST_P(DistributedTest, EveryGpuOfEveryWorkerGetsTheGlobalSum) {
     GpuPushPullOptions options;
     options.chunk_bytes = 4096 * 3;  // several chunks, crossing GPU slice boundaries
     options.mode = std::get<1>(GetParam());
+    options.direct_copies = std::get<2>(GetParam());
     workers.push_back(std::make_unique<GpuPushPull>(&job.worker(w), nccls.back().get(), nullptr, options));
     ASSERT_TRUE(workers.back()->Init().ok());
   }
   for (DataType dtype : test_data::kAllTypes) {
     for (uint64_t n : {uint64_t(0), uint64_t(1), uint64_t(7), uint64_t(3071), uint64_t(3072), uint64_t(100003)}) {
-      std::string name = std::string(DataTypeName(dtype)) + "/" + std::to_string(n);
-      std::vector<std::unique_ptr<DeviceData>> data;
-      std::vector<std::promise<Status>> done(2);
-      for (int w = 0; w < 2; ++w) {
-        data.push_back(std::make_unique<DeviceData>(nccls[w]->devices(), dtype, n, w * gpus));
-        workers[w]->Run(name, dtype, n, 0, data[w]->tensors(), [&done, w](const Status& s) { done[w].set_value(s); });
-      }
-      for (int w = 0; w < 2; ++w) {
-        auto future = done[w].get_future();
-        ASSERT_EQ(future.wait_for(std::chrono::seconds(60)), std::future_status::ready) << name;
-        Status s = future.get();
-        ASSERT_TRUE(s.ok()) << name << ": " << s.ToString();
-        if (n > 0) data[w]->ExpectSum(2 * gpus, name);
+      for (int round = 0; round < 3; ++round) {
+        std::string name = std::string(DataTypeName(dtype)) + "/" + std::to_string(n);
+        std::vector<std::unique_ptr<DeviceData>> data;
+        std::vector<std::promise<Status>> done(2);
+        for (int w = 0; w < 2; ++w) {
+          data.push_back(std::make_unique<DeviceData>(nccls[w]->devices(), dtype, n, w * gpus));
+          workers[w]->Run(name, dtype, n, 0, data[w]->tensors(), [&done, w](const Status& s) { done[w].set_value(s); });
+        }
+        for (int w = 0; w < 2; ++w) {
+          auto future = done[w].get_future();
+          ASSERT_EQ(future.wait_for(std::chrono::seconds(60)), std::future_status::ready) << name;
+          Status s = future.get();
+          ASSERT_TRUE(s.ok()) << name << ": " << s.ToString();
+          if (n > 0) data[w]->ExpectSum(2 * gpus, name + " round " + std::to_string(round));
+        }
       }
     }
   }
@@ -179,7 +247,8 @@ TEST_P(DistributedTest, EveryGpuOfEveryWorkerGetsTheGlobalSum) {
 INSTANTIATE_TEST_SUITE_P(GpusAndModes, DistributedTest,
                          ::testing::Combine(::testing::Values(1, 2, 4, 8),
                                             ::testing::Values(LocalReduceMode::kReduceToRoot,
-                                                              LocalReduceMode::kReduceScatter)));
+                                                              LocalReduceMode::kReduceScatter),
+                                            ::testing::Bool()));
 
 // One process per GPU (Horovod-style), played by threads with their own engines: `machines` worker machines
 // of one process per GPU of this host each, process l of every machine on GPU l. Each machine's processes share one NCCL

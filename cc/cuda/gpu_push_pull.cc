@@ -39,6 +39,8 @@ struct GpuPushPull::Operation {
   uint64_t scatter_count = 0;  // elements covered by the reduce-scatter (a multiple of the member count)
   std::vector<std::unique_ptr<Chunk>> chunks;
   std::atomic<size_t> chunks_pending{0};
+  std::shared_ptr<DataMover> mover;     // direct_copies: the GPU copies of the chunks' pushes and sums
+  std::atomic<int> reduced_pending{0};  // direct_copies: GPUs whose part of the local reduction is not done
   std::mutex mu;
   Status status;
   bool completed = false;
@@ -97,14 +99,20 @@ Status StreamWaits(cudaStream_t waiter, int producer_device, cudaStream_t produc
 }  // namespace
 
 GpuPushPull::GpuPushPull(Engine* engine, LocalNccl* nccl, LocalCoordinator* coordinator, GpuPushPullOptions options)
-    : engine_(engine), nccl_(nccl), coordinator_(coordinator), options_(options) {}
+    : engine_(engine),
+      nccl_(nccl),
+      coordinator_(coordinator),
+      options_(options),
+      copy_streams_(std::make_shared<CopyStreams>()) {}
 
 GpuPushPull::~GpuPushPull() {
-  // Work still queued on our streams (copies, host callbacks into this object) finishes first.
+  // Work still queued on our streams (copies, host callbacks into this object) finishes first, then what
+  // those callbacks handed to the enqueuer.
   for (size_t i = 0; i < main_streams_.size(); ++i) {
     cudaSetDevice(nccl_->devices()[i]);
     for (cudaStream_t stream : {main_streams_[i], h2d_streams_[i], notify_streams_[i]}) cudaStreamSynchronize(stream);
   }
+  enqueuer_.Stop();
   for (size_t i = 0; i < main_streams_.size(); ++i) {
     cudaSetDevice(nccl_->devices()[i]);
     cudaStreamDestroy(main_streams_[i]);
@@ -265,6 +273,7 @@ Status GpuPushPull::StageToHost(const std::shared_ptr<Operation>& op) {
     Finish(op);
     return Status::OK();
   }
+  if (options_.direct_copies) return EnqueueWhenReduced(op);
   for (auto& chunk : op->chunks) {
     for (const Piece& piece : chunk->pieces) {
       const GpuTensor& member = op->members[piece.member];
@@ -283,9 +292,36 @@ Status GpuPushPull::StageToHost(const std::shared_ptr<Operation>& op) {
   return Status::OK();
 }
 
+Status GpuPushPull::EnqueueWhenReduced(const std::shared_ptr<Operation>& op) {
+  std::vector<DeviceRun> runs;
+  std::vector<bool> holds(op->members.size(), false);
+  for (auto& chunk : op->chunks) {
+    for (const Piece& piece : chunk->pieces) {
+      runs.push_back({op->members[piece.member].device, op->device_data(piece.member, piece.offset), piece.offset,
+                      piece.count});
+      holds[piece.member] = true;
+    }
+  }
+  op->mover = std::make_shared<GpuDataMover>(copy_streams_, op->pinned, op->element(), std::move(runs));
+  op->reduced_pending = static_cast<int>(std::count(holds.begin(), holds.end(), true));
+  for (size_t i = 0; i < holds.size(); ++i) {
+    if (!holds[i]) continue;
+    const GpuTensor& member = op->members[i];
+    BPS_RETURN_IF_ERROR(StreamWaits(notify_streams_[i], member.device, main_streams_[i]));
+    BPS_RETURN_IF_ERROR(WhenReached(notify_streams_[i], [this, op] {
+      if (--op->reduced_pending > 0) return;
+      enqueuer_.Post([this, op] {
+        for (auto& chunk : op->chunks) OnChunkOnHost(op, chunk.get());
+      });
+    }));
+  }
+  return Status::OK();
+}
+
 void GpuPushPull::OnChunkOnHost(const std::shared_ptr<Operation>& op, Chunk* chunk) {
-  // From the request: the framework's stream, the local NCCL reduction and this chunk's copy to the host.
-  Timeline::OfProcess().Span(chunk->name, "REDUCE_COPY_D2H", op->started_at, NowSeconds());
+  // From the request: the framework's stream, the local NCCL reduction and (staged) this chunk's copy to
+  // the host.
+  Timeline::OfProcess().Span(chunk->name, op->mover ? "REDUCE" : "REDUCE_COPY_D2H", op->started_at, NowSeconds());
   PushPullRequest request;
   request.name = chunk->name;
   request.scope = nccl_->spans_processes() ? TensorScope::kMachine : TensorScope::kProcess;
@@ -294,13 +330,14 @@ void GpuPushPull::OnChunkOnHost(const std::shared_ptr<Operation>& op, Chunk* chu
   request.input = op->pinned + chunk->offset * op->element();
   request.output = const_cast<void*>(request.input);
   request.priority = op->priority;
+  request.mover = op->mover;
   request.done = [this, op, chunk](const Status& status) { OnChunkSummed(op, chunk, status); };
   engine_->Enqueue(std::move(request));
 }
 
 void GpuPushPull::OnChunkSummed(const std::shared_ptr<Operation>& op, Chunk* chunk, const Status& status) {
   Status copied = status;
-  if (copied.ok()) {
+  if (copied.ok() && op->mover == nullptr) {  // (a mover has copied the sum to the GPUs already)
     for (const Piece& piece : chunk->pieces) {
       const GpuTensor& member = op->members[piece.member];
       copied = CudaStatus(cudaSetDevice(member.device), "cudaSetDevice");

@@ -1,7 +1,9 @@
-// push_pull of GPU tensors: NCCL reduction among the machine's GPUs, copies to pinned host memory chunk by
-// chunk, each chunk pushed and pulled through the servers as soon as it is on the host (so copies overlap
-// the network), copies back, NCCL broadcast. The framework's streams wait on CUDA events; the host never
-// blocks on the GPU.
+// push_pull of GPU tensors: NCCL reduction among the machine's GPUs, then each chunk pushed and pulled
+// through the servers, copied by the GPU straight to where it goes on the host (a same-host server's shared
+// memory, or pinned staging for the transport) and its sum straight back (direct_copies: a GpuDataMover);
+// or (staged) copied to pinned host memory chunk by chunk, each chunk pushed as soon as it is there, and
+// copied back; then NCCL broadcast. The framework's streams wait on CUDA events; the framework's threads
+// never block on the GPU.
 //
 // Both process models: one process driving all of the machine's GPUs, or one process per GPU. In the
 // second, every NCCL call is ordered through the machine's LocalCoordinator (NCCL needs one order in all
@@ -17,6 +19,8 @@
 
 #include "cc/common/dtype.h"
 #include "cc/common/status.h"
+#include "cc/common/work_thread.h"
+#include "cc/cuda/gpu_data_mover.h"
 #include "cc/cuda/local_nccl.h"
 #include "cc/cuda/pinned_staging.h"
 #include "cc/runtime/engine.h"
@@ -37,6 +41,10 @@ struct GpuPushPullOptions {
   size_t chunk_bytes = 4096000;  // copy and network granularity (BYTEPS_PARTITION_BYTES)
   LocalReduceMode mode = LocalReduceMode::kReduceScatter;
   bool distributed = true;       // through the servers; false on a single worker machine (local NCCL only)
+  // Copies between the GPUs and where the bytes go on the host (a same-host server's shared memory, or the
+  // pinned staging for the transport) through a DataMover, once the local reduction is done; false: every
+  // chunk is copied to the pinned staging (the engine then copies it on into shared memory) and back.
+  bool direct_copies = true;
 };
 
 // One local replica of the tensor: its GPU, its data, and the framework stream that produces it.
@@ -74,6 +82,9 @@ class GpuPushPull {
   Status ReduceLocally(const std::shared_ptr<Operation>& op);
   void PlanChunks(const std::shared_ptr<Operation>& op);
   Status StageToHost(const std::shared_ptr<Operation>& op);
+  // With direct_copies: once every GPU holding a part of the sum has reduced it, the chunks go to the engine
+  // with a mover that copies them (from a thread of ours: never CUDA's callback thread).
+  Status EnqueueWhenReduced(const std::shared_ptr<Operation>& op);
   void OnChunkOnHost(const std::shared_ptr<Operation>& op, Chunk* chunk);
   void OnChunkSummed(const std::shared_ptr<Operation>& op, Chunk* chunk, const Status& status);
   void Finish(const std::shared_ptr<Operation>& op);
@@ -89,6 +100,10 @@ class GpuPushPull {
   std::vector<cudaStream_t> h2d_streams_;   // per GPU: host-to-device copies, overlapping the next D2H
   // per GPU: where host callbacks wait for copies, so a callback never stalls the copies behind it
   std::vector<cudaStream_t> notify_streams_;
+  std::shared_ptr<CopyStreams> copy_streams_;  // the movers' (direct_copies)
+  // Enqueues direct chunks: the engine may start partitions inline, and their mover calls CUDA (which CUDA's
+  // callback thread may not). Stopped in the destructor once no callback can post to it any more.
+  WorkThread enqueuer_;
 };
 
 }  // namespace cuda

@@ -7,11 +7,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 
 #include "cc/common/status.h"
+#include "cc/ps/data_mover.h"
 #include "cc/ps/message.h"
 #include "cc/transport/transport.h"
 
@@ -33,6 +35,8 @@ struct Request {
   void* destination = nullptr;
   size_t bytes = 0;
   bool sum = false;  // the reply carries a round's sum (counted in CommunicationCounters)
+  // Moves the sum from the host to where `destination` stands for (a GPU tensor); null: it is there.
+  std::shared_ptr<DataMover> mover;
   double started = 0;
   std::string what;  // names what the request waits for, in error messages
 

@@ -14,6 +14,7 @@
 #include "cc/common/chunk_helpers.h"
 #include "cc/common/shared_arena.h"
 #include "cc/common/status.h"
+#include "cc/ps/data_mover.h"
 #include "cc/ps/message.h"
 
 namespace bps {
@@ -45,8 +46,11 @@ class SharedPushes {
   Plan PlanPush(int server, uint64_t key, size_t bytes, bool has_data);
 
   // Takes what `reply` (to a push of `key` to `server`) says about shared memory: maps the arena it names,
-  // notes where the next push goes, and copies a sum that stayed in the arena into `destination` (Copy).
-  Status TakeReply(int server, uint64_t key, const Message& reply, void* destination, size_t bytes);
+  // notes where the next push goes, and copies a sum that stayed in the arena into `destination` (Copy), or,
+  // with a `mover`, has the mover take it from the arena to what `destination` stands for. `*from_arena`
+  // (if given) tells whether the sum was in the arena.
+  Status TakeReply(int server, uint64_t key, const Message& reply, void* destination, size_t bytes,
+                   DataMover* mover = nullptr, bool* from_arena = nullptr);
 
   // The servers forgot their keys (the generation ended or broke): no offset holds any more.
   void ForgetOffsets();

@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <functional>
 #include <future>
 #include <memory>
 #include <thread>
 #include <vector>
 
+#include "cc/ps/fake_data_mover.h"
 #include "cc/ps/job_testing.h"
 #include "cc/ps/scheduler.h"
 #include "cc/ps/server.h"
@@ -118,6 +120,28 @@ std::future<Status> PushPull(WorkerClient& client, const Partition& part, uint32
   return result;
 }
 
+std::future<Status> MovedPushPull(WorkerClient& client, const Partition& part, uint32_t round, Participant me,
+                                  char* staging, std::shared_ptr<DataMover> mover) {
+  auto done = std::make_shared<std::promise<Status>>();
+  auto result = done->get_future();
+  char* at = staging + part.offset * sizeof(float);
+  client.PushPull(part, round, me, DataType::kFloat32, at, at, nullptr, [done](const Status& s) { done->set_value(s); },
+                  /*fused=*/nullptr, std::move(mover));
+  return result;
+}
+
+std::vector<char> FloatBytes(const std::vector<float>& values) {
+  std::vector<char> bytes(values.size() * sizeof(float));
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
+
+std::vector<float> Floats(const std::vector<char>& bytes) {
+  std::vector<float> values(bytes.size() / sizeof(float));
+  std::memcpy(values.data(), bytes.data(), bytes.size());
+  return values;
+}
+
 TensorSpec FloatTensor(const std::string& name, int64_t count) {
   TensorSpec spec;
   spec.name = name;
@@ -161,6 +185,116 @@ TEST(WorkerClientTest, DeclaredPartitionsSumOverBothWorkers) {
   for (int w = 0; w < 2; ++w) {
     for (int64_t i = 0; i < count; ++i) ASSERT_EQ(out[w][i], static_cast<float>(3 * i)) << "worker " << w << " at " << i;
   }
+}
+
+// Worker 0's data lives behind a DataMover (as a GPU tensor's does); worker 1's in plain memory. Over three
+// rounds, with the server on this host (the first round through the transport, later ones through its
+// shared memory) and without shared memory, every push and sum goes through the mover and the sums are exact.
+class MoverTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(MoverTest, PushesAndSumsGoThroughTheMover) {
+  const bool shared_memory = GetParam();
+  ClientJob job(2, 1, 20, nullptr, shared_memory);
+  const int64_t count = 3000;  // more than one 4096-byte partition
+  auto plans = DeclareEverywhere(job, 2, FloatTensor("moved", count));
+  ASSERT_TRUE(plans[0].ok() && plans[1].ok()) << plans[0].status().ToString();
+  std::vector<char> staging(count * sizeof(float));
+  auto mover = std::make_shared<testing::FakeDataMover>(staging.data(), std::vector<char>());
+  const int parts = static_cast<int>(plans[0].value().partitions.size());
+  for (uint32_t round = 1; round <= 3; ++round) {
+    std::vector<float> mine(count), other(count), out(count, -1);
+    for (int64_t i = 0; i < count; ++i) {
+      mine[i] = static_cast<float>(i * round);
+      other[i] = static_cast<float>(7 * i + round);
+    }
+    mover->set_device(FloatBytes(mine));
+    std::memset(staging.data(), 0x7f, staging.size());  // garbage: only the mover may give the staging meaning
+    std::vector<std::future<Status>> done;
+    for (const Partition& part : plans[0].value().partitions) {
+      done.push_back(MovedPushPull(job.client(0), part, round, Participant{job.client(0).rank(), 2}, staging.data(),
+                                   mover));
+    }
+    for (const Partition& part : plans[1].value().partitions) {
+      done.push_back(PushPull(job.client(1), part, round, Participant{job.client(1).rank(), 2},
+                              other.data() + part.offset, out.data() + part.offset));
+    }
+    for (auto& d : done) {
+      Status s = d.get();
+      ASSERT_TRUE(s.ok()) << s.ToString();
+    }
+    const std::vector<float> moved = Floats(mover->device());
+    for (int64_t i = 0; i < count; ++i) {
+      ASSERT_EQ(moved[i], mine[i] + other[i]) << "round " << round << " element " << i;
+      ASSERT_EQ(out[i], mine[i] + other[i]) << "round " << round << " element " << i;
+    }
+  }
+  const testing::FakeDataMover::Counts counts = mover->counts();
+  EXPECT_EQ(counts.to_staging + counts.to_elsewhere, 3 * parts);
+  EXPECT_EQ(counts.from_staging + counts.from_elsewhere, 3 * parts);
+  if (shared_memory) {
+    EXPECT_EQ(counts.to_staging, parts) << "the first round goes through the transport";
+    EXPECT_EQ(counts.to_elsewhere, 2 * parts) << "later rounds go straight into the server's shared memory";
+    EXPECT_EQ(counts.from_elsewhere, 2 * parts) << "and their sums straight out of it";
+  } else {
+    EXPECT_EQ(counts.to_elsewhere + counts.from_elsewhere, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SharedMemoryOrNot, MoverTest, ::testing::Bool());
+
+TEST(WorkerClientTest, AnEchoedSumLeavesTheMoversDataAsItIs) {
+  ClientJob job(2, 1);
+  const int64_t count = 500;
+  auto plans = DeclareEverywhere(job, 2, FloatTensor("echoed", count));
+  ASSERT_TRUE(plans[0].ok() && plans[1].ok()) << plans[0].status().ToString();
+  ASSERT_EQ(plans[0].value().partitions.size(), 1u);
+  const Partition part = plans[0].value().partitions[0];
+  std::vector<float> mine(count);
+  for (int64_t i = 0; i < count; ++i) mine[i] = static_cast<float>(i + 1);
+  std::vector<char> staging(count * sizeof(float));
+  auto mover = std::make_shared<testing::FakeDataMover>(staging.data(), FloatBytes(mine));
+  for (uint32_t round = 1; round <= 2; ++round) {  // through the transport, then shared memory
+    std::vector<float> out(count, -1);
+    auto pushed =
+        MovedPushPull(job.client(0), part, round, Participant{job.client(0).rank(), 2}, staging.data(), mover);
+    // Worker 1 pushes zeros: the sum is worker 0's push, which comes back to it as an echo, without bytes.
+    auto zeros = PushPull(job.client(1), part, round, Participant{job.client(1).rank(), 2}, nullptr, out.data());
+    Status s = pushed.get();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    s = zeros.get();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(out, mine) << "round " << round;
+    EXPECT_EQ(Floats(mover->device()), mine) << "round " << round;
+  }
+  EXPECT_EQ(mover->counts().to_staging + mover->counts().to_elsewhere, 2);
+  EXPECT_EQ(mover->counts().from_staging + mover->counts().from_elsewhere, 0) << "an echo moves nothing back";
+}
+
+TEST(WorkerClientTest, AMoverThatFailsFailsItsRequestWithItsMessage) {
+  ClientJob job(2, 1);
+  const int64_t count = 500;
+  auto plans = DeclareEverywhere(job, 2, FloatTensor("failing", count));
+  ASSERT_TRUE(plans[0].ok() && plans[1].ok()) << plans[0].status().ToString();
+  const Partition part = plans[0].value().partitions[0];
+  std::vector<float> other(count, 2), out(count);
+  std::vector<char> staging(count * sizeof(float));
+  auto mover = std::make_shared<testing::FakeDataMover>(staging.data(), FloatBytes(std::vector<float>(count, 1)));
+  // The sum cannot be moved back: worker 0's request fails, worker 1's completes.
+  mover->FailFromHost("the device is gone");
+  auto pushed = MovedPushPull(job.client(0), part, 1, Participant{job.client(0).rank(), 2}, staging.data(), mover);
+  auto plain = PushPull(job.client(1), part, 1, Participant{job.client(1).rank(), 2}, other.data(), out.data());
+  Status s = pushed.get();
+  EXPECT_EQ(s.code(), Code::kInternal) << s.ToString();
+  EXPECT_NE(s.message().find("the device is gone"), std::string::npos) << s.message();
+  ASSERT_TRUE(plain.get().ok());
+  EXPECT_EQ(out, std::vector<float>(count, 3));
+  // The push cannot be moved to the host: the request fails at once, nothing is sent.
+  mover->FailFromHost("");
+  mover->FailToHost("the copy engine is busy");
+  s = MovedPushPull(job.client(0), part, 2, Participant{job.client(0).rank(), 2}, staging.data(), mover).get();
+  EXPECT_EQ(s.code(), Code::kInternal) << s.ToString();
+  EXPECT_NE(s.message().find("the copy engine is busy"), std::string::npos) << s.message();
+  EXPECT_TRUE(job.client(0).failure().ok()) << "a failed move fails its request, not the job";
 }
 
 TEST(WorkerClientTest, EndGenerationWaitsForEveryWorkerAndNamesTheLast) {

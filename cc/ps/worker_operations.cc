@@ -28,14 +28,14 @@ void WorkerOperations::Declare(const TensorSpec& spec, DeclareDone done) {
 
 void WorkerOperations::PushPull(const Partition& part, uint32_t round, Participant me, DataType dtype,
                                 const void* input, void* output, std::function<void()> on_sent, Done done,
-                                FusedPushes* fused) {
-  if (fused != nullptr) {
+                                FusedPushes* fused, std::shared_ptr<DataMover> mover) {
+  if (fused != nullptr && mover == nullptr) {
     fused->pushes.push_back(
         FusedPushes::Push{part, round, me, dtype, input, output, std::move(on_sent), std::move(done)});
     return;
   }
   SendPush(part, round, me, dtype, input, output, part.count * DataTypeSize(dtype), /*shareable=*/true,
-           std::move(on_sent), std::move(done));
+           std::move(on_sent), std::move(done), std::move(mover));
 }
 
 void WorkerOperations::PushPullEncoded(const Partition& part, uint32_t round, Participant me, const void* encoded,
@@ -46,7 +46,7 @@ void WorkerOperations::PushPullEncoded(const Partition& part, uint32_t round, Pa
 
 void WorkerOperations::SendPush(const Partition& part, uint32_t round, Participant me, DataType dtype,
                                 const void* input, void* output, size_t wire_bytes, bool shareable,
-                                std::function<void()> on_sent, Done done) {
+                                std::function<void()> on_sent, Done done, std::shared_ptr<DataMover> mover) {
   Status failed = requests_->refusal();
   if (!failed.ok()) {
     if (on_sent) on_sent();
@@ -56,7 +56,20 @@ void WorkerOperations::SendPush(const Partition& part, uint32_t round, Participa
   SharedPushes::Plan shared =
       shareable ? shared_->PlanPush(part.server, part.key, bytes, input != nullptr) : SharedPushes::Plan{};
   // A server on this host sums straight from its arena: the data crosses in one memcpy, not the transport.
-  if (shared.destination != nullptr) shared_->Copy(shared.destination, input, bytes);
+  // A mover puts it there from where it is (or stages it for the transport).
+  Status moved;
+  if (mover != nullptr && bytes > 0) {
+    void* to = shared.destination != nullptr ? static_cast<void*>(shared.destination) : const_cast<void*>(input);
+    moved = mover->ToHost(input, to, bytes);
+  } else if (shared.destination != nullptr) {
+    shared_->Copy(shared.destination, input, bytes);
+  }
+  if (!moved.ok()) {
+    // Nothing left: the server's round misses this push and times out, as with a worker that stopped.
+    if (on_sent) on_sent();
+    return done(Status(moved.code(), "moving the push of key " + std::to_string(part.key) + " to the host: " +
+                                         moved.message()));
+  }
   const PeerId server = servers_->peer(part.server);
   Request r;
   r.done = std::move(done);
@@ -67,6 +80,7 @@ void WorkerOperations::SendPush(const Partition& part, uint32_t round, Participa
   r.destination = output;
   r.bytes = wire_bytes;
   r.sum = true;
+  r.mover = std::move(mover);
   r.what = "the sum of round " + std::to_string(round) + " from " + servers_->Name(part.server) +
            " (it answers once every worker has pushed)";
   Message m;
@@ -439,7 +453,11 @@ void WorkerOperations::Complete(PeerId from, uint64_t request_id, const Message&
       std::memcpy(r.destination, fused_sum, r.bytes);
     }
   }
-  if (status.ok()) status = shared_->TakeReply(r.server, r.key, reply, r.destination, r.bytes);
+  bool from_arena = false;
+  if (status.ok()) {
+    status = shared_->TakeReply(r.server, r.key, reply, r.destination, r.bytes, r.mover.get(), &from_arena);
+  }
+  if (status.ok() && r.mover != nullptr) status = MoveSum(r, reply, from_arena);
   if (!status.ok()) status = Status(status.code(), status.message() + " (while waiting for " + r.what + ")");
   if (status.ok() && r.sum) {
     // Through the network or, from a server on this host, its shared memory; zeros and echoes carry none.
@@ -450,7 +468,7 @@ void WorkerOperations::Complete(PeerId from, uint64_t request_id, const Message&
       CommunicationCounters::OfProcess().Behind(r.key, reply.latest > reply.round ? reply.latest - reply.round : 0);
     }
   }
-  if (status.ok() && (reply.zeros || reply.echo)) {
+  if (status.ok() && (reply.zeros || reply.echo) && r.mover == nullptr) {
     // The sum came without bytes: it is zeros, or what this worker pushed.
     if (reply.zeros || r.source == nullptr) {
       std::memset(r.destination, 0, r.bytes);
@@ -459,6 +477,13 @@ void WorkerOperations::Complete(PeerId from, uint64_t request_id, const Message&
     }
   }
   r.done(status);
+}
+
+Status WorkerOperations::MoveSum(const Request& r, const Message& reply, bool from_arena) {
+  if (from_arena || reply.echo || r.bytes == 0) return Status::OK();  // moved already; or what it pushed, still there
+  if (reply.zeros) std::memset(r.destination, 0, r.bytes);
+  // The sum came through the transport (or out of a fused reply) into the staging at `destination`.
+  return r.mover->FromHost(r.destination, r.destination, r.bytes);
 }
 
 }  // namespace bps

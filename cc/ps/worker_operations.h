@@ -5,12 +5,14 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "cc/common/config.h"
 #include "cc/common/logging.h"
+#include "cc/ps/data_mover.h"
 #include "cc/ps/fused_inboxes.h"
 #include "cc/ps/message.h"
 #include "cc/ps/request_table.h"
@@ -63,8 +65,12 @@ class WorkerOperations {
   // Pushes `input` and receives the round's sum into `output` (which may be `input`). A null `input` is a
   // partition of zeros: only the header is sent. `on_sent` runs once `input` has left, `done` once the sum
   // is in `output`. With `fused`, the push waits there for SendFused instead of leaving at once.
+  // With a `mover`, `input` and `output` are staging addresses standing for the data (DataMover): the push
+  // is moved by it straight into a same-host server's arena, or staged at `input` before it is sent, and
+  // the sum moved from the arena, or from `output` where it arrived; such a push is never fused.
   void PushPull(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input, void* output,
-                std::function<void()> on_sent, Done done, FusedPushes* fused = nullptr);
+                std::function<void()> on_sent, Done done, FusedPushes* fused = nullptr,
+                std::shared_ptr<DataMover> mover = nullptr);
   // Sends the pushes gathered in `fused` in their order; empties `fused`. Small ones that do not go through
   // shared memory travel in PUSH_MANYs of at most kFusedMessageBytes: those to one server that are ready
   // together, or become ready while its last one is being sent, leave together once it has left, or at
@@ -127,7 +133,11 @@ class WorkerOperations {
   void SmallSent(int server, uint64_t generation);
   void SendMany(int server, uint64_t generation, std::vector<FusedPushes::Push> pushes);
   void SendPush(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input, void* output,
-                size_t wire_bytes, bool shareable, std::function<void()> on_sent, Done done);
+                size_t wire_bytes, bool shareable, std::function<void()> on_sent, Done done,
+                std::shared_ptr<DataMover> mover = nullptr);
+  // A mover's part of a reply that succeeded: the sum (in `r.destination`, or in the arena when
+  // `from_arena`, already moved then) to what `r.destination` stands for.
+  static Status MoveSum(const Request& r, const Message& reply, bool from_arena);
   void SendResidual(MessageType type, const Partition& part, Participant me, const float* source, float* destination,
                     Done done);
   // Sends request `request_id`; a failed send completes it.

@@ -103,7 +103,12 @@ void Engine::Enqueue(PushPullRequest request) {
     AdviseHugePages(request.output, spec.num_elements() * DataTypeSize(request.dtype));
   }
   request.enqueued_at = NowSeconds();
+  if (request.mover != nullptr) {
+    Status refused = CheckMover(request);
+    if (!refused.ok()) return request.done(refused);
+  }
   if (local_collectives_) {
+    // (With a mover the data never left where it is, and `output` is `input`.)
     const size_t bytes = spec.num_elements() * DataTypeSize(request.dtype);
     if (request.kind == PushPullRequest::Kind::kPushPull && request.output != request.input && bytes > 0) {
       std::memcpy(request.output, request.input, bytes);
@@ -276,7 +281,21 @@ void Engine::StartPartition(Operation* op, const Partition& part, double queued_
         TraceUntilNow(op->request.name, "SUM_PULL", *sent_at, part);
         FinishPartition(op, status);
       },
-      config_.fusion ? t_fused : nullptr);
+      config_.fusion && op->request.mover == nullptr ? t_fused : nullptr, op->request.mover);
+}
+
+Status Engine::CheckMover(const PushPullRequest& request) {
+  std::string why;
+  if (request.kind != PushPullRequest::Kind::kPushPull) why = "it saves or loads compression state";
+  else if (request.compression.on()) why = "it is compressed";
+  else if (request.scope == TensorScope::kPublished) why = "it is a published tensor (broadcast)";
+  else if (!request.members.empty()) why = "it is reduced within a process set";
+  else if (request.nonzero_begin != 0 || request.nonzero_end != UINT64_MAX) why = "it declares a nonzero range";
+  else if (request.input != request.output) why = "its input and output staging differ";
+  if (why.empty()) return Status::OK();
+  return InvalidArgument("push_pull of '" + request.name + "' moves its data through a DataMover (a GPU tensor), "
+                         "which serves plain sums of whole tensors only, but " + why +
+                         "; push_pull it from host memory instead");
 }
 
 void Engine::PushPullCompressed(Operation* op, const Partition& part, Participant me, const char* input, char* output,

@@ -16,6 +16,7 @@
 
 #include "cc/common/config.h"
 #include "cc/common/work_thread.h"
+#include "cc/ps/data_mover.h"
 #include "cc/ps/message.h"
 #include "cc/ps/worker_client.h"
 #include "cc/runtime/compression_state.h"
@@ -53,6 +54,10 @@ struct PushPullRequest {
   enum class Kind : uint8_t { kPushPull, kSaveState, kLoadState };
   Kind kind = Kind::kPushPull;
   std::shared_ptr<CompressionState> state;
+  // Set when the data is elsewhere (a GPU tensor): `input` and `output` are then the same host staging
+  // buffer, whose addresses stand for the data, and the mover moves the bytes (DataMover). Only for plain
+  // sums of every worker's whole tensor: no compression, no published scope, no process set, no range.
+  std::shared_ptr<DataMover> mover;
   std::function<void(const Status&)> done;
   double enqueued_at = 0;  // set by Enqueue (for the timeline)
 
@@ -138,6 +143,8 @@ class Engine {
                           size_t bytes, double started);
   // A kSaveState or kLoadState request: this worker's part, and the server's residuals where it keeps them.
   void MoveCompressionState(Operation* op);
+  // Why `request`'s mover cannot serve it, or OK.
+  static Status CheckMover(const PushPullRequest& request);
   // How many contribute to each round of the tensor (Participant::count).
   int ContributorCount(const TensorSpec& spec) const;
   void ReleaseCredit(size_t bytes);

@@ -10,11 +10,13 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <random>
 #include <thread>
 
 #include "cc/common/clock.h"
+#include "cc/ps/fake_data_mover.h"
 #include "cc/ps/scheduler.h"
 #include "cc/ps/server.h"
 #include "cc/reducer/test_data.h"
@@ -201,6 +203,89 @@ TEST(EngineTest, PartitionsOutsideTheNonzeroRangeArePushedAsZeros) {
       }
     }
   }
+}
+
+// Worker 0's tensors live behind DataMovers (as GPU tensors do), worker 1's in plain memory: a small tensor
+// (fused if it had no mover) and one of several partitions over both servers, rounds through the transport
+// and then the servers' shared memory; every sum exact, every byte through the movers.
+TEST(EngineTest, TensorsBehindAMoverSumExactly) {
+  LocalJob job(2, 2);
+  for (int64_t count : {int64_t(100), int64_t(5000)}) {
+    const std::string name = "moved/" + std::to_string(count);
+    std::vector<char> staging(count * sizeof(float));
+    auto mover = std::make_shared<testing::FakeDataMover>(staging.data(), std::vector<char>());
+    for (int round = 0; round < 3; ++round) {
+      std::vector<float> mine(count), other(count), out(count, -1);
+      for (int64_t i = 0; i < count; ++i) {
+        mine[i] = static_cast<float>(i * (round + 1));
+        other[i] = static_cast<float>(3 * i - round);
+      }
+      std::vector<char> device(count * sizeof(float));
+      std::memcpy(device.data(), mine.data(), device.size());
+      mover->set_device(device);
+      std::memset(staging.data(), 0x7f, staging.size());
+      auto done_promise = std::make_shared<std::promise<Status>>();
+      auto moved = done_promise->get_future();
+      PushPullRequest r;
+      r.name = name;
+      r.shape = {count};
+      r.input = staging.data();
+      r.output = staging.data();
+      r.mover = mover;
+      r.done = [done_promise](const Status& s) { done_promise->set_value(s); };
+      job.worker(0).Enqueue(std::move(r));
+      auto plain = PushPull(job.worker(1), name, DataType::kFloat32, {count}, other.data(), out.data());
+      Status s = Await(moved);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      s = Await(plain);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      device = mover->device();
+      std::vector<float> sum(count);
+      std::memcpy(sum.data(), device.data(), device.size());
+      for (int64_t i = 0; i < count; ++i) {
+        ASSERT_EQ(sum[i], mine[i] + other[i]) << name << " round " << round << " element " << i;
+        ASSERT_EQ(out[i], mine[i] + other[i]) << name << " round " << round << " element " << i;
+      }
+    }
+    const testing::FakeDataMover::Counts counts = mover->counts();
+    EXPECT_GT(counts.to_elsewhere, 0) << name << ": later rounds straight into the servers' shared memory";
+    EXPECT_GT(counts.from_elsewhere, 0) << name;
+  }
+}
+
+TEST(EngineTest, AMoverIsRefusedForWhatItCannotServe) {
+  LocalJob job(1, 1);
+  std::vector<float> staging(64), other(64);
+  auto mover = std::make_shared<testing::FakeDataMover>(reinterpret_cast<char*>(staging.data()),
+                                                        std::vector<char>(64 * sizeof(float)));
+  struct Case {
+    const char* why;
+    std::function<void(PushPullRequest*)> change;
+  };
+  const std::vector<Case> cases = {
+      {"compressed", [](PushPullRequest* r) { r->compression.kind = CodecKind::kOneBit; }},
+      {"published", [](PushPullRequest* r) { r->scope = TensorScope::kPublished; }},
+      {"process set", [](PushPullRequest* r) { r->members = {0}; }},
+      {"nonzero range", [](PushPullRequest* r) { r->nonzero_end = 10; }},
+      {"input and output", [&](PushPullRequest* r) { r->output = other.data(); }},
+  };
+  for (const Case& c : cases) {
+    auto done_promise = std::make_shared<std::promise<Status>>();
+    auto done = done_promise->get_future();
+    PushPullRequest r;
+    r.name = std::string("refused/") + c.why;
+    r.shape = {64};
+    r.input = staging.data();
+    r.output = staging.data();
+    r.mover = mover;
+    r.done = [done_promise](const Status& s) { done_promise->set_value(s); };
+    c.change(&r);
+    job.worker(0).Enqueue(std::move(r));
+    Status s = Await(done);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << c.why << ": " << s.ToString();
+    EXPECT_NE(s.message().find("DataMover"), std::string::npos) << s.message();
+  }
+  EXPECT_EQ(mover->counts().to_staging + mover->counts().to_elsewhere, 0);
 }
 
 TEST(EngineTest, HundredRoundsOfTheSameTensor) {

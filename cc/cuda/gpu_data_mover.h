@@ -1,0 +1,68 @@
+// The DataMover (cc/ps/data_mover.h) of one GPU push_pull: the engine's requests name addresses in the
+// tensor's pinned staging, and this copies the GPU memory they stand for straight to the host destination
+// (a same-host server's arena, registered with CUDA once: HostRegistry) or into the staging itself (for
+// the transport), and sums back. Each copy runs on a non-blocking stream of a small per-device pool and is
+// waited for, so the calls block: never call them from CUDA's host-callback thread.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "cc/common/status.h"
+#include "cc/ps/data_mover.h"
+
+namespace bps {
+namespace cuda {
+
+// Copy streams per device, reused: as many as copies ever ran at once on the device.
+class CopyStreams {
+ public:
+  CopyStreams() = default;
+  CopyStreams(const CopyStreams&) = delete;
+  CopyStreams& operator=(const CopyStreams&) = delete;
+  ~CopyStreams();
+
+  StatusOr<cudaStream_t> Take(int device);
+  void Give(int device, cudaStream_t stream);
+
+ private:
+  std::mutex mu_;
+  std::map<int, std::vector<cudaStream_t>> idle_;  // by device
+  std::vector<std::pair<int, cudaStream_t>> all_;
+};
+
+// A contiguous run of the tensor on one GPU: elements [offset, offset + count) of the tensor are at `data`.
+struct DeviceRun {
+  int device;
+  char* data;
+  uint64_t offset;
+  uint64_t count;
+};
+
+class GpuDataMover : public DataMover {
+ public:
+  // `staging` (pinned) stands for the tensor: element i of the tensor at staging + i * element, for the
+  // elements of `runs` (disjoint).
+  GpuDataMover(std::shared_ptr<CopyStreams> streams, char* staging, size_t element, std::vector<DeviceRun> runs);
+
+  Status ToHost(const void* staged, void* host, size_t bytes) override;
+  Status FromHost(void* staged, const void* host, size_t bytes) override;
+
+ private:
+  // Copies between the GPU memory [staged, staged + bytes) stands for and `host` (pinned or registered),
+  // cut at `seams` (host addresses where one registration of the host range ends and the next begins).
+  Status Copy(const char* staged, char* host, size_t bytes, bool to_host, const std::vector<const char*>& seams = {});
+
+  const std::shared_ptr<CopyStreams> streams_;
+  char* const staging_;
+  const size_t element_;
+  const std::vector<DeviceRun> runs_;  // by offset
+};
+
+}  // namespace cuda
+}  // namespace bps

@@ -1,0 +1,26 @@
+// Where a push's bytes really are when they are not in host memory (a GPU tensor): the worker's requests
+// name an address in a host staging buffer, and a DataMover moves the bytes that address stands for
+// straight to where they go on the host (the staging itself, or a same-host server's shared memory), and
+// a sum back. So a GPU push to a server on its host crosses host memory once each way, not through the
+// staging and a second copy.
+#pragma once
+
+#include <cstddef>
+
+#include "cc/common/status.h"
+
+namespace bps {
+
+class DataMover {
+ public:
+  virtual ~DataMover() = default;
+  // Copies the bytes that `staged` (an address in the request's input) stands for into `host` (`staged`
+  // itself, or elsewhere on the host); returns once they are there. Never called on a thread that may not
+  // block or call the mover's API (the caller's business: see GpuPushPull).
+  virtual Status ToHost(const void* staged, void* host, size_t bytes) = 0;
+  // The reverse: the `bytes` at `host` become what `staged` (an address in the request's output) stands
+  // for; returns once they are there.
+  virtual Status FromHost(void* staged, const void* host, size_t bytes) = 0;
+};
+
+}  // namespace bps

@@ -1,0 +1,73 @@
+// Test support: a DataMover whose data lives in its own buffer (standing for a GPU's memory), and counts of
+// where it moved bytes. The staging the requests name holds garbage unless the mover wrote it, so a path
+// that bypassed the mover gives wrong sums.
+#pragma once
+
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cc/ps/data_mover.h"
+
+namespace bps {
+namespace testing {
+
+class FakeDataMover : public DataMover {
+ public:
+  // `staging`: what the requests name; `device`: the bytes it stands for (as many).
+  FakeDataMover(char* staging, std::vector<char> device) : staging_(staging), device_(std::move(device)) {}
+
+  Status ToHost(const void* staged, void* host, size_t bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!fail_to_host_.empty()) return Internal(fail_to_host_);
+    ++(host == staged ? to_staging_ : to_elsewhere_);
+    std::memcpy(host, device_.data() + (static_cast<const char*>(staged) - staging_), bytes);
+    return Status::OK();
+  }
+
+  Status FromHost(void* staged, const void* host, size_t bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!fail_from_host_.empty()) return Internal(fail_from_host_);
+    ++(host == staged ? from_staging_ : from_elsewhere_);
+    std::memcpy(device_.data() + (static_cast<char*>(staged) - staging_), host, bytes);
+    return Status::OK();
+  }
+
+  std::vector<char> device() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return device_;
+  }
+  void set_device(std::vector<char> device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    device_ = std::move(device);
+  }
+  // Every later call fails with `message` (empty: none).
+  void FailToHost(std::string message) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_to_host_ = std::move(message);
+  }
+  void FailFromHost(std::string message) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_from_host_ = std::move(message);
+  }
+
+  // Calls so far: into the staging itself (for the transport) or elsewhere (a server's shared memory).
+  struct Counts {
+    int to_staging = 0, to_elsewhere = 0, from_staging = 0, from_elsewhere = 0;
+  };
+  Counts counts() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return Counts{to_staging_, to_elsewhere_, from_staging_, from_elsewhere_};
+  }
+
+ private:
+  char* const staging_;
+  std::mutex mu_;
+  std::vector<char> device_;
+  std::string fail_to_host_, fail_from_host_;
+  int to_staging_ = 0, to_elsewhere_ = 0, from_staging_ = 0, from_elsewhere_ = 0;
+};
+
+}  // namespace testing
+}  // namespace bps
