@@ -263,7 +263,8 @@ def _install_xla_by_default():
         strategy = getattr(self, "_distribute_strategy", None)
         if not is_bps_strategy(strategy):
             return local_resolve(self)
-        return xla.runs_on_one_gpu(strategy) and bool(model_supports_jit(self))
+        # Asynchronous training's weights travel outside XLA on GPUs (bps_tf/strategy/server_weights.py).
+        return xla.runs_on_one_gpu(strategy) and not is_async() and bool(model_supports_jit(self))
 
     compat.replace("Trainer._resolve_auto_jit_compile", _resolve_auto_jit_compile)
 

@@ -21,6 +21,7 @@ import tensorflow as tf
 from bps_tf import compat, process
 from bps_tf.elastic import generations
 from bps_tf.ops.collectives import push_pull_weights
+from bps_tf.strategy import xla
 
 _ResourceVariable = compat.target("ResourceVariable")
 
@@ -58,6 +59,8 @@ class ServerWeights:
         name = self._names.get(id(variable))
         if name is None:
             return apply()
+        if xla.active() and any("GPU" in (c.device or "").upper() for c in variable.values):
+            xla.refuse("train asynchronously (BYTEPS_ENABLE_ASYNC, BYTEPS_STALENESS) with variables on a GPU")
         if assignment:
             return self._assign(variable, apply, name)
         self._unless_pushed(variable, lambda: self._initialise(variable, name))

@@ -8,8 +8,8 @@ What stays outside XLA is refused when the step is traced, with what to do inste
 - several devices in one process: XLA compiles each GPU's replica on its own and cannot reach variables on
   other devices, so one process's replicas cannot be summed together before the servers; run one process
   per GPU (`bpslaunch --local-size N`).
-- on GPUs, gradient compression, min/max/product reductions and process sets (the core runs them on CPU
-  tensors); sparse gradients are reduced dense inside XLA.
+- on GPUs, gradient compression, min/max/product reductions, process sets and asynchronous training's
+  weights (the core runs them on CPU tensors); sparse gradients are reduced dense inside XLA.
 - all_gather (Keras's predict gathers outside the compiled step, so it is not affected).
 """
 

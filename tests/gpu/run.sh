@@ -10,7 +10,8 @@
 #      scaling, mixed_bfloat16), global metrics, evaluate and predict, int32 reductions, uneven data;
 #      and under XLA (strategy_xla.py): jit_compile fit and strategy.run loops equal single-process XLA
 #      training with the push_pulls inside XLA's GPU computations, jit_compile="auto" compiling with XLA;
-#   4. compressed push_pull of GPU tensors (compressed_sums.py);
+#   4. compressed push_pull of GPU tensors (compressed_sums.py); asynchronous training under BytePSStrategy
+#      (async_strategy.py, fit and a loop);
 #   5. a worker killed mid-training fails the others with an error naming it.
 # Usage: tests/gpu/run.sh [OUT_DIR]   (one log per check in OUT_DIR, default ./gpu_tf_out); exit 0 if all pass.
 set -uo pipefail
@@ -76,6 +77,12 @@ rm -rf "$hlo"
 # Compressed push_pull of GPU tensors (encoded on the CPU) against the NumPy model of workers and servers.
 BYTEPS_PARTITION_BYTES=65536 check compressed "compressed sums match the model" 2 0 --workers 2 --servers 1 -- \
   python3 tests/workers/compressed_sums.py
+# Asynchronous training of variables on the GPU (the servers hold the weights): Keras fit, whose
+# jit_compile="auto" stays off XLA there, and a strategy.run loop.
+for how in fit loop; do
+  EPOCHS=10 check "strategy_async_$how" "strategy-$how async accuracy" 2 0 --async --workers 2 --servers 1 -- \
+    python3 tests/workers/async_strategy.py "$how"
+done
 
 # A killed worker: the roles are started one by one (bpslaunch --local would stop the others itself), and
 # the surviving worker must report the lost one.
