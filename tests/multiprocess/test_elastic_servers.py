@@ -120,6 +120,30 @@ def test_a_server_killed_mid_epoch_is_replaced_and_keras_training_ends_alike(api
           f"was killed; accuracy {accuracy} against {reference:.4f} uninterrupted")
 
 
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("api", ["hvd", "strategy"])
+def test_an_asynchronous_job_that_loses_a_server_takes_the_weights_back_from_the_workers(api):
+    """Asynchronous training (the servers hold the only shared copy of the weights), kill -9 of one of 2
+    servers mid-epoch: both workers step again within 5 s, and each generation's servers start from the
+    weights the workers synchronised (worker 0's last commit); after a last step that changes nothing both
+    hold the servers' weights, trained as well as synchronous training uninterrupted within 2 points."""
+    with ElasticJob("elastic_keras.py", [api, "{log_dir}", 12, "await_rejoin"], workers=2, servers=2, min_workers=2,
+                    max_workers=2, max_restarts=1, TF_USE_LEGACY_KERAS=0, BYTEPS_ENABLE_ASYNC=1) as job:
+        job.wait_for_step(1, lambda s: s[1] == 3 and 3 <= s[2] <= 8)
+        mark = len(job.output())
+        killed_at = time.time()
+        os.kill(job.role_pids("server")[1], signal.SIGKILL)
+        survivors_next_step(job, killed_at)
+        wait_for_output(job, r"generation \d+ started: 2 workers, 2 servers", mark, timeout=120)
+        code, out = job.wait(timeout=240)
+    assert code == 0, out[-6000:]
+    ends = re.findall(r"rank (\d): weights (\w+) accuracy ([0-9.]+) epochs (\d+) size (\d)", out)
+    assert sorted(int(e[0]) for e in ends) == [0, 1], out[-4000:]
+    assert len({e[1] for e in ends}) == 1, f"weights differ: {ends}"
+    reference = float(re.search(r"rank 0: uninterrupted accuracy ([0-9.]+)", out).group(1))
+    assert float(ends[0][2]) >= reference - 0.02, (ends, reference)
+
+
 FROZEN_TIMEOUT_S = 6
 
 
