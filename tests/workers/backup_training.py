@@ -1,14 +1,16 @@
 """Training on scikit-learn's digits with backup workers (argv[1]: "strategy", Keras fit under BytePSStrategy;
-"horovod", Keras fit with DistributedOptimizer), worker SLOW_RANK's forward pass sleeping SLOW_SECONDS (its
-compute is slow: a step it skips to catch up does not sleep). Prints the test accuracy (the test compares it
-with a synchronous run; metrics are reduced over every worker), this worker's late pushes, the steps it
-skipped and the median time of its steps; every worker must end with bit-identical weights."""
+"horovod", Keras fit with DistributedOptimizer; "tape", a loop with DistributedGradientTape), worker
+SLOW_RANK's forward pass sleeping SLOW_SECONDS (its compute is slow: a step it skips to catch up does not
+sleep). Prints the test accuracy (the test compares it with a synchronous run; metrics are reduced over every
+worker), this worker's late pushes, the steps it skipped and the median time of its steps; every worker must
+end with bit-identical weights."""
 
 import os
 import statistics
 import sys
 import time
 
+import numpy as np
 import tensorflow as tf
 
 import bps_tf as bps
@@ -82,12 +84,41 @@ def horovod_fit(step_times):
     return net, accuracy
 
 
+def horovod_tape(step_times):
+    """A training loop as Horovod's TensorFlow 2 examples write it: DistributedGradientTape, plain optimizer,
+    the variables broadcast after the first step."""
+    x_train, y_train, x_test, y_test = load(bps.rank(), bps.size())
+    net = model()
+    optimizer = tf.keras.optimizers.SGD(0.1)
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy()
+    batches = tf.data.Dataset.from_tensor_slices((x_train, y_train)).batch(64 // bps.size())
+
+    @tf.function
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, net(x, training=True))
+        tape = bps.DistributedGradientTape(tape)
+        gradients = tape.gradient(loss, net.trainable_variables)
+        optimizer.apply_gradients(zip(gradients, net.trainable_variables))
+
+    for epoch in range(EPOCHS):
+        for x, y in batches:
+            step_times.on_train_batch_begin(None)
+            train_step(x, y)
+            if optimizer.iterations.numpy() == 1:
+                bps.broadcast_variables(net.variables + optimizer.variables, root_rank=0)
+            step_times.on_train_batch_end(None)
+    predictions = np.argmax(net(x_test, training=False).numpy(), axis=1)
+    return net, float(np.mean(predictions == y_test))
+
+
 def main():
     bps.init()
     rank = bps.rank()
     before = bps_numpy.communication_counters()["late_pushes"]
     step_times = StepTimes()
-    net, accuracy = (strategy_fit if sys.argv[1] == "strategy" else horovod_fit)(step_times)
+    trainings = {"strategy": strategy_fit, "horovod": horovod_fit, "tape": horovod_tape}
+    net, accuracy = trainings[sys.argv[1]](step_times)
     late = bps_numpy.communication_counters()["late_pushes"] - before
     assert_identical_everywhere(net.get_weights(), "weights")
     print(f"rank {rank}: test accuracy {accuracy:.4f}, {late} late pushes, {stragglers.steps_caught_up()} steps "
