@@ -207,7 +207,7 @@ class BytePSExtended(compat.target("MirroredExtended")):
 
         return initial_value_fn
 
-    # Asynchronous training: each trainable variable's servers' copy is initialised when it is made, and
+    # Asynchronous training: the servers hold each trainable variable from its first update in a generation;
     # every update pushes its change and takes the servers' weights (bps_tf/strategy/server_weights.py).
     def _create_variable(self, next_creator, **kwargs):
         variable = super()._create_variable(next_creator, **kwargs)

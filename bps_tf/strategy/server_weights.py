@@ -15,6 +15,7 @@ still initialises the servers in the next.
 """
 
 import collections
+import weakref
 
 import tensorflow as tf
 
@@ -26,13 +27,24 @@ from bps_tf.strategy import xla
 _ResourceVariable = compat.target("ResourceVariable")
 
 
+def _while_alive(method):
+    """A callback that calls `method` while its object lives: the process's callbacks do not keep it alive."""
+    reference = weakref.WeakMethod(method)
+
+    def call():
+        bound = reference()
+        if bound is not None:
+            bound()
+    return call
+
+
 class ServerWeights:
     def __init__(self):
         self._names = {}  # id(variable) -> its tensor's name
         self._pushed = {}  # id(variable) -> its flag: pushed in this generation
         self._variables = []  # keeps them alive (and their ids unique), in creation order
         self._created = collections.Counter()
-        process.on_generation_start(self._servers_forgot)
+        process.on_generation_start(_while_alive(self._servers_forgot))
 
     def created(self, variable):
         """A variable the strategy just created: a trainable one is held by the servers from its first update."""
@@ -91,8 +103,9 @@ class ServerWeights:
         return not (process.is_elastic() and (generations.membership_changed() or generations.collectives_are_local()))
 
     def _initialise(self, variable, name):
-        self._pull(variable, tf.identity(variable.values[0]), name)
-        self._pushed[id(variable)].assign(True)
+        # The flag is set once the push succeeded: after a failed one the next is still the initial push.
+        with tf.control_dependencies(self._pull(variable, tf.identity(variable.values[0]), name)):
+            self._pushed[id(variable)].assign(True)
 
     def _servers_forgot(self):
         for flag in self._pushed.values():
@@ -121,7 +134,10 @@ class ServerWeights:
 
     @staticmethod
     def _pull(variable, value, name):
+        """Pushes `value`, assigns the servers' weights to every local copy; returns the assignments."""
         weights = push_pull_weights(value, name)
+        assignments = []
         for component in variable.values:
             with tf.device(component.device):
-                component.assign(weights)
+                assignments.append(component.assign(weights))
+        return assignments

@@ -45,11 +45,14 @@ bool HostRegistry::Register(const void* data, size_t bytes, std::vector<const ch
     at = std::max(at, it->second);
   }
   for (const auto& gap : gaps) {
+    auto known = foreign_.find(gap.first);
+    if (known != foreign_.end() && known->second == gap.second) continue;  // found pinned before
     cudaError_t error = cudaHostRegister(reinterpret_cast<void*>(gap.first), gap.second - gap.first,
                                          cudaHostRegisterPortable);
     if (error == cudaErrorHostMemoryAlreadyRegistered) {
-      // Pinned by someone else (not ours to unregister); copies work either way.
+      // Pinned by someone else (not ours to unregister); copies work either way, cut at its edges.
       cudaGetLastError();
+      foreign_[gap.first] = gap.second;
       continue;
     }
     if (error != cudaSuccess) {
@@ -63,10 +66,20 @@ bool HostRegistry::Register(const void* data, size_t bytes, std::vector<const ch
     registered_[gap.first] = gap.second;
   }
   if (seams != nullptr) {
+    // Every edge of a range inside the copy: where ours begin, and where the foreign ones begin and end.
     const uintptr_t first = reinterpret_cast<uintptr_t>(data), last = first + bytes;
+    std::vector<uintptr_t> edges;
     for (auto r = registered_.upper_bound(first); r != registered_.end() && r->first < last; ++r) {
-      seams->push_back(reinterpret_cast<const char*>(r->first));
+      edges.push_back(r->first);
     }
+    for (const auto& [from, to] : foreign_) {
+      for (uintptr_t edge : {from, to}) {
+        if (edge > first && edge < last) edges.push_back(edge);
+      }
+    }
+    std::sort(edges.begin(), edges.end());
+    edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+    for (uintptr_t edge : edges) seams->push_back(reinterpret_cast<const char*>(edge));
   }
   return true;
 }
@@ -80,6 +93,7 @@ void HostRegistry::Unmapping(char* base, size_t size) {
     if (cudaHostUnregister(reinterpret_cast<void*>(it->first)) != cudaSuccess) cudaGetLastError();
     it = registered_.erase(it);
   }
+  for (auto it = foreign_.lower_bound(begin); it != foreign_.end() && it->first < end;) it = foreign_.erase(it);
 }
 
 }  // namespace cuda

@@ -37,6 +37,7 @@ class HostRegistry {
   const uintptr_t page_;
   std::mutex mu_;
   std::map<uintptr_t, uintptr_t> registered_;  // begin -> end of each registered range, page-aligned
+  std::map<uintptr_t, uintptr_t> foreign_;     // ranges found pinned by something else, likewise
   bool refused_ = false;
 };
 

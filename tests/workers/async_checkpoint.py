@@ -1,9 +1,11 @@
-"""Asynchronous training under BytePSStrategy, saved and resumed (argv[1]: "train" or "resume", argv[2]: the
-checkpoint's path). "train": Keras fit, then a synchronous barrier and a step at a zero learning rate so that
-every worker holds the servers' weights; worker 0 saves them. "resume": a new job (its servers hold nothing)
-builds the model, every worker loads the checkpoint, and a step at a zero learning rate must give every worker
-the saved weights, within float32 rounding (the servers' copy is the checkpoint's); then it trains on, and
-every worker ends with the same weights."""
+"""Asynchronous training under BytePSStrategy, saved and resumed (argv[1]: "train", "resume" or
+"resume_after_a_step", argv[2]: the checkpoint's path). "train": Keras fit, then a synchronous barrier and a
+step at a zero learning rate so that every worker holds the servers' weights; worker 0 saves them. "resume": a
+new job (its servers hold nothing) builds the model, every worker loads the checkpoint, and a step at a zero
+learning rate must give every worker the saved weights, within float32 rounding (the servers' copy is the
+checkpoint's); then it trains on, and every worker ends with the same weights. "resume_after_a_step" takes a
+zero step before loading: the servers hold the new job's initial weights, and the load pushes the change to
+the checkpoint's."""
 
 import sys
 
@@ -44,12 +46,15 @@ def main():
             model.save_weights(path)
         print(f"rank {rank}: saved {fingerprint(model.get_weights())}", flush=True)
         return
+    if phase == "resume_after_a_step":
+        zero_step(strategy, model, optimizer, x_train, y_train, batch)
     model.load_weights(path)
     saved = [w.copy() for w in model.get_weights()]
     zero_step(strategy, model, optimizer, x_train, y_train, batch)
     restored = model.get_weights()
-    # The servers' copy is the new job's initial weights plus worker 0's change to the checkpoint's: the
-    # checkpoint's weights within float32 rounding (each worker's change added would be 3 times the change).
+    # Loaded before any step, the first step sends the checkpoint's weights as the initial ones; after a step,
+    # the servers add worker 0's change to the checkpoint's (each worker's change added would be 3 times the
+    # change): either way the checkpoint's weights, within float32 rounding.
     largest = max(float(np.abs(a - b).max()) for a, b in zip(restored, saved))
     assert largest <= 1e-6, f"the servers do not hold the checkpoint: {largest} off"
     print(f"rank {rank}: resumed {fingerprint(restored)}", flush=True)

@@ -61,7 +61,8 @@ def build_model():
 
 def make_optimizer(learning_rate):
     """An optimizer with slots (momentum), as in Horovod's examples: built before the first sync and broadcast
-    with the model."""
+    with the model. Asynchronous training takes plain SGD, so that a step at a zero learning rate changes
+    nothing."""
     return keras.optimizers.SGD(learning_rate, momentum=0.0 if process.is_async() else 0.5)
 
 
