@@ -2,6 +2,7 @@
 gradients."""
 
 import contextlib
+import sys
 
 import tensorflow as tf
 
@@ -130,13 +131,15 @@ def _codec_for(compression, tensor, op, what):
     return codec
 
 
-def push_pull_weights(tensor, name, priority=0):
+def push_pull_weights(tensor, name, priority=0, ordered=False):
     """Asynchronous training (bps_tf/ops/async_weights.py): the first call of `name` sends `tensor` as the
-    initial weights, each later one a change of them; returns the servers' weights."""
+    initial weights, each later one a change of them; returns the servers' weights. `ordered`: the caller
+    makes each push of `name` in a graph depend on the last one's result (the updates of one variable), so
+    that a graph may push it more than once (an optimizer's weight decay, then its step)."""
     tensor = tf.convert_to_tensor(tensor)
     what = f"push_pull of weights '{name}'"
     check_travels(tensor.dtype, what)
-    full_name = naming.tensor_name(tensor, name, "weights")
+    full_name = naming.tensor_name(tensor, name, "weights", uses=sys.maxsize if ordered else 1)
     with tf.device("/cpu:0"):
         wire, original = to_wire(tensor, what)
         weights = ops.byteps_push_pull(wire, tensor_name=full_name, priority=int(priority), reduce_op="weights")

@@ -91,7 +91,7 @@ class ServerWeights:
             if process.rank() == 0:
                 self._pull(variable, tf.identity(variable.values[0]) - before, name)
             else:
-                push_pull_weights(tf.zeros_like(before), name)
+                push_pull_weights(tf.zeros_like(before), name, ordered=True)
 
         self._if_pushed(variable, push_change)
         return result
@@ -134,8 +134,9 @@ class ServerWeights:
 
     @staticmethod
     def _pull(variable, value, name):
-        """Pushes `value`, assigns the servers' weights to every local copy; returns the assignments."""
-        weights = push_pull_weights(value, name)
+        """Pushes `value`, assigns the servers' weights to every local copy; returns the assignments. A
+        variable's pushes are ordered by its reads and assignments: an optimizer may update it twice a step."""
+        weights = push_pull_weights(value, name, ordered=True)
         assignments = []
         for component in variable.values:
             with tf.device(component.device):

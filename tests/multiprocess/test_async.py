@@ -120,6 +120,18 @@ def test_bytepsstrategy_trains_asynchronously_as_well_as_synchronously(how, mode
     assert async_results[0][0] >= sync_accuracy - 0.01, (async_results, sync_accuracy)
 
 
+@pytest.mark.timeout(300)
+def test_an_optimizer_that_updates_a_variable_twice_a_step_trains_asynchronously():
+    """AdamW's weight decay and its step each update every variable: both changes are pushed, one after the
+    other, under the variable's one name."""
+    result = run_local("async_strategy.py", 3, 1, "fit", BYTEPS_ENABLE_ASYNC=1, OPTIMIZER="adamw",
+                       LEARNING_RATE=0.01, EPOCHS=10)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    results = accuracies(result, "strategy-fit", "async", 3)
+    assert len({weights for _, weights in results.values()}) == 1, results
+    assert results[0][0] >= 0.9, results
+
+
 @pytest.mark.timeout(120)
 def test_a_held_push_fails_within_the_timeout_naming_the_slowest_worker():
     result = run_local("async_stall.py", 3, 1, BYTEPS_STALENESS=0, BYTEPS_TIMEOUT=4, timeout=60)

@@ -17,6 +17,7 @@ keras = tf.keras
 EPOCHS = int(os.environ.get("EPOCHS", 40))
 LEARNING_RATE = float(os.environ.get("LEARNING_RATE", 0.5))
 REPLICA_BATCH = int(os.environ.get("REPLICA_BATCH", 16))
+OPTIMIZER = os.environ.get("OPTIMIZER", "sgd")  # or "adamw", whose weight decay updates each variable too
 
 
 def accuracy(weights, x, y):
@@ -53,7 +54,8 @@ def main():
     with strategy.scope():
         model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(32, activation="relu"),
                                   keras.layers.Dense(10, activation="softmax")])
-        optimizer = keras.optimizers.SGD(LEARNING_RATE)
+        optimizer = (keras.optimizers.AdamW(LEARNING_RATE, weight_decay=0.01) if OPTIMIZER == "adamw"
+                     else keras.optimizers.SGD(LEARNING_RATE))
         model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy")
     batch = REPLICA_BATCH * strategy.num_replicas_in_sync
     if how == "fit":
