@@ -3,12 +3,13 @@ with stragglers"): the servers hold the trainable variables. Gradients are not r
 worker's optimizer applies its own); every update of a trainable variable pushes the change it made and
 assigns the servers' weights to the variable's local copies.
 
-Each trainable variable is one tensor on the servers, named after the variable and how many of that name this
-process created before (the same on every worker). Its first update in a generation of the job pushes the
-variable's weights first (the servers take the first worker's to arrive as the initial weights; every worker
-starts from worker 0's initial values, or from the state bps_tf.elastic synchronised), then its change. A
-first push is a collective (every worker declares the tensor), so it is made only in an update, which every
-worker runs alike, never when a generation starts: a worker that joins an elastic job may be elsewhere then.
+Each trainable variable is one tensor on the servers, named after the variable and how many of that name the
+process's strategies created before (the same on every worker). Its first update in a generation of the job
+pushes the variable's weights first (the servers take the first worker's to arrive as the initial weights;
+every worker starts from worker 0's initial values, or from the state bps_tf.elastic synchronised), then its
+change. A first push is a collective (every worker declares the tensor), so it is made only in an update,
+which every worker runs alike, never when a generation starts: a worker that joins an elastic job may be
+elsewhere then.
 Whether a variable was pushed in this generation is a flag variable beside it (not mirrored: one value for
 the process) that the training function reads when it runs, so that a function traced in one generation
 still initialises the servers in the next.
@@ -25,6 +26,9 @@ from bps_tf.ops.collectives import push_pull_weights
 from bps_tf.strategy import xla
 
 _ResourceVariable = compat.target("ResourceVariable")
+# Variables of each name made so far by every strategy of the process (every worker makes them alike): two
+# strategies' variables of one name are two tensors on the servers.
+_created = collections.Counter()
 
 
 def _while_alive(method):
@@ -43,7 +47,6 @@ class ServerWeights:
         self._names = {}  # id(variable) -> its tensor's name
         self._pushed = {}  # id(variable) -> its flag: pushed in this generation
         self._variables = []  # keeps them alive (and their ids unique), in creation order
-        self._created = collections.Counter()
         process.on_generation_start(_while_alive(self._servers_forgot))
 
     def created(self, variable):
@@ -51,8 +54,8 @@ class ServerWeights:
         if not getattr(variable, "trainable", False):
             return
         base = variable.name.split(":")[0]
-        name = f"strategy.weights.{base}.{self._created[base]}"
-        self._created[base] += 1
+        name = f"strategy.weights.{base}.{_created[base]}"
+        _created[base] += 1
         self._names[id(variable)] = name
         with tf.init_scope(), tf.device("/cpu:0"):
             self._pushed[id(variable)] = _ResourceVariable(False, trainable=False, name=f"{base}/bps_pushed")
