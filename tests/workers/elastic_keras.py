@@ -18,13 +18,16 @@ worker: 32 over 4 workers is 8 each, over 3 workers 11, 11 and 10.
 With AWAIT_REJOIN (an argument "await_rejoin"), a worker of a generation with fewer workers or servers than the
 first does not start epoch 2 or later until it has heard that a worker or server waits to join: the restarted
 one then always joins before the survivors could finish, however slowly it starts (a worker imports TensorFlow
-on the same cores).
+on the same cores). With "await_rejoin_after_a_step" such a worker first takes one step: the survivors of a
+kill step on at once, and then wait, so that the job trains the same few steps with fewer workers however
+long the restarted one takes to start (with the Horovod API each worker's data and the learning rate follow
+the number of workers, so that number of steps moves the final accuracy).
 
 In asynchronous training (BYTEPS_ENABLE_ASYNC=1) the optimizer has no momentum, and once every worker is done
 each takes one step at a zero learning rate, which pushes no change and gives it the servers' final weights.
 
-Usage: elastic_keras.py hvd|strategy LOG_DIR [EPOCHS (20)] [hold] [global_batch=N] [await_rejoin]. Keras 3, or tf-keras with
-TF_USE_LEGACY_KERAS=1."""
+Usage: elastic_keras.py hvd|strategy LOG_DIR [EPOCHS (20)] [hold] [global_batch=N] [await_rejoin]
+[await_rejoin_after_a_step]. Keras 3, or tf-keras with TF_USE_LEGACY_KERAS=1."""
 
 import faulthandler
 import os
@@ -118,14 +121,19 @@ class AwaitRejoin(keras.callbacks.Callback):
     `timeout_s`) until this worker has heard that a worker or server waits to join; the next commit then takes
     it in."""
 
-    def __init__(self, state, first_size, first_servers, timeout_s=120):
+    def __init__(self, state, first_size, first_servers, free_steps=0, timeout_s=120):
         super().__init__()
         self.state, self.first_size, self.first_servers = state, first_size, first_servers
-        self.timeout_s = timeout_s
+        self.free_steps, self.timeout_s = free_steps, timeout_s
+        self.steps_without_all = 0  # steps begun since the job last had every worker and server
 
     def on_train_batch_begin(self, batch, logs=None):
         whole = hvd.size() >= self.first_size and servers() >= self.first_servers
-        if whole or self.state.epoch < 2:
+        if whole:
+            self.steps_without_all = 0
+            return
+        self.steps_without_all += 1
+        if self.state.epoch < 2 or self.steps_without_all <= self.free_steps:
             return
         deadline = time.monotonic() + self.timeout_s
         while workers_waiting() == 0:
@@ -186,6 +194,8 @@ def main():
                  hvd.elastic.CommitStateCallback(state, batches_per_commit=1)]
     if "await_rejoin" in options:
         callbacks.insert(0, AwaitRejoin(state, first_size, first_servers))
+    if "await_rejoin_after_a_step" in options:
+        callbacks.insert(0, AwaitRejoin(state, first_size, first_servers, free_steps=1))
 
     @hvd.elastic.run
     def train(state):
