@@ -22,6 +22,7 @@ _TENSORFLOW_NAMES = (
     "DistributedOptimizer", "DistributedGradientTape", "PartialDistributedGradientTape",
     "BroadcastGlobalVariablesHook", "SyncBatchNormalization", "save_compression_state", "load_compression_state",
     "elastic", "CommunicationMeter", "write_communication_summaries", "is_async", "staleness",
+    "synchronize_weights",
 )
 _STRATEGY_NAMES = ("BytePSStrategy",)
 

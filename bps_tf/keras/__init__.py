@@ -11,6 +11,7 @@ from bps_tf.process_sets import ProcessSet, add_process_set, global_process_set,
 from bps_tf.tensorflow import (
     DistributedOptimizer, barrier, ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled, init,
     join, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, rocm_built, start_timeline, stop_timeline,
+    synchronize_weights,
 )
 from bps_tf.tensorflow.not_offered import not_offered
 
@@ -21,7 +22,7 @@ __all__ = [
     "ProcessSet", "global_process_set", "add_process_set", "remove_process_set", "Average", "Sum", "Compression",
     "DistributedOptimizer", "broadcast_global_variables", "broadcast_variables", "allreduce", "allgather",
     "broadcast", "reducescatter", "load_model", "SyncBatchNormalization", "barrier", "join", "elastic",
-    "is_async", "staleness",
+    "is_async", "staleness", "synchronize_weights",
 ]
 
 

@@ -17,16 +17,46 @@ from bps_tf import process
 from bps_tf.ops.collectives import push_pull_weights
 from bps_tf.ops.compression import Compression
 
-_every_sync = weakref.WeakSet()
+# Everything that keeps variables on the servers (WeightSync, a tape's pending changes, BytePSStrategy's
+# server weights), in creation order, which is the same on every worker: synchronize_weights() pushes in it.
+_holders = []
+
+
+def hold(holder):
+    """Registers `holder` (kept weakly): its servers_forgot() runs when a generation of the job starts, its
+    push_pending() and pull() (eager) in synchronize_weights()."""
+    _holders.append(weakref.ref(holder))
+
+
+def every_holder():
+    live = [(reference, reference()) for reference in _holders]
+    _holders[:] = [reference for reference, holder in live if holder is not None]
+    return [holder for _, holder in live if holder is not None]
 
 
 def _servers_forgot():
     # A new generation: the servers start without weights, so every name is initialised again.
-    for sync in list(_every_sync):
-        sync.forget_initialisation()
+    for holder in every_holder():
+        holder.servers_forgot()
 
 
 process.on_generation_start(_servers_forgot)
+
+
+def as_flag_says(flag, if_set, otherwise):
+    """Runs one of two functions, as the boolean variable `flag` says when the step runs (a cond in a
+    function)."""
+    if tf.executing_eagerly():
+        (if_set if bool(flag.numpy()) else otherwise)()
+        return
+
+    def then(fn):
+        def branch():
+            fn()
+            return tf.constant(True)  # (a cond branch must return a tensor)
+        return branch
+
+    tf.cond(flag, then(if_set), then(otherwise))
 
 
 def check_async_compression(compression, what):
@@ -44,10 +74,20 @@ class WeightSync:
         self._scope = scope
         with tf.init_scope():
             self._initialised = tf.Variable(False, trainable=False, name="bps_async_initialised")
-        _every_sync.add(self)
+        self._last = ([], [])  # the variables of the last step, and their names
+        hold(self)
 
-    def forget_initialisation(self):
+    def servers_forgot(self):
         self._initialised.assign(False)
+
+    def push_pending(self):
+        """Nothing is pending: each step pushed its change."""
+
+    def pull(self):
+        """Assigns the servers' weights to the variables of the last step (pushes no change)."""
+        variables, names = self._last
+        if variables and bool(self._initialised.numpy()):
+            self._pull_into(variables, [tf.zeros_like(v) for v in variables], names)
 
     def _names(self, variables):
         labels = [getattr(v, "path", None) or getattr(v, "name", None) or "variable" for v in variables]
@@ -77,6 +117,7 @@ class WeightSync:
         its change; returns what `apply()` returned."""
         variables = list(variables)
         names = self._names(variables)
+        self._last = (variables, names)
         self._initialise(variables, names)
         before = [tf.identity(v) for v in variables]
         with tf.control_dependencies(before):

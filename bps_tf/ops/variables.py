@@ -3,6 +3,7 @@
 import tensorflow as tf
 
 from bps_tf.ops.collectives import broadcast
+from bps_tf.ops.pending_changes import moved
 from bps_tf.ops.together import function_of_its_own
 
 
@@ -15,10 +16,13 @@ def broadcast_variables(variables, root_rank, name="variables", process_set=None
     eagerly, the broadcasts run in one function, all in flight together."""
     variables = list(variables)
 
+    def assign(variable, index):
+        # (In asynchronous training a tape's variable keeps its own change to push: pending_changes.py.)
+        return moved(variable, lambda: variable.assign(
+            broadcast(variable, root_rank, name=f"{name}/{_variable_name(variable, index)}", process_set=process_set)))
+
     def assign_all():
-        assigns = [v.assign(broadcast(v, root_rank, name=f"{name}/{_variable_name(v, i)}", process_set=process_set))
-                   for i, v in enumerate(variables)]
-        return tf.group(*assigns)
+        return tf.group(*[assign(v, i) for i, v in enumerate(variables)])
 
     if not tf.executing_eagerly():
         return assign_all()

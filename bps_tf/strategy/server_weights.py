@@ -16,12 +16,12 @@ still initialises the servers in the next.
 """
 
 import collections
-import weakref
 
 import tensorflow as tf
 
 from bps_tf import compat, process
 from bps_tf.elastic import generations
+from bps_tf.ops import async_weights
 from bps_tf.ops.collectives import push_pull_weights
 from bps_tf.strategy import xla
 
@@ -31,23 +31,12 @@ _ResourceVariable = compat.target("ResourceVariable")
 _created = collections.Counter()
 
 
-def _while_alive(method):
-    """A callback that calls `method` while its object lives: the process's callbacks do not keep it alive."""
-    reference = weakref.WeakMethod(method)
-
-    def call():
-        bound = reference()
-        if bound is not None:
-            bound()
-    return call
-
-
 class ServerWeights:
     def __init__(self):
         self._names = {}  # id(variable) -> its tensor's name
         self._pushed = {}  # id(variable) -> its flag: pushed in this generation
         self._variables = []  # keeps them alive (and their ids unique), in creation order
-        process.on_generation_start(_while_alive(self._servers_forgot))
+        async_weights.hold(self)
 
     def created(self, variable):
         """A variable the strategy just created: a trainable one is held by the servers from its first update."""
@@ -110,9 +99,18 @@ class ServerWeights:
         with tf.control_dependencies(self._pull(variable, tf.identity(variable.values[0]), name)):
             self._pushed[id(variable)].assign(True)
 
-    def _servers_forgot(self):
+    def servers_forgot(self):
         for flag in self._pushed.values():
             flag.assign(False)
+
+    def push_pending(self):
+        """Nothing is pending: each update pushed its change."""
+
+    def pull(self):
+        """Assigns the servers' weights to every variable pushed in this generation (pushes no change)."""
+        for variable in self._variables:
+            if bool(self._pushed[id(variable)].numpy()):
+                self._pull(variable, tf.zeros_like(variable.values[0]), self._names[id(variable)])
 
     def _unless_pushed(self, variable, fn):
         self._branch(variable, if_pushed=lambda: None, otherwise=fn)
@@ -121,19 +119,7 @@ class ServerWeights:
         self._branch(variable, if_pushed=fn, otherwise=lambda: None)
 
     def _branch(self, variable, if_pushed, otherwise):
-        """Runs one of two functions, as the variable's flag says when the step runs (a cond in a function)."""
-        pushed = self._pushed[id(variable)]
-        if tf.executing_eagerly():
-            (if_pushed if bool(pushed.numpy()) else otherwise)()
-            return
-
-        def then(fn):
-            def branch():
-                fn()
-                return tf.constant(True)  # (a cond branch must return a tensor)
-            return branch
-
-        tf.cond(pushed, then(if_pushed), then(otherwise))
+        async_weights.as_flag_says(self._pushed[id(variable)], if_pushed, otherwise)
 
     @staticmethod
     def _pull(variable, value, name):

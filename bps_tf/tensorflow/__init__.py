@@ -30,6 +30,7 @@ from bps_tf.tensorflow.gradient_tape import DistributedGradientTape, PartialDist
 from bps_tf.tensorflow.hooks import BroadcastGlobalVariablesHook
 from bps_tf.tensorflow.optimizer import DistributedOptimizer
 from bps_tf.tensorflow.summaries import write_communication_summaries
+from bps_tf.tensorflow.synchronize import synchronize_weights
 from bps_tf.tensorflow.not_offered import not_offered
 
 compat.check_part(compat.HOROVOD_API)
@@ -47,6 +48,7 @@ __all__ = [
     "DistributedOptimizer", "DistributedGradientTape", "PartialDistributedGradientTape",
     "BroadcastGlobalVariablesHook", "SyncBatchNormalization", "save_compression_state", "load_compression_state",
     "elastic", "CommunicationMeter", "write_communication_summaries", "is_async", "staleness",
+    "synchronize_weights",
 ]
 
 

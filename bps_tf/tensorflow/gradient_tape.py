@@ -1,16 +1,21 @@
 """DistributedGradientTape: a GradientTape whose gradients are averaged (or otherwise reduced) across workers;
-PartialDistributedGradientTape keeps the gradients of chosen layers local."""
+PartialDistributedGradientTape keeps the gradients of chosen layers local. In asynchronous training the
+gradients stay local and each gradient() pushes the last step's changes instead (bps_tf/ops/pending_changes.py)."""
 
 import tensorflow as tf
 
 from bps_tf import process
 from bps_tf.ops import Average, Compression
+from bps_tf.ops.pending_changes import push_changes
+from bps_tf.ops.variable_keys import held_variable, variable_key
 from bps_tf.process_sets import global_process_set
-from bps_tf.tensorflow.gradients import GradientReduction, push_pull_gradients, variable_key
+from bps_tf.tensorflow.async_optimizer import check_async_arguments
+from bps_tf.tensorflow.gradients import GradientReduction, push_pull_gradients
 
 
 class _DistributedGradientTape:
-    """Wraps a tf.GradientTape; everything but gradient() is the wrapped tape's."""
+    """Wraps a tf.GradientTape; everything but gradient() is the wrapped tape's. Without a `reduction`
+    (asynchronous training), gradient() pushes the sources' changes since the last one."""
 
     def __init__(self, tape, reduction, local_variables):
         self._tape = tape
@@ -24,6 +29,12 @@ class _DistributedGradientTape:
     def gradient(self, target, sources, output_gradients=None, **kwargs):
         gradients = self._tape.gradient(target, sources, output_gradients=output_gradients, **kwargs)
         flat_sources = tf.nest.flatten(sources)
+        if self._reduction is None:
+            shared = [s for s in flat_sources if isinstance(held_variable(s), tf.Variable)
+                      and variable_key(s) not in self._local_variables]
+            computed = [g for g in tf.nest.flatten(gradients, expand_composites=True) if g is not None]
+            push_changes(shared, after=computed)
+            return gradients
         flat_gradients = tf.nest.flatten(gradients, expand_composites=False)
         reduced = push_pull_gradients(flat_gradients, flat_sources, self._reduction, self._local_variables)
         return tf.nest.pack_sequence_as(gradients, reduced)
@@ -48,10 +59,8 @@ def DistributedGradientTape(gradtape, device_dense="", device_sparse="", compres
     dense tensor is smaller. register_local_source() keeps a source's gradient local."""
     del device_dense, device_sparse, num_groups, groups
     if process.is_async():
-        raise ValueError("DistributedGradientTape reduces gradients, which asynchronous training (BYTEPS_ENABLE_ASYNC, "
-                         "BYTEPS_STALENESS) does not do: each worker applies its own. Use a plain tf.GradientTape "
-                         "and wrap the optimizer: bps.DistributedOptimizer(opt).apply_gradients(...) pushes the "
-                         "changes and takes the servers' weights")
+        check_async_arguments(compression, process_set, "DistributedGradientTape")
+        return _DistributedGradientTape(gradtape, None, ())
     reduction = GradientReduction(scope=name, compression=compression, op=op, sparse_as_dense=sparse_as_dense,
                                   process_set=process_set, gradient_predivide_factor=gradient_predivide_factor,
                                   scale_local_gradients=scale_local_gradients)

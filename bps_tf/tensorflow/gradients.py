@@ -11,6 +11,7 @@ from bps_tf.ops import Average, Compression, Sum, check_op, gather_is_smaller, p
 from bps_tf.ops.batched import compiling, push_pull_batch
 from bps_tf.ops.compression import wire_codec
 from bps_tf.ops.together import in_one_function
+from bps_tf.ops.variable_keys import variable_key
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,15 +89,6 @@ def _scaled_local(gradient, reduction):
     if isinstance(gradient, tf.IndexedSlices):
         return tf.IndexedSlices(gradient.values / count, gradient.indices, gradient.dense_shape)
     return gradient / count
-
-
-def variable_key(variable):
-    """A hashable identity of a tf.Variable or Keras 3 variable (neither hashes by identity itself). A Keras 3
-    variable is known by the tf.Variable it holds: its optimizer sees that one."""
-    held = getattr(variable, "value", None)
-    if not isinstance(variable, tf.Variable) and isinstance(held, tf.Variable):
-        variable = held
-    return variable.ref() if hasattr(variable, "ref") else ("object", id(variable))
 
 
 def push_pull_gradients(gradients, variables, reduction, local_variables=()):

@@ -11,10 +11,11 @@ import tensorflow as tf
 
 from bps_tf import compat, process
 from bps_tf.ops import Average, Compression
+from bps_tf.ops.variable_keys import variable_key
 from bps_tf.process_sets import global_process_set
 from bps_tf.tensorflow.accumulation import LocalAccumulator
 from bps_tf.tensorflow.async_optimizer import check_async_arguments, wrap_keras2_async, wrap_keras3_async
-from bps_tf.tensorflow.gradients import GradientReduction, push_pull_gradients, variable_key
+from bps_tf.tensorflow.gradients import GradientReduction, push_pull_gradients
 
 
 def _is_keras3(optimizer):

@@ -24,6 +24,16 @@ def test_servers_weights_are_the_initial_ones_plus_every_pushed_change():
     assert len(digests) == 1, result.stdout  # the same weights on every worker after the last pull
 
 
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("mode", [{"BYTEPS_ENABLE_ASYNC": 1}, {"BYTEPS_STALENESS": 0}], ids=["async", "staleness-0"])
+def test_a_gradient_tape_pushes_every_change_its_steps_made(mode):
+    # Horovod's TF2 loop (broadcast after the first step); each change is pushed at the next gradient(), the
+    # last by synchronize_weights().
+    result = run_local("async_tape_sums.py", 3, 2, **mode)
+    assert_job_ok(result, 3, "tape changes exact")
+    assert len(set(re.findall(r"final weights ([0-9a-f]{16})", result.stdout))) == 1, result.stdout
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("variable,value,message", [
     ("BYTEPS_STALENESS", "-1", "BYTEPS_STALENESS='-1' is invalid: it must be a whole number of steps >= 0"),
@@ -90,13 +100,15 @@ def accuracies(result, how, mode, workers):
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("how,keras_env", [("fit", {}), ("loop", {}), ("fit", {"TF_USE_LEGACY_KERAS": 1})],
-                         ids=["fit", "loop", "fit-tf-keras"])
-def test_keras_trains_asynchronously_as_well_as_synchronously(how, keras_env):
+@pytest.mark.parametrize("how,keras_env,mode", [
+    ("fit", {}, {"BYTEPS_ENABLE_ASYNC": 1}), ("loop", {}, {"BYTEPS_ENABLE_ASYNC": 1}),
+    ("fit", {"TF_USE_LEGACY_KERAS": 1}, {"BYTEPS_ENABLE_ASYNC": 1}), ("tape", {}, {"BYTEPS_ENABLE_ASYNC": 1}),
+    ("tape", {}, {"BYTEPS_STALENESS": 2})], ids=["fit", "loop", "fit-tf-keras", "tape", "tape-staleness-2"])
+def test_keras_trains_asynchronously_as_well_as_synchronously(how, keras_env, mode):
     workers = 3
     sync = run_local("async_keras.py", workers, 1, how, **keras_env)
     assert sync.returncode == 0, sync.stdout[-4000:] + sync.stderr[-4000:]
-    asynchronous = run_local("async_keras.py", workers, 1, how, BYTEPS_ENABLE_ASYNC=1, **keras_env)
+    asynchronous = run_local("async_keras.py", workers, 1, how, **mode, **keras_env)
     assert asynchronous.returncode == 0, asynchronous.stdout[-4000:] + asynchronous.stderr[-4000:]
     sync_accuracy = accuracies(sync, how, "sync", workers)[0][0]
     async_results = accuracies(asynchronous, how, "async", workers)

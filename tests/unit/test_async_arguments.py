@@ -32,9 +32,10 @@ def test_compression_is_refused(compression):
         bps.DistributedOptimizer(tf.keras.optimizers.SGD(0.1), compression=compression)
 
 
-def test_distributed_gradient_tape_says_to_wrap_the_optimizer_instead():
-    with pytest.raises(ValueError, match="wrap the optimizer: bps.DistributedOptimizer"):
-        bps.DistributedGradientTape(tf.GradientTape())
+@pytest.mark.parametrize("make", [bps.DistributedGradientTape, bps.PartialDistributedGradientTape])
+def test_a_tape_refuses_compression(make):
+    with pytest.raises(ValueError, match="DistributedGradientTape: gradient compression is not offered"):
+        make(tf.GradientTape(), compression=bps.Compression.fp16)
 
 
 def test_tf1_optimizers_are_refused():

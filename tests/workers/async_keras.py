@@ -1,8 +1,10 @@
-"""The digits model (Keras 3, or tf-keras with TF_USE_LEGACY_KERAS=1) trained by Keras fit with bps.DistributedOptimizer (argv[1] "fit"), or by a tf.function
-loop with a plain GradientTape and the DistributedOptimizer's apply_gradients ("loop"): synchronously or
-asynchronously, as the job's environment says. Each worker starts from other random weights (the servers'
-weights make them one model, as the broadcast does). Prints the test accuracy of the servers' final weights:
-after a synchronous barrier, one more step of nothing (a zero learning rate) pulls them."""
+"""The digits model (Keras 3, or tf-keras with TF_USE_LEGACY_KERAS=1) trained by Keras fit with
+bps.DistributedOptimizer (argv[1] "fit"), by a tf.function loop with a plain GradientTape and the
+DistributedOptimizer's apply_gradients ("loop"), or by the loop of Horovod's TensorFlow 2 example: a
+DistributedGradientTape and a plain optimizer, the variables broadcast after the first step ("tape");
+synchronously or asynchronously, as the job's environment says. Each worker starts from other random weights
+(the servers' weights make them one model, as the broadcast does). Prints the test accuracy of the final
+weights, which synchronize_weights() makes the servers' on every worker."""
 
 import os
 import sys
@@ -11,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 import bps_tf.keras as hvd
+import bps_tf.tensorflow as bps_tensorflow
 from testing.digits import fingerprint, load
 
 keras = tf.keras
@@ -52,6 +55,29 @@ def train_loop(model, optimizer, x, y):
                 first = False
 
 
+def train_tape(model, optimizer, x, y):
+    loss_fn = keras.losses.SparseCategoricalCrossentropy()
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
+
+    @tf.function
+    def step(images, labels, first_batch):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(labels, model(images, training=True))
+        tape = bps_tensorflow.DistributedGradientTape(tape)
+        gradients = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        if first_batch:
+            bps_tensorflow.broadcast_variables(model.variables, root_rank=0)
+            bps_tensorflow.broadcast_variables(optimizer.variables, root_rank=0)
+        return loss
+
+    first = True
+    for _ in range(EPOCHS):
+        for images, labels in dataset:
+            step(images, labels, first)
+            first = False
+
+
 def main():
     how = sys.argv[1]
     hvd.init()
@@ -62,13 +88,12 @@ def main():
     # Synchronously one step of the averaged gradient at the size-scaled rate (Horovod's rule); asynchronously
     # every worker's step at the base rate: the same progress per round of steps.
     rate = LEARNING_RATE if hvd.is_async() else LEARNING_RATE * size
-    optimizer = hvd.DistributedOptimizer(keras.optimizers.SGD(rate))
-    (train_fit if how == "fit" else train_loop)(model, optimizer, x_train, y_train)
-    hvd.allreduce(tf.constant(0.0), name="trained")  # a synchronous barrier: every worker is done
-    if hvd.is_async():
-        optimizer.learning_rate.assign(0.0)
-        zeros = [tf.zeros_like(v) for v in model.trainable_variables]
-        optimizer.apply_gradients(zip(zeros, model.trainable_variables))  # pulls the servers' final weights
+    if how == "tape":
+        train_tape(model, keras.optimizers.SGD(rate), x_train, y_train)
+    else:
+        optimizer = hvd.DistributedOptimizer(keras.optimizers.SGD(rate))
+        (train_fit if how == "fit" else train_loop)(model, optimizer, x_train, y_train)
+    hvd.synchronize_weights()
     predictions = np.argmax(model.predict(x_test, verbose=0), axis=1)
     accuracy = float(np.mean(predictions == y_test))
     mode = "async" if hvd.is_async() else "sync"

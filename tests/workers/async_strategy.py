@@ -1,7 +1,7 @@
 """The digits model trained under BytePSStrategy by Keras fit (argv[1] "fit") or a strategy.run loop ("loop"), synchronously or asynchronously as the job's
 environment says, with the same learning rate (each replica's loss is scaled by the global replica count, so
 asynchronous workers' steps add up to one synchronous step). Prints the test accuracy of the servers' final
-weights: after a synchronous barrier, a step at a zero learning rate pulls them onto every worker."""
+weights, which synchronize_weights() gives every worker."""
 
 import os
 import sys
@@ -62,11 +62,7 @@ def main():
         model.fit(x_train, y_train, batch_size=batch, epochs=EPOCHS, shuffle=False, verbose=0)
     else:
         train_loop(strategy, model, optimizer, x_train, y_train, batch)
-    done = strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)
-    assert float(done) == size, done  # a synchronous barrier: every worker has trained
-    if bps_tf.is_async():
-        optimizer.learning_rate.assign(0.0)
-        model.fit(x_train[:batch], y_train[:batch], batch_size=batch, epochs=1, shuffle=False, verbose=0)
+    bps_tf.synchronize_weights()  # every worker holds the servers' weights
     mode = "async" if bps_tf.is_async() else "sync"
     weights = model.get_weights()
     print(f"rank {rank}: strategy-{how} {mode} accuracy {accuracy(weights, x_test, y_test):.4f} weights "
