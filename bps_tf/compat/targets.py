@@ -90,9 +90,10 @@ TARGETS = (
     _module("values_util", STRATEGY, "tensorflow", "tensorflow.python.distribute.values_util",
             "asynchronous training tells a variable's assignment from an optimizer's update by where its "
             "function comes from"),
-    Target("ResourceVariable", STRATEGY, "tensorflow", "tensorflow.python.ops.resource_variable_ops",
-           "ResourceVariable", "asynchronous training keeps a flag per variable beside the strategy's variables "
-           "(made directly, it is not mirrored)", kind=type),
+    Target("ResourceVariable", OPS, "tensorflow", "tensorflow.python.ops.resource_variable_ops",
+           "ResourceVariable", "asynchronous training keeps a flag per variable beside the strategy's and a "
+           "tape's variables (made directly, it is not mirrored and a tape may make it in a later trace of a "
+           "function)", kind=type),
     _module("input_util", STRATEGY, "tensorflow", "tensorflow.python.distribute.input_util",
             "distributed datasets with an input context"),
     _module("input_lib_v1", STRATEGY, "tensorflow", "tensorflow.python.distribute.v1.input_lib",

@@ -14,8 +14,10 @@ import weakref
 import tensorflow as tf
 
 from bps_tf import process
+from bps_tf.ops.batched import compiling
 from bps_tf.ops.collectives import push_pull_weights
 from bps_tf.ops.compression import Compression
+from bps_tf.ops.variable_keys import held_variable
 
 # Everything that keeps variables on the servers (WeightSync, a tape's pending changes, BytePSStrategy's
 # server weights), in creation order, which is the same on every worker: synchronize_weights() pushes in it.
@@ -57,6 +59,14 @@ def as_flag_says(flag, if_set, otherwise):
         return branch
 
     tf.cond(flag, then(if_set), then(otherwise))
+
+
+def refuse_gpu_variables_under_xla(variables, what):
+    """The weights op runs on CPU tensors, outside XLA: a step compiled with XLA on a GPU cannot push."""
+    if compiling() and any("GPU" in (held_variable(v).device or "").upper() for v in variables):
+        raise ValueError(f"{what} cannot push weights from inside a function compiled with XLA on a GPU in "
+                         "asynchronous training (BYTEPS_ENABLE_ASYNC, BYTEPS_STALENESS): compile it with "
+                         "jit_compile=False")
 
 
 def check_async_compression(compression, what):
@@ -116,6 +126,7 @@ class WeightSync:
         """Runs `apply()` (the local optimizer step on `variables`) between reading each variable and pushing
         its change; returns what `apply()` returned."""
         variables = list(variables)
+        refuse_gpu_variables_under_xla(variables, "DistributedOptimizer")
         names = self._names(variables)
         self._last = (variables, names)
         self._initialise(variables, names)

@@ -17,10 +17,12 @@ import collections
 
 import tensorflow as tf
 
-from bps_tf import process
+from bps_tf import compat, process
 from bps_tf.ops import async_weights
 from bps_tf.ops.collectives import push_pull_weights
 from bps_tf.ops.variable_keys import held_variable, variable_key
+
+_ResourceVariable = compat.target("ResourceVariable")
 
 
 class _OnServers:
@@ -29,10 +31,11 @@ class _OnServers:
     def __init__(self, variable, name):
         self.variable = held_variable(variable)
         self.name = name
+        # Made directly (not through tf.Variable): a tape may meet its sources in a function's later trace.
         with tf.init_scope(), tf.device(self.variable.device):
-            self.taken = tf.Variable(tf.zeros(self.variable.shape, self.variable.dtype), trainable=False,
-                                     name="bps_taken_from_servers")
-            self.pushed = tf.Variable(False, trainable=False, name="bps_pushed")
+            self.taken = _ResourceVariable(tf.zeros(self.variable.shape, self.variable.dtype), trainable=False,
+                                           name="bps_taken_from_servers")
+            self.pushed = _ResourceVariable(False, trainable=False, name="bps_pushed")
 
     def push(self, value, priority):
         """Pushes `value` and assigns the servers' weights to the variable and to `taken`."""
@@ -97,6 +100,7 @@ def push_changes(variables, after=()):
     time in a generation) once `after` (tensors) are computed, and takes the servers' weights."""
     pending = _the_pending_changes()
     sources = [pending.source(v) for v in variables]
+    async_weights.refuse_gpu_variables_under_xla([s.variable for s in sources], "DistributedGradientTape")
     count = len(sources)
     with tf.control_dependencies(list(after)):
         for i, source in enumerate(sources):

@@ -19,12 +19,12 @@ from testing.elastic_jobs import ElasticJob
 END = r"\[worker (\d)\] rank (\d): weights (\w+) (.*)"
 
 
-def run_with_a_kill(script, args, legacy_keras, kill_when):
+def run_with_a_kill(script, args, legacy_keras, kill_when, **env):
     """Runs tests/workers/<script> in an elastic job of 3 (at least 2) workers; kills worker 1 with SIGKILL at
     its first logged step for which kill_when(step) holds. Returns the job's output, the files the workers
     left in the job's directory (name: size) and every worker's logged steps."""
     with ElasticJob(script, args, workers=3, servers=1, min_workers=2, max_workers=3, max_restarts=1,
-                    TF_USE_LEGACY_KERAS=legacy_keras) as job:
+                    TF_USE_LEGACY_KERAS=legacy_keras, **env) as job:
         started_at = time.time()
         job.wait_for_step(1, kill_when, timeout=150)
         killed_at = job.signal(1, signal.SIGKILL)
@@ -72,12 +72,13 @@ def test_the_keras_mnist_example_goes_on_across_a_kill_and_a_restart(legacy_kera
 
 
 @pytest.mark.timeout(300)
-def test_the_custom_loop_mnist_example_goes_on_across_a_kill_and_a_restart():
+@pytest.mark.parametrize("mode", [{}, {"BYTEPS_ENABLE_ASYNC": 1}], ids=["sync", "async"])
+def test_the_custom_loop_mnist_example_goes_on_across_a_kill_and_a_restart(mode):
     """A DistributedGradientTape loop over dataset.skip(state.batch).take(N // size()) with
     TensorFlowKerasState and a commit every batch (tf-keras, only the import changed): every worker ends at
     the same batch with the same weights and the learning rate of 3 workers, and rank 0 saved the
-    tf.train.Checkpoint."""
-    out, files, _ = run_with_a_kill("elastic_tf2_mnist_example.py", ["{log_dir}"], 1, lambda s: s[1] >= 5)
+    tf.train.Checkpoint. Asynchronously too (the tape pushes each step's change at the next)."""
+    out, files, _ = run_with_a_kill("elastic_tf2_mnist_example.py", ["{log_dir}"], 1, lambda s: s[1] >= 5, **mode)
     ends = assert_every_worker_ended_alike(out)
     assert len({re.search(r"batch (\d+)", end).group(1) for end in ends.values()}) == 1, ends
     assert all(end.endswith("learning rate 0.0030") for end in ends.values()), ends

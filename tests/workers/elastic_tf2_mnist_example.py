@@ -12,7 +12,8 @@ Under Keras 3 (the default) only Keras 3's own API change applies, marked "Keras
 `opt.learning_rate`.
 
 Added for the test (testing.elastic_steps): each step is logged, a worker started again waits before init() until
-the others went on without it, and at the end every worker prints its weights' fingerprint.
+the others went on without it, and at the end every worker prints its weights' fingerprint (in asynchronous
+training, BYTEPS_ENABLE_ASYNC=1, after synchronize_weights()).
 
 Usage: elastic_tf2_mnist_example.py LOG_DIR. Keras 3, or tf-keras with TF_USE_LEGACY_KERAS=1."""
 
@@ -113,6 +114,8 @@ def main():
     if hvd.rank() == 0:
         checkpoint.save(checkpoint_dir)
 
+    if hvd.is_async():  # for the test: asynchronous workers hold the servers' weights as they last saw them
+        hvd.synchronize_weights()
     print(f"rank {hvd.rank()}: weights {fingerprint(mnist_model.get_weights())} batch {state.batch} "
           f"size {hvd.size()} learning rate {float(opt.learning_rate.numpy()):.4f}", flush=True)
 
