@@ -11,7 +11,7 @@
 #      and under XLA (strategy_xla.py): jit_compile fit and strategy.run loops equal single-process XLA
 #      training with the push_pulls inside XLA's GPU computations, jit_compile="auto" compiling with XLA;
 #   4. compressed push_pull of GPU tensors (compressed_sums.py); asynchronous training under BytePSStrategy
-#      (async_strategy.py, fit and a loop);
+#      (async_strategy.py, fit and a loop) and with the Horovod API (async_keras.py, fit and a tape loop);
 #   5. a worker killed mid-training fails the others with an error naming it.
 # Usage: tests/gpu/run.sh [OUT_DIR]   (one log per check in OUT_DIR, default ./gpu_tf_out); exit 0 if all pass.
 set -uo pipefail
@@ -82,6 +82,11 @@ BYTEPS_PARTITION_BYTES=65536 check compressed "compressed sums match the model" 
 for how in fit loop; do
   EPOCHS=10 check "strategy_async_$how" "strategy-$how async accuracy 0\.9" 2 0 --async --workers 2 --servers 1 -- \
     python3 tests/workers/async_strategy.py "$how"
+done
+# The Horovod API's: DistributedOptimizer in Keras fit, and Horovod's TF2 loop with a DistributedGradientTape.
+for how in fit tape; do
+  EPOCHS=10 check "keras_async_$how" "$how async accuracy 0\.9" 2 0 --async --workers 2 --servers 1 -- \
+    python3 tests/workers/async_keras.py "$how"
 done
 
 # A killed worker: the roles are started one by one (bpslaunch --local would stop the others itself), and
