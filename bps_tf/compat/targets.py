@@ -182,8 +182,8 @@ TARGETS = (
     Target("Trainer._initial_epoch", STRATEGY, "keras", "keras.src.trainers.trainer", "Trainer",
            "the epoch a restored backup resumes from", assigns=("_initial_epoch",)),
     Target("Trainer._resolve_auto_jit_compile", STRATEGY, "keras", "keras.src.trainers.trainer",
-           "Trainer._resolve_auto_jit_compile", "jit_compile='auto' compiles with XLA where it does on one device",
-           ("self",)),
+           "Trainer._resolve_auto_jit_compile", "jit_compile='auto' compiles with XLA where it does on one device "
+           "(and not where asynchronous training pushes weights: also the Horovod API's)", ("self",)),
     Target("Trainer._symbolic_build", STRATEGY, "keras", "keras.src.trainers.trainer", "Trainer._symbolic_build",
            "the model is built from this worker's first batch, taken only when something is unbuilt",
            ("self", "iterator", "data_batch")),

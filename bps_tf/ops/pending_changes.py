@@ -5,12 +5,9 @@ sources made since they last took the servers' weights (the previous step's, one
 servers' weights again; the gradients it returns are applied to those. synchronize_weights() pushes the last
 step's change.
 
-Each source keeps the weights it last took from the servers (one more copy of the model) and a flag: pushed
-in this generation of the job. The first push of a generation sends the weights instead of a change (the
-servers take the first worker's to arrive). The copies and flags are variables read when a step runs, so a
-function traced in one generation still initialises the servers in the next. A variable's tensor on the
-servers is named after it and after how many variables of that name the process's tapes met before (every
-worker meets them in the same order).
+Each source keeps the weights it last took from the servers (one more copy of the model) beside its flag
+(async_weights.OnServers). A variable's tensor on the servers is named after it and after how many
+variables of that name the process's tapes met before (every worker meets them in the same order).
 """
 
 import collections
@@ -19,53 +16,48 @@ import tensorflow as tf
 
 from bps_tf import compat, process
 from bps_tf.ops import async_weights
-from bps_tf.ops.collectives import push_pull_weights
 from bps_tf.ops.variable_keys import held_variable, variable_key
 
 _ResourceVariable = compat.target("ResourceVariable")
 
 
-class _OnServers:
-    """One source's name on the servers, the weights it last took from them, and its flag."""
+class _Source(async_weights.OnServers):
+    """A tape's source on the servers, with the weights it last took from them."""
 
     def __init__(self, variable, name):
-        self.variable = held_variable(variable)
-        self.name = name
-        # Made directly (not through tf.Variable): a tape may meet its sources in a function's later trace.
-        with tf.init_scope(), tf.device(self.variable.device):
-            self.taken = _ResourceVariable(tf.zeros(self.variable.shape, self.variable.dtype), trainable=False,
-                                           name="bps_taken_from_servers")
-            self.pushed = _ResourceVariable(False, trainable=False, name="bps_pushed")
+        super().__init__(variable, name)
+        with tf.init_scope(), tf.device(variable.device):
+            self.last_pulled = _ResourceVariable(tf.zeros(variable.shape, variable.dtype), trainable=False,
+                                                 name="bps_last_pulled")
 
-    def push(self, value, priority):
-        """Pushes `value` and assigns the servers' weights to the variable and to `taken`."""
-        weights = push_pull_weights(value, self.name, priority=priority, ordered=True)
-        return [self.variable.assign(weights), self.taken.assign(weights)]
+    def take(self, weights):
+        self.last_pulled.assign(weights)
+        return super().take(weights)
 
-    def push_change(self, priority):
-        return self.push(self.variable.read_value() - self.taken.read_value(), priority)
-
-    def initialise(self, priority):
-        # The flag is set once the push succeeded: after a failed one the next is still the initial push.
-        with tf.control_dependencies(self.push(self.variable.read_value(), priority)):
-            return self.pushed.assign(True)
+    def push_change(self, priority=0):
+        return self.push(self.variable.read_value() - self.last_pulled.read_value(), priority)
 
 
 class _PendingChanges:
     """Every source any tape of the process pushed, in the order met."""
 
     def __init__(self):
-        self._sources = {}  # variable_key -> _OnServers
+        self._sources = {}  # variable_key -> _Source
         self._labels = collections.Counter()
         async_weights.hold(self)
 
-    def source(self, variable):
-        key = variable_key(variable)
-        if key not in self._sources:
-            label = (getattr(variable, "path", None) or variable.name).split(":")[0]
-            self._sources[key] = _OnServers(variable, f"tape.weights.{label}.{self._labels[label]}")
-            self._labels[label] += 1
-        return self._sources[key]
+    def sources(self, variables):
+        """The sources of `variables`, met now if new; refuses them before anything is made if they cannot
+        be pushed."""
+        variables = [held_variable(v) for v in variables]
+        async_weights.refuse_gpu_variables_under_xla(variables, "DistributedGradientTape")
+        for variable in variables:
+            if variable_key(variable) not in self._sources:
+                async_weights.claim(variable, "DistributedGradientTape")
+                label = variable.name.split(":")[0]
+                self._sources[variable_key(variable)] = _Source(variable, f"tape.weights.{label}.{self._labels[label]}")
+                self._labels[label] += 1
+        return [self._sources[variable_key(v)] for v in variables]
 
     def known(self, variable):
         return self._sources.get(variable_key(variable))
@@ -75,32 +67,23 @@ class _PendingChanges:
             source.pushed.assign(False)
 
     def push_pending(self):
-        for source in self._pushed_sources():
-            source.push_change(priority=0)
+        for source in self._sources.values():
+            if bool(source.pushed.numpy()):
+                source.push_change()
 
     def pull(self):
-        self.push_pending()  # after push_pending() everywhere, the change is zero: this takes the weights
-
-    def _pushed_sources(self):
-        return [s for s in self._sources.values() if bool(s.pushed.numpy())]
+        self.push_pending()  # after push_pending() on every worker, the change is zero: this takes the weights
 
 
-_pending = None
-
-
-def _the_pending_changes():
-    global _pending
-    if _pending is None:
-        _pending = _PendingChanges()
-    return _pending
+_pending = []  # the process's _PendingChanges, once a tape pushed
 
 
 def push_changes(variables, after=()):
     """Each of `variables` pushes its change since it last took the servers' weights (its weights, the first
     time in a generation) once `after` (tensors) are computed, and takes the servers' weights."""
-    pending = _the_pending_changes()
-    sources = [pending.source(v) for v in variables]
-    async_weights.refuse_gpu_variables_under_xla([s.variable for s in sources], "DistributedGradientTape")
+    if not _pending:
+        _pending.append(_PendingChanges())
+    sources = _pending[0].sources(variables)
     count = len(sources)
     with tf.control_dependencies(list(after)):
         for i, source in enumerate(sources):
@@ -111,11 +94,11 @@ def push_changes(variables, after=()):
 def moved(variable, assign):
     """Runs `assign()`, which sets `variable` to weights from elsewhere (a broadcast): the change the variable
     pushes next stays the change its own steps made. Returns what `assign()` returned."""
-    source = _pending.known(variable) if _pending is not None and process.is_async() else None
+    source = _pending[0].known(variable) if _pending and process.is_async() else None
     if source is None:
         return assign()
     # Eagerly the order is the program's; in a function, automatic control dependencies keep it (one variable).
     before = source.variable.read_value()
     result = assign()
-    source.taken.assign_add(source.variable.read_value() - before)
+    source.last_pulled.assign_add(source.variable.read_value() - before)
     return result

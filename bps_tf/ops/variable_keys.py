@@ -5,10 +5,14 @@ import tensorflow as tf
 
 
 def held_variable(variable):
-    """The tf.Variable behind `variable` (itself, or the one a Keras 3 variable holds)."""
-    held = getattr(variable, "value", None)
-    if not isinstance(variable, tf.Variable) and isinstance(held, tf.Variable):
-        return held
+    """The tf.Variable behind `variable` (itself, or the one a Keras 3 variable holds: `_value`, since inside
+    an autocast scope `value` is a cast copy)."""
+    if isinstance(variable, tf.Variable):
+        return variable
+    for attribute in ("_value", "value"):
+        held = getattr(variable, attribute, None)
+        if isinstance(held, tf.Variable):
+            return held
     return variable
 
 

@@ -42,6 +42,7 @@ class ServerWeights:
         """A variable the strategy just created: a trainable one is held by the servers from its first update."""
         if not getattr(variable, "trainable", False):
             return
+        async_weights.claim(variable, "BytePSStrategy")
         base = variable.name.split(":")[0]
         name = f"strategy.weights.{base}.{_created[base]}"
         _created[base] += 1

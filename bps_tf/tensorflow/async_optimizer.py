@@ -4,6 +4,7 @@ the servers' weights come back (bps_tf/ops/async_weights.py)."""
 
 import types
 
+from bps_tf import compat
 from bps_tf.ops.async_weights import WeightSync, check_async_compression
 from bps_tf.process_sets import global_process_set
 
@@ -15,10 +16,30 @@ def check_async_arguments(compression, process_set, what):
                          "trains the one model the servers hold")
 
 
+_auto_jit_resolved = []
+
+
+def _keep_async_steps_off_xla():
+    """Keras 3's jit_compile="auto" compiles fit's step with XLA on a GPU, where the weights cannot travel
+    (bps_tf/ops/async_weights.py): a model whose optimizer pushes asynchronously resolves "auto" to False."""
+    if _auto_jit_resolved:
+        return
+    local_resolve = compat.target("Trainer._resolve_auto_jit_compile")
+
+    def _resolve_auto_jit_compile(self):
+        if getattr(getattr(self, "optimizer", None), "_bps_async", False):
+            return False
+        return local_resolve(self)
+
+    compat.replace("Trainer._resolve_auto_jit_compile", _resolve_auto_jit_compile)
+    _auto_jit_resolved.append(True)
+
+
 def wrap_keras3_async(optimizer, scope):
     """Keras 3: every apply() (also apply_gradients(), and a LossScaleOptimizer's) pushes its changes."""
     if getattr(optimizer, "_bps_wrapped", False):
         raise ValueError("this optimizer is already a DistributedOptimizer")
+    _keep_async_steps_off_xla()
     sync = WeightSync(scope)
     original_apply = optimizer.apply
 
@@ -27,7 +48,7 @@ def wrap_keras3_async(optimizer, scope):
         return sync.step(variables, lambda: original_apply(grads, trainable_variables))
 
     optimizer.apply = types.MethodType(apply, optimizer)
-    optimizer._bps_wrapped = True
+    optimizer._bps_wrapped = optimizer._bps_async = True
     return optimizer
 
 

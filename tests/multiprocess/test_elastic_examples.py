@@ -82,7 +82,8 @@ def test_the_custom_loop_mnist_example_goes_on_across_a_kill_and_a_restart(mode)
     ends = assert_every_worker_ended_alike(out)
     assert len({re.search(r"batch (\d+)", end).group(1) for end in ends.values()}) == 1, ends
     assert all(end.endswith("learning rate 0.0030") for end in ends.values()), ends
-    assert "[worker 0] Step #0\tLoss:" in out, out[-4000:]
+    losses = re.findall(r"\[worker 0\] Step #\d+\tLoss: ([0-9.]+)", out)
+    assert losses and float(losses[0]) > 2.0 and float(losses[-1]) < 1.8, losses  # it trained, across the kill
     assert files.get("checkpoints-1.index", 0) > 0 and "checkpoint" in files, files
 
 

@@ -54,3 +54,33 @@ def test_bpslaunch_async_flags():
     args = parse_arguments(["--local", "--staleness", "3", "--", "true"])
     assert args.staleness == 3 and not args.async_training
     assert parse_arguments(["--local", "--async", "--", "true"]).async_training
+
+
+def test_keras_fit_of_an_asynchronous_optimizer_stays_off_xla_where_keras_would_compile(monkeypatch):
+    # Keras 3's jit_compile="auto" compiles with XLA where it sees a GPU; the weights travel outside XLA there.
+    keras = pytest.importorskip("keras")
+    gpu = [tf.config.PhysicalDevice("/physical_device:GPU:0", "GPU")]
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda *args: gpu)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    assert model.jit_compile  # (the check below could not fail otherwise)
+    model.compile(optimizer=bps.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse")
+    assert not model.jit_compile
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    assert model.jit_compile
+
+
+def test_a_variable_pushed_by_an_optimizer_and_by_a_tape_is_refused():
+    from bps_tf.ops import async_weights
+
+    variable = tf.Variable([1.0, 2.0])
+    async_weights.claim(variable, "DistributedOptimizer")  # as a DistributedOptimizer's first step does
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(variable * variable)
+    with pytest.raises(ValueError, match="trained by both DistributedOptimizer and DistributedGradientTape"):
+        bps.DistributedGradientTape(tape).gradient(loss, [variable])
+
+
+def test_synchronize_weights_refuses_to_run_inside_a_function():
+    with pytest.raises(ValueError, match="call it eagerly, outside tf.function"):
+        tf.function(bps.synchronize_weights)()
