@@ -67,8 +67,8 @@ step "2 machines x 1 worker process, reduce-scatter"
 run_job check_scatter 2 1 check
 step "2 machines x 1 worker process, reduce-to-root"
 BPS_GPU_MODE=root run_job check_root 2 1 check
-step "2 machines x 1 worker process, reduce-scatter, copies through the pinned staging (BPS_GPU_STAGED=1)"
-BPS_GPU_STAGED=1 run_job check_staged 2 1 check
+step "2 machines x 1 worker process, reduce-scatter, copies through the pinned staging (BYTEPS_GPU_DIRECT_COPIES=0)"
+BYTEPS_GPU_DIRECT_COPIES=0 run_job check_staged 2 1 check
 gpus=$(nvidia-smi -L | wc -l)
 if [ "$gpus" -ge 2 ]; then  # one process per GPU, every GPU of the host
   step "2 machines x $gpus worker processes (one per GPU), reduce-scatter"
@@ -84,7 +84,7 @@ step "GPU push_pull benchmark (2 machines x 1 worker process)"
 run_job bench 2 1 bench > "$out/gpu_push_pull_bench.jsonl"  # not through a pipe: run_job counts failures
 cat "$out/gpu_push_pull_bench.jsonl"
 step "GPU push_pull benchmark (2 machines x 1 worker process), copies through the pinned staging (the comparison)"
-BPS_GPU_STAGED=1 run_job bench_staged 2 1 bench > "$out/gpu_push_pull_bench_staged.jsonl"
+BYTEPS_GPU_DIRECT_COPIES=0 run_job bench_staged 2 1 bench > "$out/gpu_push_pull_bench_staged.jsonl"
 cat "$out/gpu_push_pull_bench_staged.jsonl"
 if [ "$gpus" -ge 2 ]; then
   step "GPU push_pull benchmark (2 machines x $gpus worker processes, one per GPU)"

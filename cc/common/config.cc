@@ -315,6 +315,9 @@ StatusOr<Config> Config::FromEnvironment(const Environment& environment) {
   BPS_RETURN_IF_ERROR(env.Int("BYTEPS_FORCE_DISTRIBUTED", 0, 1, &value, "0 or 1"));
   c.force_distributed = value == 1;
   value = 1;
+  BPS_RETURN_IF_ERROR(env.Int("BYTEPS_GPU_DIRECT_COPIES", 0, 1, &value, "0 or 1"));
+  c.gpu_direct_copies = value == 1;
+  value = 1;
   BPS_RETURN_IF_ERROR(env.Int("BYTEPS_SHARED_MEMORY", 0, 1, &value, "0 or 1"));
   c.shared_memory = value == 1;
   value = 1;

@@ -86,6 +86,9 @@ struct Config {
   // (and the latest) for late workers, and holds the next round until the slowest worker is within it.
   int backup_window = kDefaultBackupWindow;
   bool force_distributed = false;  // BYTEPS_FORCE_DISTRIBUTED: push/pull even with one worker machine
+  // BYTEPS_GPU_DIRECT_COPIES: GPU push_pulls copy straight to a same-host server's memory (0: through the
+  // pinned staging, the path before direct copies, to compare the two)
+  bool gpu_direct_copies = true;
   // BYTEPS_SHARED_MEMORY: workers and servers on one host exchange tensors through the server's shared
   // memory (cc/common/shared_arena.h) instead of the transport.
   bool shared_memory = true;

@@ -200,6 +200,17 @@ TEST(ConfigTest, OneStragglerModeAtATime) {
   }
 }
 
+TEST(ConfigTest, GpuDirectCopies) {
+  Environment env = Base();
+  EXPECT_TRUE(Config::FromEnvironment(env).value().gpu_direct_copies);
+  env["BYTEPS_GPU_DIRECT_COPIES"] = "0";
+  EXPECT_FALSE(Config::FromEnvironment(env).value().gpu_direct_copies);
+  env["BYTEPS_GPU_DIRECT_COPIES"] = "yes";
+  auto refused = Config::FromEnvironment(env);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("BYTEPS_GPU_DIRECT_COPIES"), std::string::npos) << refused.status().message();
+}
+
 TEST(ConfigTest, AsyncAndStaleness) {
   Environment env = Base();
   EXPECT_FALSE(Config::FromEnvironment(env).value().async);

@@ -267,9 +267,6 @@ int RunWorker(const std::string& mode) {
   GpuPushPullOptions options = DefaultGpuOptions(*w.engine);
   const char* local_mode = std::getenv("BPS_GPU_MODE");
   if (local_mode && std::strcmp(local_mode, "root") == 0) options.mode = LocalReduceMode::kReduceToRoot;
-  // BPS_GPU_STAGED=1: every chunk through the pinned staging (the path before direct copies), to compare.
-  const char* staged = std::getenv("BPS_GPU_STAGED");
-  if (staged && std::strcmp(staged, "1") == 0) options.direct_copies = false;
   auto group = CreateGpuGroup(w.engine.get(), {w.device}, options);
   if (!group.ok()) return Fail("GPU group", group.status());
   w.group = std::move(group.value());

@@ -85,6 +85,7 @@ GpuPushPullOptions DefaultGpuOptions(const Engine& engine) {
   GpuPushPullOptions options;
   options.chunk_bytes = engine.config().partition_bytes;
   options.distributed = engine.config().num_worker > 1 || engine.config().force_distributed;
+  options.direct_copies = engine.config().gpu_direct_copies;
   return options;
 }
 
