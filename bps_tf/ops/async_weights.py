@@ -35,6 +35,8 @@ def hold(holder):
 
 
 def every_holder():
+    if not _holders:
+        return []  # (synchronous training: no collection at each new generation)
     gc.collect()  # a holder dropped in a reference cycle goes now on every worker alike, not at the next collection
     live = [(reference, reference()) for reference in _holders]
     _holders[:] = [reference for reference, holder in live if holder is not None]
