@@ -56,7 +56,9 @@ def DistributedGradientTape(gradtape, device_dense="", device_sparse="", compres
     """Wraps `gradtape` so that gradient() returns gradients reduced across workers (Horovod's signature;
     device arguments are accepted for compatibility, `num_groups` and `groups` too: every gradient is in
     flight together). Sparse gradients (IndexedSlices) are gathered as rows unless `sparse_as_dense` or the
-    dense tensor is smaller. register_local_source() keeps a source's gradient local."""
+    dense tensor is smaller. register_local_source() keeps a source's gradient local. In asynchronous
+    training (BYTEPS_ENABLE_ASYNC, BYTEPS_STALENESS) nothing is reduced: gradient() returns this worker's
+    gradients and pushes its sources' changes since they last took the servers' weights."""
     del device_dense, device_sparse, num_groups, groups
     if process.is_async():
         check_async_arguments(compression, process_set, "DistributedGradientTape")
