@@ -300,6 +300,9 @@ StatusOr<Config> Config::FromEnvironment(const Environment& environment) {
   value = static_cast<long>(c.slice_bytes);
   BPS_RETURN_IF_ERROR(env.Int("BYTEPS_SLICE_BYTES", 0, 1L << 40, &value, "a number of bytes (0: whole partitions)"));
   c.slice_bytes = static_cast<size_t>(value);
+  value = static_cast<long>(c.min_spread_bytes);
+  BPS_RETURN_IF_ERROR(env.Int("BYTEPS_MIN_SPREAD_BYTES", 8, 1L << 40, &value, "a number of bytes >= 8"));
+  c.min_spread_bytes = static_cast<size_t>(value);
   if (env.Has("BYTEPS_SCHEDULING_CREDIT")) {
     value = 0;
     BPS_RETURN_IF_ERROR(

@@ -203,7 +203,8 @@ Status GpuPushPull::ReduceLocally(const std::shared_ptr<Operation>& op) {
     return Status::OK();
   }
   if (options_.mode == LocalReduceMode::kReduceScatter && n > 1) {
-    op->scatter_count = op->count - op->count % n;
+    const bool whole = op->count * op->element() < static_cast<uint64_t>(n) * kWholeBelowBytesPerGpu;
+    op->scatter_count = whole ? 0 : op->count - op->count % n;
     if (op->scatter_count > 0) BPS_RETURN_IF_ERROR(nccl_->ReduceScatter(spans, op->dtype, op->scatter_count));
     if (op->scatter_count < op->count) {
       std::vector<DeviceSpan> tail = spans;

@@ -33,9 +33,17 @@ namespace cuda {
 // of the same bytes, reduce + broadcast 1.62-1.65x; reduce-scatter also copies to the host over every GPU's
 // link at once. So reduce-scatter is the default; reduce-to-root stays for comparison.
 enum class LocalReduceMode {
-  kReduceScatter,  // NCCL reduce-scatter, every GPU copies its slice (all PCIe links busy), all-gather back
+  // NCCL reduce-scatter, every GPU copies its slice (all PCIe links busy), all-gather back; a tensor under
+  // kWholeBelowBytesPerGpu per GPU as kReduceToRoot.
+  kReduceScatter,
   kReduceToRoot,   // NCCL reduce to GPU 0, one copy stream to the host, NCCL broadcast back
 };
+
+// A tensor whose slice per GPU would be smaller than this is reduced to GPU 0, pushed whole by its process
+// and broadcast back: each slice would cost a server a push and a reply from every machine, and at scale
+// the servers' messages, not their bytes, bound the step (docs/performance.md section 6); pushed by one
+// process, small tensors also travel fused. Its copies are few bytes, so GPU 0's link hardly notices.
+constexpr uint64_t kWholeBelowBytesPerGpu = 262144;
 
 struct GpuPushPullOptions {
   size_t chunk_bytes = 4096000;  // copy and network granularity (BYTEPS_PARTITION_BYTES)

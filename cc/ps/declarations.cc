@@ -30,14 +30,15 @@ Declarations::Declarations(const Config& config, const JobMembership& members, S
     : config_(config),
       members_(members),
       send_(std::move(send)),
-      planner_(std::make_unique<PartitionPlanner>(config.num_server, config.partition_bytes)) {}
+      planner_(std::make_unique<PartitionPlanner>(config.num_server, config.partition_bytes, config.min_spread_bytes)) {}
 
 void Declarations::StartGeneration(size_t slice_bytes) {
   declarations_.clear();
   plan_requests_.clear();
   key_owner_.clear();
   // Over this generation's servers: an elastic job goes on with fewer when one is lost.
-  planner_ = std::make_unique<PartitionPlanner>(std::max(1, members_.active_servers()), config_.partition_bytes);
+  planner_ = std::make_unique<PartitionPlanner>(std::max(1, members_.active_servers()), config_.partition_bytes,
+                                                config_.min_spread_bytes);
   planner_->set_slice_bytes(slice_bytes);
 }
 

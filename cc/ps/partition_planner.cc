@@ -29,9 +29,9 @@ StatusOr<PartitionPlan> PartitionPlanner::Plan(const TensorSpec& spec) {
   const size_t element = DataTypeSize(spec.dtype);
   const uint64_t total = spec.num_elements();
   // A tensor of one partition or less would sit on one server, whose link then carries every worker's
-  // copy while the others idle: spread it over all servers, in pieces of at least kMinSpreadBytes.
+  // copy while the others idle: spread it over all servers, in pieces of at least the min spread.
   const uint64_t servers = server_bytes_.size();
-  const uint64_t spread = std::max<uint64_t>(kMinSpreadBytes, (total * element + servers - 1) / servers);
+  const uint64_t spread = std::max<uint64_t>(min_spread_bytes_, (total * element + servers - 1) / servers);
   const uint64_t per_partition = std::max<uint64_t>(1, std::min<uint64_t>(partition_bytes_, spread) / element);
   const uint64_t per_slice =
       slice_bytes_ == 0 ? per_partition : std::min(per_partition, std::max<uint64_t>(1, slice_bytes_ / element));

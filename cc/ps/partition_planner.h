@@ -22,15 +22,17 @@ inline uint64_t TensorKeyBase(const std::string& name) { return HashName(name) &
 
 class PartitionPlanner {
  public:
-  // The smallest piece a tensor is spread in: smaller pieces cost a server more in messages than they save
-  // in link time (each is a push and a reply from every worker), whatever the job's size.
-  static constexpr uint64_t kMinSpreadBytes = 262144;
+  // The smallest piece a tensor is spread in by default (BYTEPS_MIN_SPREAD_BYTES): smaller pieces cost a
+  // server more in messages than they save in link time (each is a push and a reply from every worker).
+  static constexpr uint64_t kDefaultMinSpreadBytes = 262144;
 
-  PartitionPlanner(int num_servers, size_t partition_bytes)
-      : partition_bytes_(partition_bytes), server_bytes_(num_servers, 0) {}
+  PartitionPlanner(int num_servers, size_t partition_bytes, uint64_t min_spread_bytes = kDefaultMinSpreadBytes)
+      : partition_bytes_(partition_bytes),
+        min_spread_bytes_(std::max<uint64_t>(1, min_spread_bytes)),
+        server_bytes_(num_servers, 0) {}
 
   // Partitions of at most partition_bytes (whole elements; smaller so that a tensor spans every server,
-  // down to kMinSpreadBytes), each on the server with the fewest bytes so far, in slices of at most
+  // down to the min spread), each on the server with the fewest bytes so far, in slices of at most
   // slice_bytes (0: one slice per partition). A tensor of one partition smaller than group_bytes() joins
   // the server of the small tensors planned just before it while their bytes stay within group_bytes().
   // The plan lists the slices, in tensor order.
@@ -40,7 +42,7 @@ class PartitionPlanner {
 
   const std::vector<uint64_t>& server_bytes() const { return server_bytes_; }
   // A group of small tensors is at most a partition, and no larger than a spread piece.
-  uint64_t group_bytes() const { return std::min<uint64_t>(partition_bytes_, kMinSpreadBytes); }
+  uint64_t group_bytes() const { return std::min<uint64_t>(partition_bytes_, min_spread_bytes_); }
 
  private:
   // The server for the next partition of `bytes`: the open group's for a small tensor with room in it,
@@ -48,6 +50,7 @@ class PartitionPlanner {
   int PlaceOnServer(uint64_t bytes, bool small);
 
   size_t partition_bytes_;
+  uint64_t min_spread_bytes_;
   size_t slice_bytes_ = 0;
   std::vector<uint64_t> server_bytes_;
   int group_server_ = -1;  // the server of the small tensors being grouped, -1: none yet

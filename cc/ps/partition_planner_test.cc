@@ -45,7 +45,7 @@ TEST(PartitionPlannerTest, ATensorOfOnePartitionSpreadsOverEveryServer) {
     servers.insert(p.server);
   }
   EXPECT_EQ(servers.size(), 4u);
-  // Small tensors stay whole: pieces below kMinSpreadBytes cost more in messages than they save.
+  // Small tensors stay whole: pieces below the default min spread cost more in messages than they save.
   EXPECT_EQ(planner.Plan(TensorSpec{"small", DataType::kFloat32, {1000}}).value().partitions.size(), 1u);
 }
 
@@ -55,13 +55,42 @@ TEST(PartitionPlannerTest, ATensorSpreadsOnlyInPiecesOfAtLeastTheMinimum) {
   auto plan = planner.Plan(TensorSpec{"half-mb", DataType::kFloat32, {131072}});
   ASSERT_EQ(plan.value().partitions.size(), 2u);
   EXPECT_NE(plan.value().partitions[0].server, plan.value().partitions[1].server);
-  for (const auto& p : plan.value().partitions) EXPECT_EQ(p.count * 4, PartitionPlanner::kMinSpreadBytes);
+  for (const auto& p : plan.value().partitions) EXPECT_EQ(p.count * 4, PartitionPlanner::kDefaultMinSpreadBytes);
+}
+
+TEST(PartitionPlannerTest, TheMinSpreadSettingSetsThePiecesAndTheGroups) {
+  PartitionPlanner planner(16, 4096000, 1048576);  // BYTEPS_MIN_SPREAD_BYTES=1048576
+  EXPECT_EQ(planner.group_bytes(), 1048576u);
+  // 4 MB over 16 servers: 4 pieces of 1 MB on 4 servers (the default would make 16 of 256 KB).
+  auto plan = planner.Plan(TensorSpec{"four-mb", DataType::kFloat32, {1048576}});
+  ASSERT_EQ(plan.value().partitions.size(), 4u);
+  std::set<int> servers;
+  for (const auto& p : plan.value().partitions) {
+    EXPECT_EQ(p.count * 4, 1048576u);
+    servers.insert(p.server);
+  }
+  EXPECT_EQ(servers.size(), 4u);
+  // Tensors of 512 KB are small now: two in a row share a server, the third opens a group elsewhere.
+  std::vector<int> placed;
+  for (int i = 0; i < 3; ++i) {
+    auto small = planner.Plan(TensorSpec{"w" + std::to_string(i), DataType::kFloat32, {131071}});
+    ASSERT_EQ(small.value().partitions.size(), 1u);
+    placed.push_back(small.value().partitions[0].server);
+  }
+  EXPECT_EQ(placed[0], placed[1]);
+  EXPECT_NE(placed[1], placed[2]);
+  // Never larger than a partition: with 256 KB partitions the setting cannot make larger pieces.
+  PartitionPlanner capped(4, 262144, 1048576);
+  EXPECT_EQ(capped.group_bytes(), 262144u);
+  for (const auto& p : capped.Plan(TensorSpec{"m", DataType::kFloat32, {262144}}).value().partitions) {
+    EXPECT_EQ(p.count * 4, 262144u);
+  }
 }
 
 TEST(PartitionPlannerTest, SmallTensorsPlannedInARowShareAServerUpToAGroup) {
   PartitionPlanner planner(4, 4096000);
   const uint64_t group = planner.group_bytes();
-  ASSERT_EQ(group, PartitionPlanner::kMinSpreadBytes);
+  ASSERT_EQ(group, PartitionPlanner::kDefaultMinSpreadBytes);
   const int per_group = static_cast<int>(group / 4096);  // 4 KB tensors that fill one group exactly
   std::vector<int> servers;
   for (int i = 0; i < 2 * per_group + 1; ++i) {

@@ -107,7 +107,7 @@ void WorkerOperations::SendPush(const Partition& part, uint32_t round, Participa
 }
 
 bool WorkerOperations::Fusable(const FusedPushes::Push& push) {
-  return push.part.count * DataTypeSize(push.dtype) < kFusedMessageBytes && !shared_->MayShare(push.part.server);
+  return push.part.count * DataTypeSize(push.dtype) < fused_message_bytes() && !shared_->MayShare(push.part.server);
 }
 
 void WorkerOperations::SendFused(FusedPushes* fused) {
@@ -185,7 +185,7 @@ std::vector<FusedPushes::Push> WorkerOperations::TakeMessage(SmallQueue* queue) 
   size_t taken = 0;
   for (FusedPushes::Push& push : queue->waiting) {
     const size_t more = push.input == nullptr ? 0 : push.part.count * DataTypeSize(push.dtype);
-    if (!message.empty() && (bytes + more > kFusedMessageBytes || message.size() == FusedBody::kMaxMembers)) break;
+    if (!message.empty() && (bytes + more > fused_message_bytes() || message.size() == FusedBody::kMaxMembers)) break;
     bytes += more;
     message.push_back(std::move(push));
     ++taken;

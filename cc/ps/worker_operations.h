@@ -3,6 +3,7 @@
 // one request of the RequestTable; its reply is taken only from the peer the request went to.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -72,7 +73,7 @@ class WorkerOperations {
                 std::function<void()> on_sent, Done done, FusedPushes* fused = nullptr,
                 std::shared_ptr<DataMover> mover = nullptr);
   // Sends the pushes gathered in `fused` in their order; empties `fused`. Small ones that do not go through
-  // shared memory travel in PUSH_MANYs of at most kFusedMessageBytes: those to one server that are ready
+  // shared memory travel in PUSH_MANYs of at most fused_message_bytes(): those to one server that are ready
   // together, or become ready while its last one is being sent, leave together once it has left, or at
   // once before a large push to that server.
   void SendFused(FusedPushes* fused);
@@ -101,8 +102,8 @@ class WorkerOperations {
   void ForgetPeer(PeerId peer);
 
   // Partitions smaller than a planner's group are fused, up to a group per message: what the planner puts
-  // together on a server, ready together, leaves together.
-  static constexpr size_t kFusedMessageBytes = 262144;  // PartitionPlanner::kMinSpreadBytes
+  // together on a server, ready together, leaves together (PartitionPlanner::group_bytes).
+  size_t fused_message_bytes() const { return std::min(config_.partition_bytes, config_.min_spread_bytes); }
 
  private:
   struct SmallQueue {

@@ -153,8 +153,9 @@ void LoadCompressionStates(const std::vector<std::string>& saved) {
 // (server, elements). Lets tests hold bps_tf.plan's mirror of the planner to the planner itself.
 std::vector<std::vector<std::pair<int, uint64_t>>> PlanPartitions(int num_servers, size_t partition_bytes,
                                                                    size_t slice_bytes,
-                                                                   const std::vector<int64_t>& element_counts) {
-  PartitionPlanner planner(num_servers, partition_bytes);
+                                                                   const std::vector<int64_t>& element_counts,
+                                                                   uint64_t min_spread_bytes) {
+  PartitionPlanner planner(num_servers, partition_bytes, min_spread_bytes);
   planner.set_slice_bytes(slice_bytes);
   std::vector<std::vector<std::pair<int, uint64_t>>> plans;
   for (size_t i = 0; i < element_counts.size(); ++i) {
@@ -217,7 +218,8 @@ PYBIND11_MODULE(_core, m) {
     return counters;
   });
   m.def("plan_partitions", &PlanPartitions, py::arg("num_servers"), py::arg("partition_bytes"),
-        py::arg("slice_bytes"), py::arg("element_counts"));
+        py::arg("slice_bytes"), py::arg("element_counts"),
+        py::arg("min_spread_bytes") = PartitionPlanner::kDefaultMinSpreadBytes);
   m.def("leave", [] {
     Status s;
     {

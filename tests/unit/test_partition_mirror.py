@@ -10,12 +10,13 @@ from bps_tf.plan import partitions
 _core = pytest.importorskip("bps_tf._core")
 
 
-def _planner(servers, partition_bytes, slice_bytes, elements):
+def _planner(servers, partition_bytes, slice_bytes, elements, min_spread=partitions.MIN_SPREAD_BYTES):
     """(bytes per server, slices per server, pushes per server with a group's small tensors as one)."""
     loads, units, messages = [0] * servers, [0] * servers, [0] * servers
-    group_limit = partitions.group_bytes(partition_bytes)
+    group_limit = partitions.group_bytes(partition_bytes, min_spread)
     group_server, group_used = None, 0
-    for count, plan in zip(elements, _core.plan_partitions(servers, partition_bytes, slice_bytes or 0, elements)):
+    plans = _core.plan_partitions(servers, partition_bytes, slice_bytes or 0, elements, min_spread)
+    for count, plan in zip(elements, plans):
         pieces = {}
         for server, n in plan:
             loads[server] += 4 * n
@@ -60,6 +61,22 @@ def test_mirror_matches_planner_on_a_random_model():
         mirror = partitions.plan([4 * n for n in elements], servers, 4096000, 256000)
         loads, units, messages = _planner(servers, 4096000, 256000, elements)
         assert (mirror.server_bytes, mirror.server_units, mirror.server_messages) == (loads, units, messages)
+
+
+@pytest.mark.parametrize("min_spread", [65536, 1048576, 4194304])
+def test_mirror_matches_planner_with_another_min_spread(min_spread):
+    """BYTEPS_MIN_SPREAD_BYTES: pieces of a spread tensor and groups of small ones follow it in both."""
+    rng = random.Random(11)
+    elements = [rng.choice([1, rng.randint(1, 4096), rng.randint(1, 300000), rng.randint(1, 3000000)])
+                for _ in range(200)]
+    for servers, slice_bytes in ((16, None), (8, 256000)):
+        mirror = partitions.plan([4 * n for n in elements], servers, 2048000, slice_bytes, min_spread)
+        loads, units, messages = _planner(servers, 2048000, slice_bytes, elements, min_spread)
+        assert (mirror.server_bytes, mirror.server_units, mirror.server_messages) == (loads, units, messages)
+    spread = partitions.plan([4 * n for n in elements], 16, 2048000, None, min_spread)
+    default = partitions.plan([4 * n for n in elements], 16, 2048000)
+    # larger pieces, fewer messages (the setting's purpose); smaller, more
+    assert (spread.messages < default.messages) == (min_spread > partitions.MIN_SPREAD_BYTES)
 
 
 def test_groups_cut_the_pushes_of_many_small_tensors():
