@@ -68,19 +68,25 @@ PLAN_PARTITION_BYTES = 1 << 20
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("fusion", [0, 1], ids=["unfused", "fused"])
-def test_each_of_16_servers_gets_the_messages_the_plan_counts(tmp_path, fusion):
+@pytest.mark.parametrize("fusion,min_spread", [(0, None), (1, None), (0, 1 << 20), (1, 1 << 20)],
+                         ids=["unfused", "fused", "unfused-spread-1MiB", "fused-spread-1MiB"])
+def test_each_of_16_servers_gets_the_messages_the_plan_counts(tmp_path, fusion, min_spread):
     """Unfused, every partition is a push and a reply: each server gets exactly the plan's partitions. Fused,
     the small partitions for one server that are ready together go as one push: each server gets at least the
-    plan's count (a group's members as one push) and no more than its partitions."""
-    from bps_tf.plan.partitions import plan
+    plan's count (a group's members as one push) and no more than its partitions. BYTEPS_MIN_SPREAD_BYTES
+    changes the pieces and the groups on both sides."""
+    from bps_tf.plan.partitions import MIN_SPREAD_BYTES, plan
     from testing.jobs import assert_job_ok, run_local
 
     steps = 3
     result = run_local("plan_messages.py", 2, PLAN_SERVERS, tmp_path / "messages.json", json.dumps(PLAN_ELEMENTS),
-                       steps, BYTEPS_PARTITION_BYTES=PLAN_PARTITION_BYTES, BYTEPS_FUSION=fusion)
+                       steps, BYTEPS_PARTITION_BYTES=PLAN_PARTITION_BYTES, BYTEPS_FUSION=fusion,
+                       **({"BYTEPS_MIN_SPREAD_BYTES": min_spread} if min_spread else {}))
     assert_job_ok(result, 2, "done")
-    expected = plan([4 * n for n in PLAN_ELEMENTS], PLAN_SERVERS, PLAN_PARTITION_BYTES)
+    expected = plan([4 * n for n in PLAN_ELEMENTS], PLAN_SERVERS, PLAN_PARTITION_BYTES,
+                    min_spread_bytes=min_spread or MIN_SPREAD_BYTES)
+    if min_spread:  # larger pieces than the default's: fewer messages
+        assert expected.units < plan([4 * n for n in PLAN_ELEMENTS], PLAN_SERVERS, PLAN_PARTITION_BYTES).units
     assert all(expected.server_units), expected  # every server has its share
     assert expected.messages < expected.units, expected  # the plan groups the small tensors
     for rank in (0, 1):
