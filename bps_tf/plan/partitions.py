@@ -35,23 +35,25 @@ class _Servers:
         self.group_pushes = [0] * servers  # fused pushes of the groups on each server
         self.owner_pushes = {}  # fused pushes of each process
 
-    def place(self, nbytes, small, owner):
+    def place(self, nbytes, small, owner, slices):
+        """The server of a piece of nbytes that crosses in `slices` (their bytes)."""
         if not small or self.group_server is None or self.group_used + nbytes > self.group_bytes:
             least = self.loads.index(min(self.loads))
             if not small:
                 self.loads[least] += nbytes
                 return least
             self.group_server, self.group_used, self.group_fill = least, 0, {}
-        if self._opens_message(nbytes, owner):
-            self.group_pushes[self.group_server] += 1
-            self.owner_pushes[owner] = self.owner_pushes.get(owner, 0) + 1
+        for one in slices:
+            if self._opens_message(one, owner):
+                self.group_pushes[self.group_server] += 1
+                self.owner_pushes[owner] = self.owner_pushes.get(owner, 0) + 1
         self.group_used += nbytes
         self.loads[self.group_server] += nbytes
         return self.group_server
 
     def _opens_message(self, nbytes, owner):
-        """Each process fuses its own members of the group, in order, into messages of at most
-        FUSED_MESSAGE_BYTES (one of its own for a member of that many bytes or more): one message per
+        """Each process fuses its own slices of the group's members, in order, into messages of at most
+        FUSED_MESSAGE_BYTES (one of its own for a slice of that many bytes or more): one message per
         process and group where the group's bytes are at most that."""
         if nbytes >= FUSED_MESSAGE_BYTES:
             return True
@@ -87,8 +89,9 @@ def plan(tensor_bytes, servers, partition_bytes, slice_bytes=None, min_spread_by
         small = elements <= per_partition and elements * element_bytes < placed.group_bytes
         for offset in range(0, elements, per_partition):
             piece = min(per_partition, elements - offset)
-            server = placed.place(piece * element_bytes, small, owner)
             slices = -(-piece // per_slice)
+            sliced = [min(per_slice, piece - s * per_slice) * element_bytes for s in range(slices)]
+            server = placed.place(piece * element_bytes, small, owner, sliced)
             units[server] += slices
             if not small:
                 large_units[server] += slices

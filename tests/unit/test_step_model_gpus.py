@@ -62,3 +62,6 @@ def test_a_process_fuses_a_group_in_messages_of_at_most_256_kib():
     assert wide.server_messages == (4,) and wide.owner_messages == (2, 2)
     # a grouped tensor of 256 KiB or more is a message of its own
     assert plan([300000, 300000, 10000], 1, 4096000, min_spread_bytes=1 << 20).server_messages == (3,)
+    # over TCP a grouped tensor crosses in slices, fused as they fit: 600,000 bytes in slices of 256,000,
+    # 256,000 and 88,000, no two within 262,144 bytes
+    assert plan([600000], 1, 4096000, 256000, min_spread_bytes=1 << 20).server_messages == (3,)
