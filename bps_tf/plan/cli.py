@@ -1,5 +1,5 @@
 """python -m bps_tf.plan: expected communication time per step with S servers against a ring all-reduce, and
-the servers and partition size to use, from the step model (bps_tf/plan/step_model.py)."""
+the servers, partition size and min spread to use, from the step model (bps_tf/plan/step_model.py)."""
 
 import argparse
 import json
@@ -37,7 +37,11 @@ def parse_args(argv):
     parser.add_argument("--compute-ms", type=float, help="compute of one step on one GPU (--model: H200, XLA)")
     parser.add_argument("--overlap", type=float, default=1.0,
                         help="share of the backward pass communication can run under (0: none)")
-    parser.add_argument("--partition-bytes", type=int, default=MEASURED.partition_bytes)
+    parser.add_argument("--partition-bytes", type=int, default=MEASURED.partition_bytes,
+                        help="BYTEPS_PARTITION_BYTES of the table's rows")
+    parser.add_argument("--min-spread-bytes", type=int, default=MEASURED.min_spread_bytes,
+                        help="BYTEPS_MIN_SPREAD_BYTES of the table's rows: the smallest piece of a tensor spread over "
+                             "the servers")
     parser.add_argument("--io-threads", type=int, default=MEASURED.io_threads,
                         help="BYTEPS_TCP_IO_THREADS of every process (--transport tcp; default: a machine of 8 cores "
                              "or more)")
@@ -66,7 +70,10 @@ def plan_from(args):
                       colocated=args.colocate, transport=args.transport)
     if args.io_threads < 1:
         raise SystemExit("--io-threads: at least 1 (BYTEPS_TCP_IO_THREADS)")
-    params = MEASURED.replace(partition_bytes=args.partition_bytes, io_threads=args.io_threads)
+    if args.partition_bytes < 1 or args.min_spread_bytes < 1:
+        raise SystemExit("--partition-bytes and --min-spread-bytes: at least 1 byte")
+    params = MEASURED.replace(partition_bytes=args.partition_bytes, min_spread_bytes=args.min_spread_bytes,
+                              io_threads=args.io_threads)
     tensors = gradients(args)
     element = args.gradient_element_bytes or (2 if args.model else 4)
     if args.servers or args.colocate:
@@ -80,8 +87,9 @@ def plan_from(args):
               "ring_all_reduce_s": ring, "ring_bound": ring_bound,
               "servers": [{"servers": s, "seconds": t, "bound": b} for s, t, b in table]}
     if not (args.servers or args.colocate):
-        best_servers, partition, seconds = recommend(cluster, tensors, params, element_bytes=element)
-        result["recommended"] = {"servers": best_servers, "partition_bytes": partition, "seconds": seconds}
+        best_servers, partition, spread, seconds = recommend(cluster, tensors, params, element_bytes=element)
+        result["recommended"] = {"servers": best_servers, "partition_bytes": partition, "min_spread_bytes": spread,
+                                 "seconds": seconds}
     compute = args.compute_ms / 1e3 if args.compute_ms else (
         workloads.compute_seconds(args.model) if args.model else None)
     if compute:
@@ -104,7 +112,8 @@ def report(r):
     if "recommended" in r:
         rec = r["recommended"]
         lines.append(f"recommended: {rec['servers']} servers, BYTEPS_PARTITION_BYTES={rec['partition_bytes']} "
-                     f"({rec['seconds'] * 1e3:.1f} ms per step; each server on a machine with its own link)")
+                     f"BYTEPS_MIN_SPREAD_BYTES={rec['min_spread_bytes']} ({rec['seconds'] * 1e3:.1f} ms per step; "
+                     f"each server on a machine with its own link)")
     if "step_s" in r:
         lines.append(f"step with {r['compute_s'] * 1e3:.1f} ms of compute (overlap {r['overlap']:g}): bps_tf "
                      f"{r['step_s'] * 1e3:.1f} ms, scaling efficiency {r['scaling_efficiency']:.0%}; ring "

@@ -22,6 +22,7 @@ class Parameters:
     io_threads: int = 4
     nccl_bus_bytes_per_s: float = 240e9
     copy_bytes_per_s: float = 50.9e9
+    reduce_broadcast_factor: float = 1.38
     ring_step_s: float = 5e-6
     fusion_bytes: int = 64 << 20
     backward_share: float = 2 / 3
@@ -50,7 +51,8 @@ SOURCES = {
     "latency_s": "one-way network latency between machines; not measurable here (no netem): an RDMA fabric's, assumed",
     "slice_bytes": "BYTEPS_SLICE_BYTES' default (cc/common/config.h)",
     "partition_bytes": "BYTEPS_PARTITION_BYTES' default",
-    "min_spread_bytes": "the partition planner's smallest piece when it spreads a tensor (cc/ps/partition_planner.h)",
+    "min_spread_bytes": "BYTEPS_MIN_SPREAD_BYTES' default: the partition planner's smallest piece when it spreads a "
+                        "tensor over the servers (cc/ps/partition_planner.h)",
     "sum_bytes_per_s": "one server thread summing float16 into float32, 64 MB (memory-bound): 5.22 GB/s when the "
                        "constant was set; the recorded run of cpu_reducer_bench on this machine, "
                        "performance/server_sum_rate.jsonl, gives 7.3 (float32: 10.0); runs vary, 4.9 in another",
@@ -64,6 +66,10 @@ SOURCES = {
                   "cc/common/config.h): a process's TCP connections spread over them, one connection on one thread",
     "nccl_bus_bytes_per_s": "NCCL reduce-scatter + all-gather of 256 MiB on 2 H200s in 1.120 ms: 2 x (1/2) x 256 MiB "
                             "per GPU (docs/gpu.md, gpu/gpu_bench.jsonl)",
+    "reduce_broadcast_factor": "NCCL reduce + broadcast of a tensor (how a machine of GPUs reduces one it pushes "
+                               "whole) over reduce-scatter + all-gather of the same bytes, 2 H200s: 1.544 against "
+                               "1.120 ms at 256 MiB, 1.38x (64 MiB: 0.454 against 0.337 ms, 1.35x; 4 MiB, where "
+                               "latency weighs more: 1.06x; docs/gpu.md, gpu/gpu_bench.jsonl)",
     "copy_bytes_per_s": "pinned chunked D2H/H2D copies on an H200, 256 MiB (docs/gpu.md, gpu/gpu_bench.jsonl)",
     "ring_step_s": "latency of one step of NCCL's ring between machines: not measured here (one machine), assumed",
     "fusion_bytes": "Horovod's tensor fusion buffer (HOROVOD_FUSION_THRESHOLD's default): one ring all-reduce each",

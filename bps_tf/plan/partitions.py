@@ -1,12 +1,14 @@
 """What the scheduler's partition planner (cc/ps/partition_planner.cc) makes of a step's gradients: pieces of
 at most a partition, a tensor of up to servers x partition bytes spread over as many servers as pieces of at
 least min_spread_bytes allow, each piece on the server with the fewest bytes so far, small tensors planned
-in a row grouped on one server up to a group's bytes (group_bytes; a worker pushes the ready members of a
-group as one message), and between machines over TCP each piece in slices."""
+in a row grouped on one server up to a group's bytes (group_bytes; a worker process pushes the ready members
+of a group as one message, or as several where its members pass a fused message's bytes), and between
+machines over TCP each piece in slices."""
 
 import dataclasses
 
-MIN_SPREAD_BYTES = 262144  # PartitionPlanner::kMinSpreadBytes
+MIN_SPREAD_BYTES = 262144  # BYTEPS_MIN_SPREAD_BYTES' default (PartitionPlanner::kMinSpreadBytes)
+FUSED_MESSAGE_BYTES = 262144  # WorkerOperations::kFusedMessageBytes: the most bytes of one PUSH_MANY
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,8 +19,10 @@ class Plan:
     units: int  # slices (or partitions) a worker pushes
     largest_unit: int
     tensors: int
-    server_messages: tuple = ()  # pushes each server takes per worker machine, a group's small tensors as one
+    server_messages: tuple = ()  # pushes each server takes per worker machine, a group's small tensors fused
     messages: int = 0  # pushes a worker machine's processes send (each answered by one reply)
+    owner_messages: tuple = ()  # pushes each process of a worker machine sends
+    owner_bytes: tuple = ()  # bytes each process of a worker machine pushes
 
 
 class _Servers:
@@ -27,22 +31,38 @@ class _Servers:
     def __init__(self, servers, group_bytes):
         self.loads = [0] * servers
         self.group_bytes = group_bytes
-        self.group_server, self.group_used, self.group_owners = None, 0, set()
-        self.group_pushes = [0] * servers  # fused pushes of the groups on each server: one per process in each
+        self.group_server, self.group_used, self.group_fill = None, 0, {}
+        self.group_pushes = [0] * servers  # fused pushes of the groups on each server
+        self.owner_pushes = {}  # fused pushes of each process
 
-    def place(self, nbytes, small, owner):
+    def place(self, nbytes, small, owner, slices):
+        """The server of a piece of nbytes that crosses in `slices` (their bytes)."""
         if not small or self.group_server is None or self.group_used + nbytes > self.group_bytes:
             least = self.loads.index(min(self.loads))
             if not small:
                 self.loads[least] += nbytes
                 return least
-            self.group_server, self.group_used, self.group_owners = least, 0, set()
-        if owner not in self.group_owners:  # each process fuses its own members of the group
-            self.group_owners.add(owner)
-            self.group_pushes[self.group_server] += 1
+            self.group_server, self.group_used, self.group_fill = least, 0, {}
+        for one in slices:
+            if self._opens_message(one, owner):
+                self.group_pushes[self.group_server] += 1
+                self.owner_pushes[owner] = self.owner_pushes.get(owner, 0) + 1
         self.group_used += nbytes
         self.loads[self.group_server] += nbytes
         return self.group_server
+
+    def _opens_message(self, nbytes, owner):
+        """Each process fuses its own slices of the group's members, in order, into messages of at most
+        FUSED_MESSAGE_BYTES (one of its own for a slice of that many bytes or more): one message per
+        process and group where the group's bytes are at most that."""
+        if nbytes >= FUSED_MESSAGE_BYTES:
+            return True
+        fill = self.group_fill.get(owner)
+        if fill is None or fill + nbytes > FUSED_MESSAGE_BYTES:
+            self.group_fill[owner] = nbytes
+            return True
+        self.group_fill[owner] = fill + nbytes
+        return False
 
 
 def group_bytes(partition_bytes, min_spread_bytes=MIN_SPREAD_BYTES):
@@ -57,9 +77,11 @@ def plan(tensor_bytes, servers, partition_bytes, slice_bytes=None, min_spread_by
     placed = _Servers(servers, group_bytes(partition_bytes, min_spread_bytes))
     units = [0] * servers
     large_units = [0] * servers  # units of tensors that are not grouped
+    owner_units, owner_bytes = {}, {}  # units of tensors that are not grouped, and all bytes, per process
     count, largest = 0, 0
     for index, total in enumerate(tensor_bytes):
         owner = 0 if owners is None else owners[index]
+        owner_bytes[owner] = owner_bytes.get(owner, 0) + total
         elements = max(1, total // element_bytes)
         spread = max(min_spread_bytes, -(-elements * element_bytes // servers))
         per_partition = max(1, min(partition_bytes, spread) // element_bytes)
@@ -67,13 +89,18 @@ def plan(tensor_bytes, servers, partition_bytes, slice_bytes=None, min_spread_by
         small = elements <= per_partition and elements * element_bytes < placed.group_bytes
         for offset in range(0, elements, per_partition):
             piece = min(per_partition, elements - offset)
-            server = placed.place(piece * element_bytes, small, owner)
             slices = -(-piece // per_slice)
+            sliced = [min(per_slice, piece - s * per_slice) * element_bytes for s in range(slices)]
+            server = placed.place(piece * element_bytes, small, owner, sliced)
             units[server] += slices
             if not small:
                 large_units[server] += slices
+                owner_units[owner] = owner_units.get(owner, 0) + slices
             count += slices
             largest = max(largest, min(piece, per_slice) * element_bytes)
     server_messages = tuple(large + fused for large, fused in zip(large_units, placed.group_pushes))
+    processes = range(max(owner_bytes, default=0) + 1)
+    owner_messages = tuple(owner_units.get(p, 0) + placed.owner_pushes.get(p, 0) for p in processes)
     return Plan(sum(tensor_bytes), tuple(placed.loads), tuple(units), count, largest, len(tensor_bytes),
-                server_messages, sum(server_messages))
+                server_messages, sum(server_messages), owner_messages,
+                tuple(owner_bytes.get(p, 0) for p in processes))

@@ -1,9 +1,11 @@
-"""How many servers and what partition size: the fewest servers within 5% of the best the model finds, and
-the partition size that makes the step's communication shortest with them (larger on ties: fewer messages)."""
+"""How many servers, what partition size and what smallest spread piece: the fewest servers within 5% of the
+best the model finds, and the partition size and min spread (BYTEPS_PARTITION_BYTES, BYTEPS_MIN_SPREAD_BYTES)
+that make the step's communication shortest with them (the larger on ties: fewer messages)."""
 
 from bps_tf.plan.step_model import push_pull_time
 
 PARTITION_SIZES = (256000, 512000, 1024000, 2048000, 4096000, 8192000, 16384000)
+MIN_SPREAD_SIZES = (262144, 524288, 1048576, 2097152)
 WITHIN = 1.05
 
 
@@ -14,12 +16,24 @@ def servers_table(cluster, tensor_bytes, params, most=None, element_bytes=4):
     return [(s, *push_pull_time(cluster.with_servers(s), tensor_bytes, params, element_bytes)) for s in counts]
 
 
+def best_partitioning(cluster, tensor_bytes, params, element_bytes=4):
+    """(partition bytes, min spread bytes, seconds, bound) that make this cluster's step shortest, with its
+    servers as they are."""
+    timed = []
+    for partition in PARTITION_SIZES:
+        for spread in MIN_SPREAD_SIZES:
+            changed = params.replace(partition_bytes=partition, min_spread_bytes=spread)
+            seconds, bound = push_pull_time(cluster, tensor_bytes, changed, element_bytes)
+            timed.append((seconds, -partition, -spread, bound))
+    seconds, minus_partition, minus_spread, bound = min(timed)
+    return -minus_partition, -minus_spread, seconds, bound
+
+
 def recommend(cluster, tensor_bytes, params, most=None, element_bytes=4):
-    """(servers, partition bytes, seconds) for this cluster and these gradients."""
+    """(servers, partition bytes, min spread bytes, seconds) for this cluster and these gradients."""
     table = servers_table(cluster, tensor_bytes, params, most, element_bytes)
     best = min(seconds for _, seconds, _ in table)
     servers = next(s for s, seconds, _ in table if seconds <= WITHIN * best)
-    timed = [(push_pull_time(cluster.with_servers(servers), tensor_bytes, params.replace(partition_bytes=p),
-                             element_bytes)[0], -p) for p in PARTITION_SIZES]
-    seconds, minus_partition = min(timed)
-    return servers, -minus_partition, seconds
+    partition, spread, seconds, _ = best_partitioning(cluster.with_servers(servers), tensor_bytes, params,
+                                                      element_bytes)
+    return servers, partition, spread, seconds

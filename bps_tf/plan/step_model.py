@@ -9,9 +9,10 @@ largest slice through a server link; drain_slices rounds); each call adds a roun
 kernel's work on every byte is a stage too, at each end: a process's connections are spread over its I/O
 threads (one connection on one thread), so a server's sockets run on as many cores as it has threads with
 worker connections on them, and each worker process's on as many as its threads with server connections;
-RDMA moves the bytes without the CPU. Within a machine of g GPUs (docs/gpu.md): NCCL reduce-scatter, each
-GPU's share copied to the host, pushed and pulled, copied back, NCCL all-gather, each tensor's stages
-overlapping the others'.
+RDMA moves the bytes without the CPU. Within a machine of g GPUs (docs/gpu.md): a tensor of g x 256 KiB
+or more is NCCL reduce-scattered, each GPU's share copied to the host, pushed and pulled by that GPU's
+process, copied back and NCCL all-gathered; a smaller one is NCCL-reduced to GPU 0, pushed whole by its
+process and NCCL-broadcast back; each tensor's stages overlap the others'.
 
 An emulated cluster (every host a network namespace on one machine, links limited by tc) differs in two
 ways the model takes in: each link direction lets its token bucket's burst through at once after it idled
@@ -27,13 +28,29 @@ import math
 
 from bps_tf.plan.partitions import plan as partition_plan
 
+# GpuPushPull's rule (cc/cuda/gpu_push_pull.cc, kWholeBelowBytesPerGpu): on a machine of g GPUs a tensor of
+# fewer than g x this many bytes, whose slice per GPU would be smaller, is reduced to GPU 0 and pushed whole.
+WHOLE_BELOW_BYTES_PER_GPU = 262144
+
+
+def is_whole(nbytes, gpus):
+    """Whether a machine of `gpus` GPUs pushes a tensor of nbytes whole from GPU 0 (else one slice per GPU)."""
+    return gpus > 1 and nbytes < gpus * WHOLE_BELOW_BYTES_PER_GPU
+
 
 def plan_for(cluster, tensor_bytes, params, element_bytes=4):
-    """The partition plan of one step: with g GPUs a machine pushes each gradient as g slices (one per GPU,
-    after NCCL's reduce-scatter; each GPU's process pushes its own), together the gradient once."""
+    """The partition plan of one step: with g GPUs a machine pushes each gradient of g x 256 KiB or more as g
+    slices (one per GPU, after NCCL's reduce-scatter; each GPU's process pushes its own) and each smaller
+    one whole from GPU 0's process (after an NCCL reduce to GPU 0), together the gradients once."""
     g = cluster.gpus_per_machine
-    sizes = [max(element_bytes, b // g) for b in tensor_bytes for _ in range(g)]
-    owners = [gpu for _ in tensor_bytes for gpu in range(g)]
+    sizes, owners = [], []
+    for b in tensor_bytes:
+        if is_whole(b, g):
+            sizes.append(b)
+            owners.append(0)
+        else:
+            sizes += [max(element_bytes, b // g)] * g
+            owners += range(g)
     slices = params.slice_bytes if cluster.transport == "tcp" else None
     return partition_plan(sizes, cluster.servers, params.partition_bytes, slices, params.min_spread_bytes,
                           element_bytes, owners)
@@ -61,7 +78,7 @@ def network_stages(cluster, plan, params):
     stages["server sum"] = (n - 1) * busiest / (params.sum_bytes_per_s * params.sum_threads)
     # A push and its reply per slice, the small tensors of a group fused into one of each per process.
     stages["server messages"] = 2 * n * max(plan.server_messages) * params.message_s
-    stages["worker messages"] = 2 * plan.messages / cluster.gpus_per_machine * params.message_s  # a process per GPU
+    stages["worker messages"] = 2 * max(plan.owner_messages) * params.message_s  # the busiest GPU's process
     stages.update(socket_stages(cluster, plan, params))
     return stages
 
@@ -85,7 +102,8 @@ def socket_stages(cluster, plan, params):
     remote = n - 1 if cluster.colocated else n  # colocated: a machine's processes reach its server by shared memory
     server = 2 * remote * busiest * per_end * _busiest_thread_share(remote * g, params.io_threads)
     servers = cluster.servers - 1 if cluster.colocated else cluster.servers
-    sent = (plan.total_bytes - (busiest if cluster.colocated else 0)) / g  # each GPU's process, each way
+    remote_share = 1 - busiest / plan.total_bytes if cluster.colocated else 1.0
+    sent = max(plan.owner_bytes) * remote_share  # the busiest GPU's process, each way
     worker = 2 * sent * per_end * _busiest_thread_share(servers, params.io_threads)
     return {"server sockets": server, "worker sockets": worker}
 
@@ -122,14 +140,20 @@ def network_time(cluster, plan, params):
     return call + seconds, bound
 
 
-def local_stages(cluster, total_bytes, params):
-    """Seconds of the stages inside one machine of g GPUs (NCCL and the copies to and from the host)."""
+def local_stages(cluster, tensor_bytes, params):
+    """Seconds of the stages inside one machine of g GPUs (NCCL and the copies to and from the host) for a
+    step's gradients (bytes per tensor). GPU 0 copies the most: its slice of each reduce-scattered tensor
+    and every tensor pushed whole; an NCCL reduce and broadcast of a tensor take reduce_broadcast_factor
+    times its reduce-scatter and all-gather."""
     g = cluster.gpus_per_machine
     if g == 1:
         return {}
-    nccl = (g - 1) / g * total_bytes / params.nccl_bus_bytes_per_s
-    copy = total_bytes / g / params.copy_bytes_per_s
-    return {"NCCL reduce-scatter": nccl, "copy to host": copy, "copy to GPU": copy, "NCCL all-gather": nccl}
+    whole = sum(b for b in tensor_bytes if is_whole(b, g))
+    scattered = sum(tensor_bytes) - whole
+    nccl = (g - 1) / g * (scattered + params.reduce_broadcast_factor * whole) / params.nccl_bus_bytes_per_s
+    copy = (scattered / g + whole) / params.copy_bytes_per_s
+    return {"NCCL reduce-scatter and reduce": nccl, "copy to host": copy, "copy to GPU": copy,
+            "NCCL all-gather and broadcast": nccl}
 
 
 def push_pull_time(cluster, tensor_bytes, params, element_bytes=4):
@@ -140,7 +164,7 @@ def push_pull_time(cluster, tensor_bytes, params, element_bytes=4):
         return 2 * (g - 1) / g * total / params.nccl_bus_bytes_per_s, "NCCL all-reduce"
     plan = plan_for(cluster, tensor_bytes, params, element_bytes)
     seconds, bound = network_time(cluster, plan, params)
-    local = local_stages(cluster, total, params)
+    local = local_stages(cluster, tensor_bytes, params)
     if local:
         slowest = max(local, key=local.get)
         if local[slowest] > seconds:
