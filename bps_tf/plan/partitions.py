@@ -1,14 +1,13 @@
 """What the scheduler's partition planner (cc/ps/partition_planner.cc) makes of a step's gradients: pieces of
 at most a partition, a tensor of up to servers x partition bytes spread over as many servers as pieces of at
 least min_spread_bytes allow, each piece on the server with the fewest bytes so far, small tensors planned
-in a row grouped on one server up to a group's bytes (group_bytes; a worker process pushes the ready members
-of a group as one message, or as several where its members pass a fused message's bytes), and between
-machines over TCP each piece in slices."""
+in a row grouped on one server up to a group's bytes (group_bytes; a worker process pushes its ready members
+of a group as one message, whose bytes a worker caps at a group's: WorkerOperations::fused_message_bytes),
+and between machines over TCP each piece in slices."""
 
 import dataclasses
 
-MIN_SPREAD_BYTES = 262144  # BYTEPS_MIN_SPREAD_BYTES' default (PartitionPlanner::kMinSpreadBytes)
-FUSED_MESSAGE_BYTES = 262144  # WorkerOperations::kFusedMessageBytes: the most bytes of one PUSH_MANY
+MIN_SPREAD_BYTES = 262144  # BYTEPS_MIN_SPREAD_BYTES' default (PartitionPlanner::kDefaultMinSpreadBytes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,38 +30,26 @@ class _Servers:
     def __init__(self, servers, group_bytes):
         self.loads = [0] * servers
         self.group_bytes = group_bytes
-        self.group_server, self.group_used, self.group_fill = None, 0, {}
+        self.group_server, self.group_used, self.group_owners = None, 0, set()
         self.group_pushes = [0] * servers  # fused pushes of the groups on each server
         self.owner_pushes = {}  # fused pushes of each process
 
-    def place(self, nbytes, small, owner, slices):
-        """The server of a piece of nbytes that crosses in `slices` (their bytes)."""
+    def place(self, nbytes, small, owner):
+        """The server of a piece of nbytes; each process fuses its own members of a group (all its slices
+        over TCP, each smaller than the group) into one message."""
         if not small or self.group_server is None or self.group_used + nbytes > self.group_bytes:
             least = self.loads.index(min(self.loads))
             if not small:
                 self.loads[least] += nbytes
                 return least
-            self.group_server, self.group_used, self.group_fill = least, 0, {}
-        for one in slices:
-            if self._opens_message(one, owner):
-                self.group_pushes[self.group_server] += 1
-                self.owner_pushes[owner] = self.owner_pushes.get(owner, 0) + 1
+            self.group_server, self.group_used, self.group_owners = least, 0, set()
+        if owner not in self.group_owners:
+            self.group_owners.add(owner)
+            self.group_pushes[self.group_server] += 1
+            self.owner_pushes[owner] = self.owner_pushes.get(owner, 0) + 1
         self.group_used += nbytes
         self.loads[self.group_server] += nbytes
         return self.group_server
-
-    def _opens_message(self, nbytes, owner):
-        """Each process fuses its own slices of the group's members, in order, into messages of at most
-        FUSED_MESSAGE_BYTES (one of its own for a slice of that many bytes or more): one message per
-        process and group where the group's bytes are at most that."""
-        if nbytes >= FUSED_MESSAGE_BYTES:
-            return True
-        fill = self.group_fill.get(owner)
-        if fill is None or fill + nbytes > FUSED_MESSAGE_BYTES:
-            self.group_fill[owner] = nbytes
-            return True
-        self.group_fill[owner] = fill + nbytes
-        return False
 
 
 def group_bytes(partition_bytes, min_spread_bytes=MIN_SPREAD_BYTES):
@@ -90,8 +77,7 @@ def plan(tensor_bytes, servers, partition_bytes, slice_bytes=None, min_spread_by
         for offset in range(0, elements, per_partition):
             piece = min(per_partition, elements - offset)
             slices = -(-piece // per_slice)
-            sliced = [min(per_slice, piece - s * per_slice) * element_bytes for s in range(slices)]
-            server = placed.place(piece * element_bytes, small, owner, sliced)
+            server = placed.place(piece * element_bytes, small, owner)
             units[server] += slices
             if not small:
                 large_units[server] += slices

@@ -52,16 +52,15 @@ def test_the_busiest_process_sends_the_worker_messages():
     assert network_stages(cluster, small, MEASURED)["worker messages"] == pytest.approx(2 * 2 * 16.5e-6)
 
 
-def test_a_process_fuses_a_group_in_messages_of_at_most_256_kib():
+def test_a_process_fuses_its_members_of_a_group_in_one_message():
     # 16 tensors of 60,000 bytes, from processes 0 and 1 in turn, on one server. Groups of 256 KiB hold 4
-    # (240,000 bytes, 2 of each process): 4 groups, 8 pushes. Groups of 1 MiB hold all 16, and each process
-    # fuses its 8 in messages of 4 (a fifth would pass 262,144 bytes): 4 pushes.
+    # (240,000 bytes, 2 of each process): 4 groups, 8 pushes. Groups of 1 MiB (a worker's fused messages
+    # follow the group's size) hold all 16: one push of each process.
     tensors, owners = [60000] * 16, [0, 1] * 8
     assert plan(tensors, 1, 4096000, owners=owners).server_messages == (8,)
     wide = plan(tensors, 1, 4096000, min_spread_bytes=1 << 20, owners=owners)
-    assert wide.server_messages == (4,) and wide.owner_messages == (2, 2)
-    # a grouped tensor of 256 KiB or more is a message of its own
-    assert plan([300000, 300000, 10000], 1, 4096000, min_spread_bytes=1 << 20).server_messages == (3,)
-    # over TCP a grouped tensor crosses in slices, fused as they fit: 600,000 bytes in slices of 256,000,
-    # 256,000 and 88,000, no two within 262,144 bytes
-    assert plan([600000], 1, 4096000, 256000, min_spread_bytes=1 << 20).server_messages == (3,)
+    assert wide.server_messages == (2,) and wide.owner_messages == (1, 1)
+    # two grouped tensors of 300,000 bytes and a small one: one group, one message
+    assert plan([300000, 300000, 10000], 1, 4096000, min_spread_bytes=1 << 20).server_messages == (1,)
+    # over TCP a grouped tensor crosses in slices (600,000 bytes: 256,000, 256,000 and 88,000), fused as one
+    assert plan([600000], 1, 4096000, 256000, min_spread_bytes=1 << 20).server_messages == (1,)
