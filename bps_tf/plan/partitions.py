@@ -7,7 +7,8 @@ and between machines over TCP each piece in slices."""
 
 import dataclasses
 
-MIN_SPREAD_BYTES = 262144  # BYTEPS_MIN_SPREAD_BYTES' default (PartitionPlanner::kDefaultMinSpreadBytes)
+MIN_SPREAD_BYTES = 65536  # BYTEPS_MIN_SPREAD_BYTES' default (PartitionPlanner::kDefaultMinSpreadBytes)
+MIN_GROUP_BYTES = 262144  # PartitionPlanner::kMinGroupBytes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,8 +54,9 @@ class _Servers:
 
 
 def group_bytes(partition_bytes, min_spread_bytes=MIN_SPREAD_BYTES):
-    """The most bytes of small tensors grouped on one server (PartitionPlanner::group_bytes)."""
-    return min(partition_bytes, min_spread_bytes)
+    """The most bytes of small tensors grouped on one server, and of a worker's fused message
+    (PartitionPlanner::GroupBytes)."""
+    return min(partition_bytes, max(MIN_GROUP_BYTES, min_spread_bytes))
 
 
 def plan(tensor_bytes, servers, partition_bytes, slice_bytes=None, min_spread_bytes=MIN_SPREAD_BYTES, element_bytes=4,

@@ -63,11 +63,11 @@ struct Config {
   // partition held back every worker's sum until all of it had crossed every link). 0: whole partitions.
   // Not used on one host or over RDMA, where whole partitions are faster.
   size_t slice_bytes = 256000;
-  // The smallest piece the scheduler spreads a tensor in over the servers, and the most bytes of small
-  // tensors it groups on one server (with partition_bytes, whichever is less): each piece costs a server a
-  // push and a reply from every worker machine, so fast links want larger pieces (python -m bps_tf.plan
-  // recommends one for a cluster).
-  size_t min_spread_bytes = 262144;
+  // The smallest piece the scheduler spreads a tensor in over the servers (PartitionPlanner): each piece
+  // costs a server a push and a reply from every worker machine, so fast links want larger pieces than the
+  // default (python -m bps_tf.plan recommends one for a cluster); above 256 KiB also the most bytes of small
+  // tensors it groups on one server.
+  size_t min_spread_bytes = 65536;
   // Bytes being pushed at once per worker; 0 means unlimited. Unset (auto): unlimited when every server
   // is on this host (memory-bound); otherwise (network-bound) a few slices (kSlicesInFlight), or one
   // partition where partitions are not sliced, so that pushes cross the link in priority order and pulls of

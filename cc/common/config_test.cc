@@ -32,7 +32,7 @@ TEST(ConfigTest, ParsesAWorker) {
   EXPECT_EQ(Config::FromEnvironment(whole).value().slice_bytes, 0u);
   whole["BYTEPS_SLICE_BYTES"] = "-5";
   EXPECT_NE(Config::FromEnvironment(whole).status().message().find("BYTEPS_SLICE_BYTES"), std::string::npos);
-  EXPECT_EQ(config.value().min_spread_bytes, 262144u);
+  EXPECT_EQ(config.value().min_spread_bytes, 65536u);
   Environment spread = Base();
   spread["BYTEPS_MIN_SPREAD_BYTES"] = "1048576";
   EXPECT_EQ(Config::FromEnvironment(spread).value().min_spread_bytes, 1048576u);

@@ -22,9 +22,14 @@ inline uint64_t TensorKeyBase(const std::string& name) { return HashName(name) &
 
 class PartitionPlanner {
  public:
-  // The smallest piece a tensor is spread in by default (BYTEPS_MIN_SPREAD_BYTES): smaller pieces cost a
-  // server more in messages than they save in link time (each is a push and a reply from every worker).
-  static constexpr uint64_t kDefaultMinSpreadBytes = 262144;
+  // The smallest piece a tensor is spread in by default (BYTEPS_MIN_SPREAD_BYTES). Each piece costs a server
+  // a push and a reply from every worker machine, against its bytes' time on the link: on links of a few
+  // Gbit/s, 64 KB pieces that spread a tensor over every server win (a tensor on fewer servers than there
+  // are makes their links take every worker's push at once while the others idle); on 100 Gbit/s links
+  // larger ones do, which python -m bps_tf.plan recommends for a cluster.
+  static constexpr uint64_t kDefaultMinSpreadBytes = 65536;
+  // Small tensors share a server up to at least this many bytes, however small the pieces.
+  static constexpr uint64_t kMinGroupBytes = 262144;
 
   PartitionPlanner(int num_servers, size_t partition_bytes, uint64_t min_spread_bytes = kDefaultMinSpreadBytes)
       : partition_bytes_(partition_bytes),
@@ -41,8 +46,13 @@ class PartitionPlanner {
   void set_slice_bytes(size_t slice_bytes) { slice_bytes_ = slice_bytes; }
 
   const std::vector<uint64_t>& server_bytes() const { return server_bytes_; }
-  // A group of small tensors is at most a partition, and no larger than a spread piece.
-  uint64_t group_bytes() const { return std::min<uint64_t>(partition_bytes_, min_spread_bytes_); }
+  uint64_t group_bytes() const { return GroupBytes(partition_bytes_, min_spread_bytes_); }
+
+  // The most bytes of small tensors grouped on one server, and of a worker's fused message: at least
+  // kMinGroupBytes, as large as a spread piece above it, never more than a partition.
+  static uint64_t GroupBytes(uint64_t partition_bytes, uint64_t min_spread_bytes) {
+    return std::min(partition_bytes, std::max(kMinGroupBytes, min_spread_bytes));
+  }
 
  private:
   // The server for the next partition of `bytes`: the open group's for a small tensor with room in it,

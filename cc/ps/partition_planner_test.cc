@@ -45,17 +45,21 @@ TEST(PartitionPlannerTest, ATensorOfOnePartitionSpreadsOverEveryServer) {
     servers.insert(p.server);
   }
   EXPECT_EQ(servers.size(), 4u);
-  // Small tensors stay whole: pieces below the default min spread cost more in messages than they save.
+  // Small tensors stay whole: pieces below the min spread cost more in messages than they save.
   EXPECT_EQ(planner.Plan(TensorSpec{"small", DataType::kFloat32, {1000}}).value().partitions.size(), 1u);
 }
 
 TEST(PartitionPlannerTest, ATensorSpreadsOnlyInPiecesOfAtLeastTheMinimum) {
   PartitionPlanner planner(16, 4096000);
-  // 512 KB over 16 servers would be 32 KB pieces: it goes to 2 servers in 256 KB pieces instead.
+  // 512 KB over 16 servers would be 32 KB pieces: it goes to 8 servers in 64 KB pieces instead.
   auto plan = planner.Plan(TensorSpec{"half-mb", DataType::kFloat32, {131072}});
-  ASSERT_EQ(plan.value().partitions.size(), 2u);
-  EXPECT_NE(plan.value().partitions[0].server, plan.value().partitions[1].server);
-  for (const auto& p : plan.value().partitions) EXPECT_EQ(p.count * 4, PartitionPlanner::kDefaultMinSpreadBytes);
+  ASSERT_EQ(plan.value().partitions.size(), 8u);
+  std::set<int> servers;
+  for (const auto& p : plan.value().partitions) {
+    EXPECT_EQ(p.count * 4, PartitionPlanner::kDefaultMinSpreadBytes);
+    servers.insert(p.server);
+  }
+  EXPECT_EQ(servers.size(), 8u);
 }
 
 TEST(PartitionPlannerTest, TheMinSpreadSettingSetsThePiecesAndTheGroups) {
@@ -90,7 +94,7 @@ TEST(PartitionPlannerTest, TheMinSpreadSettingSetsThePiecesAndTheGroups) {
 TEST(PartitionPlannerTest, SmallTensorsPlannedInARowShareAServerUpToAGroup) {
   PartitionPlanner planner(4, 4096000);
   const uint64_t group = planner.group_bytes();
-  ASSERT_EQ(group, PartitionPlanner::kDefaultMinSpreadBytes);
+  ASSERT_EQ(group, PartitionPlanner::kMinGroupBytes);  // the default min spread is smaller
   const int per_group = static_cast<int>(group / 4096);  // 4 KB tensors that fill one group exactly
   std::vector<int> servers;
   for (int i = 0; i < 2 * per_group + 1; ++i) {

@@ -16,6 +16,7 @@
 #include "cc/ps/data_mover.h"
 #include "cc/ps/fused_inboxes.h"
 #include "cc/ps/message.h"
+#include "cc/ps/partition_planner.h"
 #include "cc/ps/request_table.h"
 #include "cc/ps/server_links.h"
 #include "cc/ps/shared_pushes.h"
@@ -102,8 +103,10 @@ class WorkerOperations {
   void ForgetPeer(PeerId peer);
 
   // Partitions smaller than a planner's group are fused, up to a group per message: what the planner puts
-  // together on a server, ready together, leaves together (PartitionPlanner::group_bytes).
-  size_t fused_message_bytes() const { return std::min(config_.partition_bytes, config_.min_spread_bytes); }
+  // together on a server, ready together, leaves together.
+  size_t fused_message_bytes() const {
+    return PartitionPlanner::GroupBytes(config_.partition_bytes, config_.min_spread_bytes);
+  }
 
  private:
   struct SmallQueue {

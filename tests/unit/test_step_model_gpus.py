@@ -20,8 +20,8 @@ def test_a_tensor_under_g_times_256_kib_is_one_piece_of_gpu_0_and_a_larger_one_g
     under, at = 8 * 256 * KIB - 2, 8 * 256 * KIB
     whole = plan_for(machines(8), [under], MEASURED, element_bytes=2)  # one tensor, spread in 4 pieces of 512 KiB
     assert whole.tensors == 1 and whole.owner_bytes == (under,) and whole.owner_messages == (4,)
-    sliced = plan_for(machines(8), [at], MEASURED, element_bytes=2)
-    assert sliced.tensors == 8 and sliced.owner_bytes == (256 * KIB,) * 8 and sliced.owner_messages == (1,) * 8
+    sliced = plan_for(machines(8), [at], MEASURED, element_bytes=2)  # each slice in 4 pieces of 64 KiB
+    assert sliced.tensors == 8 and sliced.owner_bytes == (256 * KIB,) * 8 and sliced.owner_messages == (4,) * 8
     both = plan_for(machines(8), [under, at], MEASURED, element_bytes=2)
     assert both.owner_bytes == (under + 256 * KIB,) + (256 * KIB,) * 7
 
@@ -49,7 +49,7 @@ def test_the_busiest_process_sends_the_worker_messages():
     cluster = machines(8)
     small = plan_for(cluster, [4000] * 100, MEASURED)
     assert small.owner_messages == (2,) and small.messages == 2
-    assert network_stages(cluster, small, MEASURED)["worker messages"] == pytest.approx(2 * 2 * 16.5e-6)
+    assert network_stages(cluster, small, MEASURED)["worker messages"] == pytest.approx(2 * 2 * MEASURED.message_s)
 
 
 def test_a_process_fuses_its_members_of_a_group_in_one_message():
