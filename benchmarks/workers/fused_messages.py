@@ -11,7 +11,7 @@ import numpy as np
 import bps_tf.numpy as bps
 from benchmarks.lib.step_model_fit import bert_like_tensors
 
-SMALL_BYTES = 262144  # the planner's group (PartitionPlanner::kDefaultMinSpreadBytes, BYTEPS_MIN_SPREAD_BYTES)
+SMALL_BYTES = 262144  # the planner's group by default (PartitionPlanner::kMinGroupBytes)
 
 
 def main(which, steps):

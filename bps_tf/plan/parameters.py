@@ -8,10 +8,10 @@ from bps_tf.plan.partitions import MIN_SPREAD_BYTES
 
 @dataclasses.dataclass(frozen=True)
 class Parameters:
-    goodput_fraction: float = 0.957
+    goodput_fraction: float = 0.958
     duplex_fraction: float = 1.0
     drain_slices: float = 1.0
-    message_s: float = 7.2e-6
+    message_s: float = 7.6e-6
     latency_s: float = 5e-6
     slice_bytes: int = 256000
     partition_bytes: int = 4096000
@@ -46,7 +46,7 @@ SOURCES = {
                     "copy has arrived and then cross the server's link once for each machine (not fitted)",
     "message_s": "CPU per message end (a slice's push or its reply, at either host) over bps_tf's TCP transport: "
                  "64 tensors of 4 KB pushed at once on the emulated cluster's unlimited links, times the 2 cores; "
-                 "the median over the validation run's configurations, 4.1-12.0 us "
+                 "the median over the validation run's configurations, 5.7-9.1 us "
                  "(performance/step_model_validation.json; 11.7-23.9 us, median 16.5, in a run of the core before "
                  "its messages got cheaper, docs/performance.md section 7)",
     "latency_s": "one-way network latency between machines; not measurable here (no netem): an RDMA fabric's, assumed",
