@@ -370,12 +370,12 @@ def test_fused_messages_benchmark_counts_fewer_messages_with_fusion():
     done = run_module("benchmarks.fused_messages", "--runs", 1, "--steps", 2, timeout=100)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     lines = [json.loads(line) for line in done.stdout.splitlines()]
-    assert [line["planner"] for line in lines if "planner" in line] == [{"unfused": 222, "fused": 101},
-                                                                          {"unfused": 123, "fused": 2}]
+    assert [line["planner"] for line in lines if "planner" in line] == [{"unfused": 271, "fused": 150},
+                                                                          {"unfused": 124, "fused": 3}]
     runs = [line for line in lines if "planner" not in line]
     assert len(runs) == 2 * 2 * 2  # all and small tensors, fusion off and on, 2 workers
     for line in runs:
-        unfused = 222 if line["tensors"] == 196 else 123
+        unfused = 271 if line["tensors"] == 196 else 124
         assert line["messages_received"] == line["messages_sent"] and line["step_ms"] > 0, line
         assert (line["messages_sent"] == unfused) if line["fusion"] == 0 else (line["messages_sent"] <= unfused), line
 
