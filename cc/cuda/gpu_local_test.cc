@@ -223,7 +223,8 @@ TEST_P(DistributedTest, EveryGpuOfEveryWorkerGetsTheGlobalSum) {
     ASSERT_TRUE(workers.back()->Init().ok());
   }
   for (DataType dtype : test_data::kAllTypes) {
-    for (uint64_t n : {uint64_t(0), uint64_t(1), uint64_t(7), uint64_t(3071), uint64_t(3072), uint64_t(100003)}) {
+    for (uint64_t n : {uint64_t(0), uint64_t(1), uint64_t(7), uint64_t(3071), uint64_t(3072), uint64_t(100003),
+                       uint64_t(600001)}) {  // (above 8 GPUs x 256 KiB of floats: reduce-scattered)
       for (int round = 0; round < 3; ++round) {
         std::string name = std::string(DataTypeName(dtype)) + "/" + std::to_string(n);
         std::vector<std::unique_ptr<DeviceData>> data;
@@ -276,7 +277,8 @@ TEST_P(ProcessPerGpuTest, EveryProcessGetsTheGlobalSum) {
   for (auto& g : groups) ASSERT_NE(g, nullptr);
   EXPECT_EQ(groups[0]->push_pull->options().distributed, machines > 1);
   for (DataType dtype : test_data::kAllTypes) {
-    for (uint64_t n : {uint64_t(0), uint64_t(1), uint64_t(7), uint64_t(3071), uint64_t(3072), uint64_t(100003)}) {
+    for (uint64_t n : {uint64_t(0), uint64_t(1), uint64_t(7), uint64_t(3071), uint64_t(3072), uint64_t(100003),
+                       uint64_t(600001)}) {  // (above 8 GPUs x 256 KiB of floats: reduce-scattered)
       std::string name = std::string(DataTypeName(dtype)) + "/" + std::to_string(n);
       std::vector<std::unique_ptr<DeviceData>> data;
       std::vector<std::promise<Status>> done(processes);

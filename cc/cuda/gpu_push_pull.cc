@@ -203,7 +203,9 @@ Status GpuPushPull::ReduceLocally(const std::shared_ptr<Operation>& op) {
     return Status::OK();
   }
   if (options_.mode == LocalReduceMode::kReduceScatter && n > 1) {
-    const bool whole = op->count * op->element() < static_cast<uint64_t>(n) * kWholeBelowBytesPerGpu;
+    // (One process driving every GPU names chunks on a grid over the whole tensor: nothing to save there.)
+    const bool whole = nccl_->spans_processes() &&
+                       op->count * op->element() < static_cast<uint64_t>(n) * kWholeBelowBytesPerGpu;
     op->scatter_count = whole ? 0 : op->count - op->count % n;
     if (op->scatter_count > 0) BPS_RETURN_IF_ERROR(nccl_->ReduceScatter(spans, op->dtype, op->scatter_count));
     if (op->scatter_count < op->count) {

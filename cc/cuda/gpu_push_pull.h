@@ -39,8 +39,8 @@ enum class LocalReduceMode {
   kReduceToRoot,   // NCCL reduce to GPU 0, one copy stream to the host, NCCL broadcast back
 };
 
-// A tensor whose slice per GPU would be smaller than this is reduced to GPU 0, pushed whole by its process
-// and broadcast back: each slice would cost a server a push and a reply from every machine, and at scale
+// With one process per GPU, a tensor whose slice per GPU would be smaller than this is reduced to GPU 0,
+// pushed whole by its process and broadcast back: each slice would cost a server a push and a reply from every machine, and at scale
 // the servers' messages, not their bytes, bound the step (docs/performance.md section 6); pushed by one
 // process, small tensors also travel fused. Its copies are few bytes, so GPU 0's link hardly notices.
 constexpr uint64_t kWholeBelowBytesPerGpu = 262144;

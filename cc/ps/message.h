@@ -229,6 +229,8 @@ struct FusedBody {
   std::vector<Member> members;
   // More members would not make a message cheaper; a bound on what a peer may ask a receiver to parse.
   static constexpr size_t kMaxMembers = 4096;
+  // A bound on what a peer may make a receiver allocate for one fused message's payload.
+  static constexpr size_t kMaxPayloadBytes = size_t(64) << 20;
   uint64_t payload_bytes() const;
   std::string Encode() const;
   // Checks each member's type (`member_type`) and that the payload sizes add up without overflow.

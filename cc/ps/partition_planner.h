@@ -49,9 +49,11 @@ class PartitionPlanner {
   uint64_t group_bytes() const { return GroupBytes(partition_bytes_, min_spread_bytes_); }
 
   // The most bytes of small tensors grouped on one server, and of a worker's fused message: at least
-  // kMinGroupBytes, as large as a spread piece above it, never more than a partition.
+  // kMinGroupBytes, as large as a spread piece above it, never more than a partition or than a fused
+  // message may carry.
   static uint64_t GroupBytes(uint64_t partition_bytes, uint64_t min_spread_bytes) {
-    return std::min(partition_bytes, std::max(kMinGroupBytes, min_spread_bytes));
+    const uint64_t group = std::min(partition_bytes, std::max(kMinGroupBytes, min_spread_bytes));
+    return std::min<uint64_t>(group, FusedBody::kMaxPayloadBytes);
   }
 
  private:

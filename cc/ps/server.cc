@@ -407,7 +407,7 @@ void Server::HandlePush(PeerId from, const Message& m, void* payload) {
 
 void* Server::FusedInbox(PeerId from, const Message& m, size_t length) {
   auto body = FusedBody::Decode(m.text, MessageType::kPush);
-  if (!body.ok() || body.value().payload_bytes() != length || length > kMaxFusedBytes) return nullptr;
+  if (!body.ok() || body.value().payload_bytes() != length || length > FusedBody::kMaxPayloadBytes) return nullptr;
   {
     std::lock_guard<std::mutex> lock(keys_mu_);
     if (!generation_.RankOf(from)) return nullptr;

@@ -102,9 +102,6 @@ class Server : public MessageHandler {
   std::set<int> JoinedContributors(const KeySpec& spec);
 
   static constexpr double kAbortLingerSeconds = 0.5;
-  // A PUSH_MANY carries small partitions only (a worker fuses up to a planner's group): a bound on what a
-  // peer may make this server allocate for one.
-  static constexpr size_t kMaxFusedBytes = size_t(64) << 20;
   // Address space reserved for keys shared with workers on this host; memory is used only as written.
   static constexpr size_t kSharedArenaBytes = size_t(256) << 30;
 

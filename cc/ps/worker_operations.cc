@@ -388,7 +388,7 @@ void* WorkerOperations::ReplyDestination(PeerId from, const std::string& header,
   auto m = Message::Decode(header);
   if (m.ok() && m.value().type == MessageType::kPullReplyMany) {
     auto body = FusedBody::Decode(m.value().text, MessageType::kPullReply);
-    if (!body.ok() || body.value().payload_bytes() != length || length > (size_t(64) << 20)) return nullptr;
+    if (!body.ok() || body.value().payload_bytes() != length || length > FusedBody::kMaxPayloadBytes) return nullptr;
     return fused_inboxes_.Allocate(from, length);  // null: each member fails, its sum not received
   }
   if (!m.ok() || m.value().type != MessageType::kPullReply) return nullptr;
