@@ -70,8 +70,8 @@ def plan_from(args):
                       colocated=args.colocate, transport=args.transport)
     if args.io_threads < 1:
         raise SystemExit("--io-threads: at least 1 (BYTEPS_TCP_IO_THREADS)")
-    if args.partition_bytes < 1 or args.min_spread_bytes < 1:
-        raise SystemExit("--partition-bytes and --min-spread-bytes: at least 1 byte")
+    if args.partition_bytes < 8 or args.min_spread_bytes < 8:  # as BYTEPS_PARTITION_BYTES and BYTEPS_MIN_SPREAD_BYTES
+        raise SystemExit("--partition-bytes and --min-spread-bytes: at least 8 bytes")
     params = MEASURED.replace(partition_bytes=args.partition_bytes, min_spread_bytes=args.min_spread_bytes,
                               io_threads=args.io_threads)
     tensors = gradients(args)

@@ -38,19 +38,30 @@ def is_whole(nbytes, gpus):
     return gpus > 1 and nbytes < gpus * WHOLE_BELOW_BYTES_PER_GPU
 
 
+def _chunks(nbytes, chunk_bytes, element_bytes):
+    """A GPU push_pull's part cut into chunks of at most chunk_bytes (whole elements), each a tensor of its own
+    for the planner (GpuPushPull::PlanChunks)."""
+    step = max(element_bytes, chunk_bytes // element_bytes * element_bytes)
+    return [min(step, nbytes - at) for at in range(0, nbytes, step)] or [nbytes]
+
+
 def plan_for(cluster, tensor_bytes, params, element_bytes=4):
     """The partition plan of one step: with g GPUs a machine pushes each gradient of g x 256 KiB or more as g
     slices (one per GPU, after NCCL's reduce-scatter; each GPU's process pushes its own) and each smaller
-    one whole from GPU 0's process (after an NCCL reduce to GPU 0), together the gradients once."""
+    one whole from GPU 0's process (after an NCCL reduce to GPU 0), together the gradients once; each part
+    in chunks of a partition, which the planner places as tensors of their own. With one GPU a machine
+    pushes every gradient whole, as a CPU tensor is (the emulated cluster's case)."""
     g = cluster.gpus_per_machine
-    sizes, owners = [], []
-    for b in tensor_bytes:
-        if is_whole(b, g):
-            sizes.append(b)
-            owners.append(0)
-        else:
-            sizes += [max(element_bytes, b // g)] * g
-            owners += range(g)
+    if g == 1:
+        sizes, owners = list(tensor_bytes), [0] * len(tensor_bytes)
+    else:
+        sizes, owners = [], []
+        for b in tensor_bytes:
+            parts = [(b, 0)] if is_whole(b, g) else [(max(element_bytes, b // g), gpu) for gpu in range(g)]
+            for part, owner in parts:
+                chunks = _chunks(part, params.partition_bytes, element_bytes)
+                sizes += chunks
+                owners += [owner] * len(chunks)
     slices = params.slice_bytes if cluster.transport == "tcp" else None
     return partition_plan(sizes, cluster.servers, params.partition_bytes, slices, params.min_spread_bytes,
                           element_bytes, owners)

@@ -64,3 +64,14 @@ def test_a_process_fuses_its_members_of_a_group_in_one_message():
     assert plan([300000, 300000, 10000], 1, 4096000, min_spread_bytes=1 << 20).server_messages == (1,)
     # over TCP a grouped tensor crosses in slices (600,000 bytes: 256,000, 256,000 and 88,000), fused as one
     assert plan([600000], 1, 4096000, 256000, min_spread_bytes=1 << 20).server_messages == (1,)
+
+
+def test_each_gpu_part_is_planned_in_chunks_of_a_partition():
+    # 64 MiB on 8 GPUs, 4,096,000-byte partitions: each GPU's 8 MiB slice in chunks of 4,096,000, 4,096,000
+    # and 196,608 bytes, each a tensor of its own for the planner (GpuPushPull::PlanChunks)
+    params = MEASURED.replace(partition_bytes=4096000)
+    sliced = plan_for(machines(8), [64 << 20], params, element_bytes=2)
+    assert sliced.tensors == 8 * 3 and sliced.owner_bytes == (8 << 20,) * 8
+    assert sliced.total_bytes == 64 << 20
+    # one GPU: the whole gradient as one tensor (a CPU tensor's push_pull)
+    assert plan_for(machines(1), [64 << 20], params, element_bytes=2).tensors == 1
