@@ -47,8 +47,8 @@ SOURCES = {
     "message_s": "CPU per message end (a slice's push or its reply, at either host) over bps_tf's TCP transport: "
                  "64 tensors of 4 KB pushed at once on the emulated cluster's unlimited links, times the 2 cores; "
                  "the median over the validation run's configurations, 5.7-9.1 us "
-                 "(performance/step_model_validation.json; 11.7-23.9 us, median 16.5, in a run of the core before "
-                 "its messages got cheaper, docs/performance.md section 7)",
+                 "(performance/step_model_validation.json; 11.7-23.9 us, median 16.5, with the core of commit 24581e3: "
+                 "docs/performance.md section 7 says what made messages cheaper)",
     "latency_s": "one-way network latency between machines; not measurable here (no netem): an RDMA fabric's, assumed",
     "slice_bytes": "BYTEPS_SLICE_BYTES' default (cc/common/config.h)",
     "partition_bytes": "BYTEPS_PARTITION_BYTES' default",
