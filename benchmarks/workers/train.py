@@ -49,8 +49,8 @@ def send_without_priority():
 
     gather_rows = gather._gather_rows
 
-    def gather_rows_without_priority(rows, before, total, name, priority):
-        return gather_rows(rows, before, total, name, 0)
+    def gather_rows_without_priority(rows, before, total, name, priority, *rest):
+        return gather_rows(rows, before, total, name, 0, *rest)
 
     cross_device_ops.push_pull = gather.push_pull = push_pull_without_priority
     gather._gather_rows = gather_rows_without_priority
