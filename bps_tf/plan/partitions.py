@@ -1,6 +1,7 @@
 """What the scheduler's partition planner (cc/ps/partition_planner.cc) makes of a step's gradients: pieces of
 at most a partition, a tensor of up to servers x partition bytes spread over as many servers as pieces of at
-least min_spread_bytes allow, each piece on the server with the fewest bytes so far, small tensors planned
+least min_spread_bytes allow, each piece on the server with the fewest bytes so far among those the tensor
+has no piece on yet, small tensors planned
 in a row grouped on one server up to a group's bytes (group_bytes; a worker process pushes its ready members
 of a group as one message, whose bytes a worker caps at a group's: WorkerOperations::fused_message_bytes),
 and between machines over TCP each piece in slices."""
@@ -35,11 +36,15 @@ class _Servers:
         self.group_pushes = [0] * servers  # fused pushes of the groups on each server
         self.owner_pushes = {}  # fused pushes of each process
 
-    def place(self, nbytes, small, owner):
+    def place(self, nbytes, small, owner, taken):
         """The server of a piece of nbytes; each process fuses its own members of a group (all its slices
-        over TCP, each smaller than the group) into one message."""
+        over TCP, each smaller than the group) into one message. taken: the servers the tensor has pieces on
+        (every one of them once it has a piece on each)."""
         if not small or self.group_server is None or self.group_used + nbytes > self.group_bytes:
-            least = self.loads.index(min(self.loads))
+            if len(taken) == len(self.loads):
+                taken.clear()
+            least = min((s for s in range(len(self.loads)) if s not in taken), key=lambda s: self.loads[s])
+            taken.add(least)
             if not small:
                 self.loads[least] += nbytes
                 return least
@@ -76,10 +81,11 @@ def plan(tensor_bytes, servers, partition_bytes, slice_bytes=None, min_spread_by
         per_partition = max(1, min(partition_bytes, spread) // element_bytes)
         per_slice = per_partition if not slice_bytes else min(per_partition, max(1, slice_bytes // element_bytes))
         small = elements <= per_partition and elements * element_bytes < placed.group_bytes
+        taken = set()  # the servers that hold a piece of this tensor
         for offset in range(0, elements, per_partition):
             piece = min(per_partition, elements - offset)
             slices = -(-piece // per_slice)
-            server = placed.place(piece * element_bytes, small, owner)
+            server = placed.place(piece * element_bytes, small, owner, taken)
             units[server] += slices
             if not small:
                 large_units[server] += slices

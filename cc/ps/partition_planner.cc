@@ -13,10 +13,16 @@ uint64_t HashName(const std::string& name) {
   return hash;
 }
 
-int PartitionPlanner::PlaceOnServer(uint64_t bytes, bool small) {
+int PartitionPlanner::PlaceOnServer(uint64_t bytes, bool small, std::vector<bool>* taken) {
   if (!small || group_server_ < 0 || group_bytes_used_ + bytes > group_bytes()) {
-    const int least =
-        static_cast<int>(std::min_element(server_bytes_.begin(), server_bytes_.end()) - server_bytes_.begin());
+    // The least loaded server this tensor has no piece on yet (every server, once it has one on each): a
+    // spread tensor's pieces land on distinct servers even where the loads are uneven (a group's server).
+    if (std::find(taken->begin(), taken->end(), false) == taken->end()) taken->assign(taken->size(), false);
+    int least = -1;
+    for (int s = 0; s < static_cast<int>(server_bytes_.size()); ++s) {
+      if (!(*taken)[s] && (least < 0 || server_bytes_[s] < server_bytes_[least])) least = s;
+    }
+    (*taken)[least] = true;
     if (!small) return least;
     group_server_ = least;
     group_bytes_used_ = 0;
@@ -45,9 +51,10 @@ StatusOr<PartitionPlan> PartitionPlanner::Plan(const TensorSpec& spec) {
   const uint64_t base = TensorKeyBase(spec.name);
   const uint64_t partitions = (total + per_partition - 1) / per_partition;
   const bool small = partitions <= 1 && total * element < group_bytes();
+  std::vector<bool> taken(servers, false);  // the servers that hold a piece of this tensor
   for (uint64_t offset = 0, partition = 0; offset < total; offset += per_partition, ++partition) {
     const uint64_t partition_count = std::min(per_partition, total - offset);
-    const int server = PlaceOnServer(partition_count * element, small);
+    const int server = PlaceOnServer(partition_count * element, small, &taken);
     server_bytes_[server] += partition_count * element;
     for (uint64_t at = offset, slice = 0; at < offset + partition_count; at += per_slice, ++slice) {
       Partition p;

@@ -37,7 +37,8 @@ class PartitionPlanner {
         server_bytes_(num_servers, 0) {}
 
   // Partitions of at most partition_bytes (whole elements; smaller so that a tensor spans every server,
-  // down to the min spread), each on the server with the fewest bytes so far, in slices of at most
+  // down to the min spread), each on the server with the fewest bytes so far among those the tensor has
+  // no piece on yet, in slices of at most
   // slice_bytes (0: one slice per partition). A tensor of one partition smaller than group_bytes() joins
   // the server of the small tensors planned just before it while their bytes stay within group_bytes().
   // The plan lists the slices, in tensor order.
@@ -59,7 +60,8 @@ class PartitionPlanner {
  private:
   // The server for the next partition of `bytes`: the open group's for a small tensor with room in it,
   // otherwise the one with the fewest bytes (which opens a new group for a small tensor).
-  int PlaceOnServer(uint64_t bytes, bool small);
+  // `taken`: the servers the tensor has pieces on.
+  int PlaceOnServer(uint64_t bytes, bool small, std::vector<bool>* taken);
 
   size_t partition_bytes_;
   uint64_t min_spread_bytes_;

@@ -49,6 +49,19 @@ TEST(PartitionPlannerTest, ATensorOfOnePartitionSpreadsOverEveryServer) {
   EXPECT_EQ(planner.Plan(TensorSpec{"small", DataType::kFloat32, {1000}}).value().partitions.size(), 1u);
 }
 
+TEST(PartitionPlannerTest, ASpreadTensorsPiecesLandOnDistinctServersWhenLoadsAreUneven) {
+  PartitionPlanner planner(4, 4096000);
+  // Two small tensors share a group on one server: loads 128 KB, 0, 0, 0.
+  for (const char* name : {"a", "b"}) ASSERT_TRUE(planner.Plan(TensorSpec{name, DataType::kFloat32, {16384}}).ok());
+  // 256 KB in 4 pieces of 64 KB: one on each server, the loaded one too (least loaded alone would put
+  // a second piece on a server that has one).
+  auto plan = planner.Plan(TensorSpec{"mid", DataType::kFloat32, {65536}});
+  ASSERT_EQ(plan.value().partitions.size(), 4u);
+  std::set<int> servers;
+  for (const auto& p : plan.value().partitions) servers.insert(p.server);
+  EXPECT_EQ(servers.size(), 4u);
+}
+
 TEST(PartitionPlannerTest, ATensorSpreadsOnlyInPiecesOfAtLeastTheMinimum) {
   PartitionPlanner planner(16, 4096000);
   // 512 KB over 16 servers would be 32 KB pieces: it goes to 8 servers in 64 KB pieces instead.
