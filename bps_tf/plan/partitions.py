@@ -10,6 +10,7 @@ import dataclasses
 
 MIN_SPREAD_BYTES = 65536  # BYTEPS_MIN_SPREAD_BYTES' default (PartitionPlanner::kDefaultMinSpreadBytes)
 MIN_GROUP_BYTES = 262144  # PartitionPlanner::kMinGroupBytes
+MAX_FUSED_BYTES = 64 << 20  # FusedBody::kMaxPayloadBytes: the most a fused message may carry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +62,7 @@ class _Servers:
 def group_bytes(partition_bytes, min_spread_bytes=MIN_SPREAD_BYTES):
     """The most bytes of small tensors grouped on one server, and of a worker's fused message
     (PartitionPlanner::GroupBytes)."""
-    return min(partition_bytes, max(MIN_GROUP_BYTES, min_spread_bytes))
+    return min(partition_bytes, max(MIN_GROUP_BYTES, min_spread_bytes), MAX_FUSED_BYTES)
 
 
 def plan(tensor_bytes, servers, partition_bytes, slice_bytes=None, min_spread_bytes=MIN_SPREAD_BYTES, element_bytes=4,

@@ -59,7 +59,8 @@ class PartitionPlanner {
 
  private:
   // The server for the next partition of `bytes`: the open group's for a small tensor with room in it,
-  // otherwise the one with the fewest bytes (which opens a new group for a small tensor).
+  // otherwise the one with the fewest bytes among those the tensor has no piece on yet (which opens a new
+  // group for a small tensor).
   // `taken`: the servers the tensor has pieces on.
   int PlaceOnServer(uint64_t bytes, bool small, std::vector<bool>* taken);
 
