@@ -70,6 +70,8 @@ class WorkerClient : public MessageHandler {
   void LoadResidual(const Partition& part, Participant me, const float* residual, Done done) {
     operations_.LoadResidual(part, me, residual, std::move(done));
   }
+  // See WorkerOperations::FinishMoves.
+  void FinishMoves() { operations_.FinishMoves(); }
   // Fails requests that have waited longer than BYTEPS_TIMEOUT. Called periodically by the engine.
   void FailExpiredRequests() { operations_.FailExpired(); }
 

@@ -52,58 +52,70 @@ void WorkerOperations::SendPush(const Partition& part, uint32_t round, Participa
     if (on_sent) on_sent();
     return done(failed);
   }
-  const size_t bytes = input == nullptr ? 0 : wire_bytes;
-  SharedPushes::Plan shared =
-      shareable ? shared_->PlanPush(part.server, part.key, bytes, input != nullptr) : SharedPushes::Plan{};
+  OutgoingPush push{part, round, me, dtype, input, output, wire_bytes, input == nullptr ? 0 : wire_bytes, {},
+                    std::move(on_sent), std::move(done), std::move(mover)};
+  if (shareable) push.shared = shared_->PlanPush(part.server, part.key, push.bytes, input != nullptr);
   // A server on this host sums straight from its arena: the data crosses in one memcpy, not the transport.
-  // A mover puts it there from where it is (or stages it for the transport).
-  Status moved;
-  if (mover != nullptr && bytes > 0) {
-    void* to = shared.destination != nullptr ? static_cast<void*>(shared.destination) : const_cast<void*>(input);
-    moved = mover->ToHost(input, to, bytes);
-  } else if (shared.destination != nullptr) {
-    shared_->Copy(shared.destination, input, bytes);
+  // A mover puts it there from where it is (or stages it for the transport), waited for on the thread of
+  // pushes_to_host_: this thread goes on to the next push.
+  if (push.mover != nullptr && push.bytes > 0) {
+    auto moving = std::make_shared<OutgoingPush>(std::move(push));
+    pushes_to_host_.Post([this, moving] {
+      void* to = moving->shared.destination != nullptr ? static_cast<void*>(moving->shared.destination)
+                                                       : const_cast<void*>(moving->input);
+      Status moved = moving->mover->ToHost(moving->input, to, moving->bytes);
+      SendPlanned(std::move(*moving), moved);
+    });
+    return;
   }
+  if (push.shared.destination != nullptr) shared_->Copy(push.shared.destination, input, push.bytes);
+  SendPlanned(std::move(push), Status::OK());
+}
+
+void WorkerOperations::SendPlanned(OutgoingPush push, const Status& moved) {
+  const Partition& part = push.part;
   if (!moved.ok()) {
     // Nothing left: the server's round misses this push and times out, as with a worker that stopped.
-    if (on_sent) on_sent();
-    return done(Status(moved.code(), "moving the push of key " + std::to_string(part.key) + " to the host: " +
-                                         moved.message()));
+    if (push.on_sent) push.on_sent();
+    return push.done(Status(moved.code(), "moving the push of key " + std::to_string(part.key) +
+                                              " to the host: " + moved.message()));
   }
   const PeerId server = servers_->peer(part.server);
   Request r;
-  r.done = std::move(done);
+  r.done = std::move(push.done);
   r.peer = server;
   r.server = part.server;
   r.key = part.key;
-  r.source = input;
-  r.destination = output;
-  r.bytes = wire_bytes;
+  r.source = push.input;
+  r.destination = push.output;
+  r.bytes = push.wire_bytes;
   r.sum = true;
-  r.mover = std::move(mover);
-  r.what = "the sum of round " + std::to_string(round) + " from " + servers_->Name(part.server) +
+  r.mover = std::move(push.mover);
+  r.what = "the sum of round " + std::to_string(push.round) + " from " + servers_->Name(part.server) +
            " (it answers once every worker has pushed)";
   Message m;
   m.type = MessageType::kPush;
-  m.sender = me.index;
-  m.participants = me.count;
+  m.sender = push.me.index;
+  m.participants = push.me.count;
   m.key = part.key;
-  m.round = round;
-  m.dtype = dtype;
+  m.round = push.round;
+  m.dtype = push.dtype;
   m.num_elements = part.count;
-  m.zeros = input == nullptr;
-  m.share = shared.share;
-  m.in_shared = shared.destination != nullptr;
+  m.zeros = push.input == nullptr;
+  m.share = push.shared.share;
+  m.in_shared = push.shared.destination != nullptr;
   const bool payload = !m.zeros && !m.in_shared;
-  r.sending = payload && bytes > 0;
+  r.sending = payload && push.bytes > 0;
   m.request_id = requests_->Track(std::move(r));
   if (m.request_id == 0) {  // answered: the job or the generation failed
-    if (on_sent) on_sent();
+    if (push.on_sent) push.on_sent();
     return;
   }
-  CommunicationCounters::OfProcess().Pushed(bytes, input == nullptr ? 0 : part.count * DataTypeSize(dtype));
+  CommunicationCounters::OfProcess().Pushed(push.bytes,
+                                            push.input == nullptr ? 0 : part.count * DataTypeSize(push.dtype));
   CommunicationCounters::OfProcess().MessageSent(part.server);
-  SendOrFail(server, m, payload ? input : nullptr, payload ? bytes : 0, m.request_id, std::move(on_sent));
+  SendOrFail(server, m, payload ? push.input : nullptr, payload ? push.bytes : 0, m.request_id,
+             std::move(push.on_sent));
 }
 
 bool WorkerOperations::Fusable(const FusedPushes::Push& push) {
@@ -445,6 +457,19 @@ void WorkerOperations::Complete(PeerId from, uint64_t request_id, const Message&
     if (!status.ok()) return r.declare_done(status);
     return r.declare_done(PartitionPlan::Decode(reply.text));
   }
+  if (status.ok() && r.mover != nullptr) {
+    // The copy of the sum to where it goes (a GPU) is waited for on the thread of sums_from_host_, not the
+    // transport's.
+    auto moving = std::make_shared<Request>(std::move(r));
+    auto moving_reply = std::make_shared<Message>(reply);
+    return sums_from_host_.Post(
+        [this, moving, moving_reply] { TakeSum(*moving, *moving_reply, Status::OK(), nullptr, 0); });
+  }
+  TakeSum(r, reply, status, fused_sum, fused_bytes);
+}
+
+void WorkerOperations::TakeSum(Request& r, const Message& reply, Status status, const char* fused_sum,
+                               size_t fused_bytes) {
   if (status.ok() && fused_sum != nullptr && !reply.zeros && !reply.echo) {
     if (fused_bytes != r.bytes) {
       status = Internal("a fused reply carried " + std::to_string(fused_bytes) + " bytes for a sum of " +

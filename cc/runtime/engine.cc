@@ -434,6 +434,7 @@ StatusOr<int> Engine::Finish(bool joined) {
       BPS_LOG(Warning) << "shutting down with " << active_operations_ << " push_pulls unfinished";
     }
   }
+  client_->FinishMoves();  // no GPU copy's callback may come after this engine
   StatusOr<int> finished = client_->EndGeneration(joined);
   if (watchdog_) watchdog_->Stop();
   if (owned_transport_) owned_transport_->Shutdown(1);
