@@ -15,5 +15,5 @@ libdir=$(pkg-config --variable=libdir ucx)
 for lib in libucp.so.0 libuct.so.0 libucs.so.0 libucm.so.0; do cp -L "$libdir/$lib" "$bundle/lib/"; done
 cp -L "$(ldconfig -p | awk '/libnuma.so.1 / {print $NF; exit}')" "$bundle/lib/"
 cp -L "$libdir"/ucx/libuct_cma.so.0 "$bundle/lib/ucx/"
-cp scripts/gpu_check.sh "$bundle/"
+cp scripts/gpu_check.sh scripts/gpu_trace_bench.sh "$bundle/"
 du -sh "$bundle"
