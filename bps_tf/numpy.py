@@ -24,6 +24,8 @@ SUPPORTED_DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64
 class Handle:
     """An asynchronous push_pull in flight; pass it to synchronize()."""
 
+    __slots__ = ("_handle", "_input", "output", "_divisor")
+
     def __init__(self, handle, input_array, output_array, divisor):
         self._handle = handle
         self._input = input_array  # kept alive: the core reads and writes them until completion
@@ -34,16 +36,31 @@ class Handle:
         return _core.poll(self._handle)
 
 
-def _check_array(array, name):
-    if not isinstance(name, str) or not name:
-        raise ValueError("push_pull needs a non-empty string name that is the same on every worker")
-    array = np.asarray(array, order="C")  # (ascontiguousarray would turn scalars into 1-d arrays)
-    if array.dtype.name not in SUPPORTED_DTYPES:
-        raise ValueError(
-            f"push_pull of '{name}': unsupported dtype {array.dtype.name}; "
-            f"supported: {', '.join(SUPPORTED_DTYPES)}"
-        )
-    return array
+def _dtype_names():
+    """NumPy dtype -> the core's name for it, for the supported dtypes NumPy knows here."""
+    names = {}
+    for name in SUPPORTED_DTYPES:
+        try:
+            names[np.dtype(name)] = name
+        except TypeError:  # bfloat16 exists once ml_dtypes (which TensorFlow installs) is imported
+            pass
+    return names
+
+
+_DTYPE_NAMES = _dtype_names()
+
+
+def _dtype_name(dtype, name):
+    """The core's name of `dtype` (a push_pull's, looked up once per dtype: reading a dtype's name costs
+    more than the rest of a small push_pull's Python)."""
+    known = _DTYPE_NAMES.get(dtype)
+    if known is None:
+        known = dtype.name
+        if known not in SUPPORTED_DTYPES:
+            raise ValueError(f"push_pull of '{name}': unsupported dtype {known}; "
+                             f"supported: {', '.join(SUPPORTED_DTYPES)}")
+        _DTYPE_NAMES[dtype] = known
+    return known
 
 
 REDUCE_OPS = ("sum", "min", "max", "product", "weights")
@@ -59,24 +76,29 @@ def push_pull_async(array, name, average=True, priority=0, out=None, op="sum", p
     size() - b workers' arrays, and average=False returns their sum times size() / (size() - b), so that the
     average is their mean (docs/strategy.md, "Backup workers").
     """
-    array = _check_array(array, name)
+    if not isinstance(name, str) or not name:
+        raise ValueError("push_pull needs a non-empty string name that is the same on every worker")
+    array = np.asarray(array, order="C")  # (ascontiguousarray would turn scalars into 1-d arrays)
+    dtype = _dtype_name(array.dtype, name)
     if op not in REDUCE_OPS:
         raise ValueError(f"push_pull of '{name}': op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
-    if average and op != "sum":
-        raise ValueError(f"push_pull of '{name}': average=True is a sum divided by the number of workers; "
-                         f"op={op!r} needs average=False")
-    if average and array.dtype.kind != "f" and array.dtype.name != "bfloat16":
-        raise ValueError(f"push_pull of '{name}': average=True needs a floating dtype, got {array.dtype.name}; "
-                         "pass average=False for the sum")
-    output = np.empty_like(array) if out is None else out
-    if output.shape != array.shape or output.dtype != array.dtype or not output.flags.c_contiguous:
-        raise ValueError(f"push_pull of '{name}': out must be a C-contiguous array like the input")
-    if not output.flags.writeable:
-        raise ValueError(f"push_pull of '{name}': out is read-only; pass a writable array (or none)")
-    handle = _core.push_pull_async(
-        array.ctypes.data, output.ctypes.data, array.dtype.name, list(array.shape), name, int(priority), op,
-        [int(r) for r in process_set], bool(backups),
-    )
+    if average:
+        if op != "sum":
+            raise ValueError(f"push_pull of '{name}': average=True is a sum divided by the number of workers; "
+                             f"op={op!r} needs average=False")
+        if dtype.startswith("int"):
+            raise ValueError(f"push_pull of '{name}': average=True needs a floating dtype, got {dtype}; "
+                             "pass average=False for the sum")
+    if out is None:
+        output = np.empty_like(array)
+    else:
+        output = out
+        if (output.shape != array.shape or output.dtype != array.dtype or not output.flags.c_contiguous):
+            raise ValueError(f"push_pull of '{name}': out must be a C-contiguous array like the input")
+        if not output.flags.writeable:
+            raise ValueError(f"push_pull of '{name}': out is read-only; pass a writable array (or none)")
+    handle = _core.push_pull_async(array, output, dtype, name, int(priority), op,
+                                   [int(r) for r in process_set] if process_set else [], bool(backups))
     return Handle(handle, array, output, (len(process_set) or size()) if average else None)
 
 

@@ -1,6 +1,7 @@
 // bps_tf._core: the framework-neutral Python door to the core. Arrays travel as raw addresses; the
 // Python wrapper (bps_tf/numpy.py) keeps them alive until their push_pull completes.
 
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -50,9 +51,11 @@ DataType ParseDtype(const std::string& name) {
                         "': push_pull supports float16, bfloat16, float32, float64, int32 and int64");
 }
 
-int64_t PushPullAsync(uintptr_t input, uintptr_t output, const std::string& dtype, std::vector<int64_t> shape,
-                      const std::string& name, int priority, const std::string& op,
-                      std::vector<int32_t> process_set, bool backups) {
+// `input` and `output`: C-contiguous arrays of one shape and of `dtype` (bps_tf/numpy.py checks them); the
+// caller keeps them alive until the handle completes. Taken as arrays, not addresses: reading an array's
+// address in Python costs more than the rest of a small push_pull's call.
+int64_t PushPullAsync(const py::array& input, py::array& output, const std::string& dtype, const std::string& name,
+                      int priority, const std::string& op, std::vector<int32_t> process_set, bool backups) {
   std::shared_ptr<Engine> engine = RequireEngine();
   if (name.empty()) throw py::value_error("push_pull needs a non-empty tensor name");
   ReduceOp reduce_op;
@@ -63,9 +66,9 @@ int64_t PushPullAsync(uintptr_t input, uintptr_t output, const std::string& dtyp
   PushPullRequest request;
   request.name = name;
   request.dtype = ParseDtype(dtype);
-  request.shape = std::move(shape);
-  request.input = reinterpret_cast<const void*>(input);
-  request.output = reinterpret_cast<void*>(output);
+  request.shape.assign(input.shape(), input.shape() + input.ndim());
+  request.input = input.data();
+  request.output = output.mutable_data();
   request.priority = priority;
   request.op = reduce_op;
   request.members = std::move(process_set);
@@ -276,7 +279,7 @@ PYBIND11_MODULE(_core, m) {
     if (!s.ok()) throw std::runtime_error(s.message());
   });
   m.def("push_pull_async", &PushPullAsync, py::arg("input"), py::arg("output"), py::arg("dtype"),
-        py::arg("shape"), py::arg("name"), py::arg("priority") = 0, py::arg("op") = "sum",
+        py::arg("name"), py::arg("priority") = 0, py::arg("op") = "sum",
         py::arg("process_set") = std::vector<int32_t>(), py::arg("backups") = false);
   m.def("poll", &Poll);
   m.def("wait", &Wait);
