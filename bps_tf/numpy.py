@@ -98,7 +98,7 @@ def push_pull_async(array, name, average=True, priority=0, out=None, op="sum", p
         if not output.flags.writeable:
             raise ValueError(f"push_pull of '{name}': out is read-only; pass a writable array (or none)")
     handle = _core.push_pull_async(array, output, dtype, name, int(priority), op,
-                                   [int(r) for r in process_set] if process_set else [], bool(backups))
+                                   [int(r) for r in process_set], bool(backups))
     return Handle(handle, array, output, (len(process_set) or size()) if average else None)
 
 

@@ -52,27 +52,32 @@ void WorkerOperations::SendPush(const Partition& part, uint32_t round, Participa
     if (on_sent) on_sent();
     return done(failed);
   }
-  OutgoingPush push{part, round, me, dtype, input, output, wire_bytes, input == nullptr ? 0 : wire_bytes, {},
-                    std::move(on_sent), std::move(done), std::move(mover)};
-  if (shareable) push.shared = shared_->PlanPush(part.server, part.key, push.bytes, input != nullptr);
+  OutgoingPush out{FusedPushes::Push{part, round, me, dtype, input, output, std::move(on_sent), std::move(done)},
+                   wire_bytes, input == nullptr ? 0 : wire_bytes, {}, std::move(mover)};
+  if (shareable) out.shared = shared_->PlanPush(part.server, part.key, out.bytes, input != nullptr);
   // A server on this host sums straight from its arena: the data crosses in one memcpy, not the transport.
   // A mover puts it there from where it is (or stages it for the transport), waited for on the thread of
   // pushes_to_host_: this thread goes on to the next push.
-  if (push.mover != nullptr && push.bytes > 0) {
-    auto moving = std::make_shared<OutgoingPush>(std::move(push));
-    pushes_to_host_.Post([this, moving] {
-      void* to = moving->shared.destination != nullptr ? static_cast<void*>(moving->shared.destination)
-                                                       : const_cast<void*>(moving->input);
-      Status moved = moving->mover->ToHost(moving->input, to, moving->bytes);
+  if (out.mover != nullptr && out.bytes > 0) {
+    auto moving = std::make_shared<OutgoingPush>(std::move(out));
+    pushes_to_host_.Post([this, moving, generation = requests_->generations()] {
+      // A generation that broke meanwhile planned this push: its arena place may be another's now.
+      Status moved = GenerationStands(generation);
+      if (moved.ok()) {
+        void* to = moving->shared.destination != nullptr ? static_cast<void*>(moving->shared.destination)
+                                                         : const_cast<void*>(moving->push.input);
+        moved = moving->mover->ToHost(moving->push.input, to, moving->bytes);
+      }
       SendPlanned(std::move(*moving), moved);
     });
     return;
   }
-  if (push.shared.destination != nullptr) shared_->Copy(push.shared.destination, input, push.bytes);
-  SendPlanned(std::move(push), Status::OK());
+  if (out.shared.destination != nullptr) shared_->Copy(out.shared.destination, input, out.bytes);
+  SendPlanned(std::move(out), Status::OK());
 }
 
-void WorkerOperations::SendPlanned(OutgoingPush push, const Status& moved) {
+void WorkerOperations::SendPlanned(OutgoingPush out, const Status& moved) {
+  FusedPushes::Push& push = out.push;
   const Partition& part = push.part;
   if (!moved.ok()) {
     // Nothing left: the server's round misses this push and times out, as with a worker that stopped.
@@ -88,9 +93,9 @@ void WorkerOperations::SendPlanned(OutgoingPush push, const Status& moved) {
   r.key = part.key;
   r.source = push.input;
   r.destination = push.output;
-  r.bytes = push.wire_bytes;
+  r.bytes = out.wire_bytes;
   r.sum = true;
-  r.mover = std::move(push.mover);
+  r.mover = std::move(out.mover);
   r.what = "the sum of round " + std::to_string(push.round) + " from " + servers_->Name(part.server) +
            " (it answers once every worker has pushed)";
   Message m;
@@ -102,19 +107,19 @@ void WorkerOperations::SendPlanned(OutgoingPush push, const Status& moved) {
   m.dtype = push.dtype;
   m.num_elements = part.count;
   m.zeros = push.input == nullptr;
-  m.share = push.shared.share;
-  m.in_shared = push.shared.destination != nullptr;
+  m.share = out.shared.share;
+  m.in_shared = out.shared.destination != nullptr;
   const bool payload = !m.zeros && !m.in_shared;
-  r.sending = payload && push.bytes > 0;
+  r.sending = payload && out.bytes > 0;
   m.request_id = requests_->Track(std::move(r));
   if (m.request_id == 0) {  // answered: the job or the generation failed
     if (push.on_sent) push.on_sent();
     return;
   }
-  CommunicationCounters::OfProcess().Pushed(push.bytes,
+  CommunicationCounters::OfProcess().Pushed(out.bytes,
                                             push.input == nullptr ? 0 : part.count * DataTypeSize(push.dtype));
   CommunicationCounters::OfProcess().MessageSent(part.server);
-  SendOrFail(server, m, payload ? push.input : nullptr, payload ? push.bytes : 0, m.request_id,
+  SendOrFail(server, m, payload ? push.input : nullptr, payload ? out.bytes : 0, m.request_id,
              std::move(push.on_sent));
 }
 
@@ -457,13 +462,14 @@ void WorkerOperations::Complete(PeerId from, uint64_t request_id, const Message&
     if (!status.ok()) return r.declare_done(status);
     return r.declare_done(PartitionPlan::Decode(reply.text));
   }
-  if (status.ok() && r.mover != nullptr) {
+  if (status.ok() && r.mover != nullptr && fused_sum == nullptr) {
     // The copy of the sum to where it goes (a GPU) is waited for on the thread of sums_from_host_, not the
-    // transport's.
+    // transport's. A generation that broke meanwhile leaves the reply untaken: its arena offsets are void.
     auto moving = std::make_shared<Request>(std::move(r));
     auto moving_reply = std::make_shared<Message>(reply);
-    return sums_from_host_.Post(
-        [this, moving, moving_reply] { TakeSum(*moving, *moving_reply, Status::OK(), nullptr, 0); });
+    return sums_from_host_.Post([this, moving, moving_reply, generation = requests_->generations()] {
+      TakeSum(*moving, *moving_reply, GenerationStands(generation), nullptr, 0);
+    });
   }
   TakeSum(r, reply, status, fused_sum, fused_bytes);
 }
@@ -502,6 +508,13 @@ void WorkerOperations::TakeSum(Request& r, const Message& reply, Status status, 
     }
   }
   r.done(status);
+}
+
+Status WorkerOperations::GenerationStands(uint64_t generation) const {
+  Status refused = requests_->refusal();
+  if (!refused.ok()) return refused;
+  if (requests_->generations() != generation) return Aborted("the job's generation changed during a GPU copy");
+  return Status::OK();
 }
 
 Status WorkerOperations::MoveSum(const Request& r, const Message& reply, bool from_arena) {

@@ -70,8 +70,9 @@ class WorkerOperations {
   // is in `output`. With `fused`, the push waits there for SendFused instead of leaving at once.
   // With a `mover`, `input` and `output` are staging addresses standing for the data (DataMover): the push
   // is moved by it straight into a same-host server's arena, or staged at `input` before it is sent, and
-  // the sum moved from the arena, or from `output` where it arrived; such a push is never fused, and its
-  // copies and callbacks run on a thread of its own (FinishMoves).
+  // the sum moved from the arena, or from `output` where it arrived; such a push is never fused. Its copies
+  // are waited for on threads of the worker's own, one each way (FinishMoves), and what follows a copy (the
+  // send, `done`) runs there too.
   void PushPull(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input, void* output,
                 std::function<void()> on_sent, Done done, FusedPushes* fused = nullptr,
                 std::shared_ptr<DataMover> mover = nullptr);
@@ -150,20 +151,15 @@ class WorkerOperations {
                 std::shared_ptr<DataMover> mover = nullptr);
   // A push whose place is planned (and, with a mover, whose bytes are there unless `moved` failed): sent.
   struct OutgoingPush {
-    Partition part;
-    uint32_t round;
-    Participant me;
-    DataType dtype;
-    const void* input;
-    void* output;
+    FusedPushes::Push push;
     size_t wire_bytes;
     size_t bytes;  // what leaves (0 for zeros)
     SharedPushes::Plan shared;
-    std::function<void()> on_sent;
-    Done done;
     std::shared_ptr<DataMover> mover;
   };
-  void SendPlanned(OutgoingPush push, const Status& moved);
+  void SendPlanned(OutgoingPush out, const Status& moved);
+  // OK while the job stands and is in the generation `generation` (RequestTable::generations()), else why not.
+  Status GenerationStands(uint64_t generation) const;
   // The rest of Complete once the reply is known to be `r`'s: its sum to where it goes, then `r.done`.
   void TakeSum(Request& r, const Message& reply, Status status, const char* fused_sum, size_t fused_bytes);
   // A mover's part of a reply that succeeded: the sum (in `r.destination`, or in the arena when

@@ -1,5 +1,5 @@
-// bps_tf._core: the framework-neutral Python door to the core. Arrays travel as raw addresses; the
-// Python wrapper (bps_tf/numpy.py) keeps them alive until their push_pull completes.
+// bps_tf._core: the framework-neutral Python door to the core. NumPy arrays come in as arrays (their
+// addresses read here); the Python wrapper (bps_tf/numpy.py) keeps them alive until their push_pull completes.
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>

@@ -434,10 +434,11 @@ StatusOr<int> Engine::Finish(bool joined) {
       BPS_LOG(Warning) << "shutting down with " << active_operations_ << " push_pulls unfinished";
     }
   }
-  client_->FinishMoves();  // no GPU copy's callback may come after this engine
+  client_->FinishMoves();  // the GPU copies under way, and their callbacks into this engine
   StatusOr<int> finished = client_->EndGeneration(joined);
   if (watchdog_) watchdog_->Stop();
   if (owned_transport_) owned_transport_->Shutdown(1);
+  client_->FinishMoves();  // what a late reply handed them before the transport stopped
   return finished;
 }
 
