@@ -370,14 +370,16 @@ void WorkerOperations::SendResidual(MessageType type, const Partition& part, Par
 
 void WorkerOperations::SendOrFail(PeerId to, const Message& m, const void* payload, size_t bytes,
                                   uint64_t request_id, std::function<void()> on_sent) {
-  transport_->Send(to, m.Encode(), payload, bytes, [this, request_id, on_sent](const Status& sent) {
-    if (on_sent) on_sent();
-    requests_->Sent(request_id);
-    if (sent.ok()) return;
-    Message failed;
-    failed.set_status(sent);
-    Complete(-1, request_id, failed);
-  });
+  // (on_sent moved, not copied: what it captures, a tensor's name, would be copied for every push.)
+  transport_->Send(to, m.Encode(), payload, bytes,
+                   [this, request_id, on_sent = std::move(on_sent)](const Status& sent) {
+                     if (on_sent) on_sent();
+                     requests_->Sent(request_id);
+                     if (sent.ok()) return;
+                     Message failed;
+                     failed.set_status(sent);
+                     Complete(-1, request_id, failed);
+                   });
 }
 
 // The scheduler and the servers time out what they wait for after BYTEPS_TIMEOUT and say who is missing;
