@@ -1,15 +1,42 @@
 #include "cc/cuda/gpu_data_mover.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <utility>
 
+#include "cc/common/clock.h"
 #include "cc/cuda/cuda_status.h"
 #include "cc/cuda/host_registry.h"
 
 namespace bps {
 namespace cuda {
+namespace {
+
+// Waits until `stream` has run everything queued on it, or `deadline` passes (cudaStreamSynchronize has no
+// timeout). Polls without sleeping for the first 2 ms, which covers a chunk's copy, then every 100 us.
+Status AwaitStream(cudaStream_t stream, const Deadline& deadline, double timeout_s) {
+  const double spin_until = NowSeconds() + 0.002;
+  while (true) {
+    const cudaError_t state = cudaStreamQuery(stream);
+    if (state == cudaSuccess) return Status::OK();
+    if (state != cudaErrorNotReady) return CudaStatus(state, "cudaStreamQuery");
+    if (deadline.expired()) {
+      return DeadlineExceeded("a copy between a GPU and host memory did not finish within BYTEPS_TIMEOUT=" +
+                              std::to_string(timeout_s) +
+                              " s: the GPU is hung or far too busy (nvidia-smi shows its state)");
+    }
+    if (NowSeconds() < spin_until) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+}
+
+}  // namespace
 
 CopyStreams::~CopyStreams() {
   for (auto& [device, stream] : all_) {
@@ -41,8 +68,8 @@ void CopyStreams::Give(int device, cudaStream_t stream) {
 }
 
 GpuDataMover::GpuDataMover(std::shared_ptr<CopyStreams> streams, char* staging, size_t element,
-                           std::vector<DeviceRun> runs)
-    : streams_(std::move(streams)), staging_(staging), element_(element), runs_([&] {
+                           std::vector<DeviceRun> runs, double timeout_s)
+    : streams_(std::move(streams)), staging_(staging), element_(element), timeout_s_(timeout_s), runs_([&] {
         std::sort(runs.begin(), runs.end(), [](const DeviceRun& a, const DeviceRun& b) { return a.offset < b.offset; });
         return std::move(runs);
       }()) {}
@@ -115,11 +142,13 @@ Status GpuDataMover::Copy(const char* staged, char* host, size_t bytes, bool to_
     if (!status.ok()) break;
   }
   // Every stream that took a copy is waited for, also after a failure: none may still write when we return.
+  // One that outlives the timeout is not reused (it may still write) and fails the copy, so the job fails.
+  const Deadline deadline(timeout_s_);
   for (auto& [device, stream] : used) {
     cudaSetDevice(device);
-    Status synced = CudaStatus(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    Status synced = AwaitStream(stream, deadline, timeout_s_);
     if (status.ok()) status = synced;
-    streams_->Give(device, stream);
+    if (synced.code() != Code::kDeadlineExceeded) streams_->Give(device, stream);
   }
   if (status.ok() && covered != end - begin) {
     return Internal("a GPU copy was asked for " + std::to_string(end - begin) + " elements at " +

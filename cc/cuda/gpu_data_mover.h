@@ -2,7 +2,7 @@
 // tensor's pinned staging, and this copies the GPU memory they stand for straight to the host destination
 // (a same-host server's arena, registered with CUDA once: HostRegistry) or into the staging itself (for
 // the transport), and sums back. Each copy runs on a non-blocking stream of a small per-device pool and is
-// waited for, so the calls block: never call them from CUDA's host-callback thread.
+// waited for (up to a timeout), so the calls block: never call them from CUDA's host-callback thread.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -47,8 +47,9 @@ struct DeviceRun {
 class GpuDataMover : public DataMover {
  public:
   // `staging` (pinned) stands for the tensor: element i of the tensor at staging + i * element, for the
-  // elements of `runs` (disjoint).
-  GpuDataMover(std::shared_ptr<CopyStreams> streams, char* staging, size_t element, std::vector<DeviceRun> runs);
+  // elements of `runs` (disjoint). A copy not done within `timeout_s` (BYTEPS_TIMEOUT) fails.
+  GpuDataMover(std::shared_ptr<CopyStreams> streams, char* staging, size_t element, std::vector<DeviceRun> runs,
+               double timeout_s);
 
   Status ToHost(const void* staged, void* host, size_t bytes) override;
   Status FromHost(void* staged, const void* host, size_t bytes) override;
@@ -61,6 +62,7 @@ class GpuDataMover : public DataMover {
   const std::shared_ptr<CopyStreams> streams_;
   char* const staging_;
   const size_t element_;
+  const double timeout_s_;
   const std::vector<DeviceRun> runs_;  // by offset
 };
 

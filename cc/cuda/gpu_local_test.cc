@@ -7,6 +7,7 @@
 #include <cstring>
 #include <future>
 
+#include "cc/common/clock.h"
 #include "cc/common/shared_arena.h"
 #include "cc/cuda/cuda_status.h"
 #include "cc/cuda/gpu_data_mover.h"
@@ -14,6 +15,7 @@
 #include "cc/cuda/host_registry.h"
 #include "cc/cuda/local_nccl.h"
 #include "cc/cuda/process_gpu.h"
+#include "cc/cuda/test_kernels.h"
 #include "cc/reducer/test_data.h"
 #include "cc/runtime/local_job_testing.h"
 
@@ -165,7 +167,7 @@ TEST(GpuDataMoverTest, CopiesBetweenTheGpuAndAnArenaBlockOrTheStaging) {
   char* staging = nullptr;
   ASSERT_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&staging), bytes, cudaHostAllocDefault));
   GpuDataMover mover(std::make_shared<CopyStreams>(), staging, sizeof(float),
-                     {DeviceRun{0, static_cast<char*>(device), 0, n}});
+                     {DeviceRun{0, static_cast<char*>(device), 0, n}}, /*timeout_s=*/60);
 
   // A page in the middle registered first (as by a neighbouring block's copy): the block's copy spans three
   // registrations, which CUDA takes only one at a time.
@@ -198,6 +200,53 @@ TEST(GpuDataMoverTest, CopiesBetweenTheGpuAndAnArenaBlockOrTheStaging) {
   cudaFreeHost(staging);
   cudaFree(device);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+// A copy the GPU does not finish within the timeout fails with DeadlineExceeded instead of blocking (the
+// engine's thread, and shutdown, would wait for it); its stream, still busy, is not used again.
+TEST(GpuDataMoverTest, ACopyThatDoesNotFinishInTimeFails) {
+  if (GpuCount() < 1) GTEST_SKIP() << "needs a GPU";
+  ASSERT_CUDA(cudaSetDevice(0));
+  const size_t bytes = 1 << 20;
+  void* device = nullptr;
+  ASSERT_CUDA(cudaMalloc(&device, bytes));
+  char* staging = nullptr;
+  ASSERT_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&staging), bytes, cudaHostAllocDefault));
+  int* release = nullptr;
+  ASSERT_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&release), sizeof(int), cudaHostAllocMapped));
+  *release = 0;
+  int* release_on_gpu = nullptr;
+  ASSERT_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&release_on_gpu), release, 0));
+
+  auto streams = std::make_shared<CopyStreams>();
+  auto held = streams->Take(0);  // the stream the mover's copy will get, held by a kernel that spins
+  ASSERT_TRUE(held.ok());
+  ASSERT_CUDA(LaunchSpinUntilReleased(release_on_gpu, held.value()));
+  streams->Give(0, held.value());
+  GpuDataMover mover(streams, staging, sizeof(float), {DeviceRun{0, static_cast<char*>(device), 0, bytes / 4}},
+                     /*timeout_s=*/0.5);
+  const double start = NowSeconds();
+  Status copied = mover.ToHost(staging, staging, bytes);
+  const double waited = NowSeconds() - start;
+  EXPECT_EQ(copied.code(), Code::kDeadlineExceeded) << copied.ToString();
+  EXPECT_NE(copied.message().find("BYTEPS_TIMEOUT"), std::string::npos) << copied.message();
+  EXPECT_GE(waited, 0.5);
+  EXPECT_LT(waited, 5.0);
+
+  auto next = streams->Take(0);
+  ASSERT_TRUE(next.ok());
+  EXPECT_NE(next.value(), held.value()) << "the stream that timed out is not handed out again";
+  streams->Give(0, next.value());
+  std::memset(staging, 0, bytes);
+  ASSERT_CUDA(cudaMemset(device, 7, bytes));
+  EXPECT_TRUE(mover.ToHost(staging, staging, bytes).ok()) << "later copies use another stream";
+  EXPECT_EQ(static_cast<unsigned char>(staging[bytes - 1]), 7);
+
+  *release = 1;  // the spinning kernel ends
+  ASSERT_CUDA(cudaDeviceSynchronize());
+  cudaFreeHost(release);
+  cudaFreeHost(staging);
+  cudaFree(device);
 }
 
 // Two workers (threads with their own engines) each driving `gpus` GPUs, through a real server on this host:

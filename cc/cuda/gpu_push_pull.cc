@@ -305,7 +305,8 @@ Status GpuPushPull::EnqueueWhenReduced(const std::shared_ptr<Operation>& op) {
       holds[piece.member] = true;
     }
   }
-  op->mover = std::make_shared<GpuDataMover>(copy_streams_, op->pinned, op->element(), std::move(runs));
+  op->mover = std::make_shared<GpuDataMover>(copy_streams_, op->pinned, op->element(), std::move(runs),
+                                             engine_->config().timeout_s);
   op->reduced_pending = static_cast<int>(std::count(holds.begin(), holds.end(), true));
   for (size_t i = 0; i < holds.size(); ++i) {
     if (!holds[i]) continue;

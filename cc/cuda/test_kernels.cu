@@ -41,6 +41,12 @@ __global__ void CountMismatches(const T* data, uint64_t count, int ranks, unsign
   if (local) atomicAdd(mismatches, local);
 }
 
+// Holds its stream until the host sets *release (mapped pinned memory): a GPU that seems hung.
+__global__ void SpinUntilReleased(const volatile int* release) {
+  while (*release == 0) {
+  }
+}
+
 constexpr int kThreads = 256;
 constexpr int kBlocks = 1024;
 
@@ -83,6 +89,11 @@ cudaError_t LaunchFill(DataType dtype, void* data, uint64_t count, int rank, cud
 cudaError_t LaunchCountMismatches(DataType dtype, const void* data, uint64_t count, int ranks,
                                   unsigned long long* mismatches, cudaStream_t stream) {
   return Dispatch<CheckLauncher>(dtype, data, count, ranks, mismatches, stream);
+}
+
+cudaError_t LaunchSpinUntilReleased(const volatile int* release, cudaStream_t stream) {
+  SpinUntilReleased<<<1, 1, 0, stream>>>(release);
+  return cudaGetLastError();
 }
 
 }  // namespace cuda

@@ -17,5 +17,8 @@ cudaError_t LaunchFill(DataType dtype, void* data, uint64_t count, int rank, cud
 cudaError_t LaunchCountMismatches(DataType dtype, const void* data, uint64_t count, int ranks,
                                   unsigned long long* mismatches, cudaStream_t stream);
 
+// Occupies `stream` until the host sets *release (`release`: the device address of mapped pinned memory).
+cudaError_t LaunchSpinUntilReleased(const volatile int* release, cudaStream_t stream);
+
 }  // namespace cuda
 }  // namespace bps
