@@ -55,6 +55,9 @@ def _dtype_name(dtype, name):
     more than the rest of a small push_pull's Python)."""
     known = _DTYPE_NAMES.get(dtype)
     if known is None:
+        if not dtype.isnative:  # its name is the native dtype's, its bytes are not
+            raise ValueError(f"push_pull of '{name}': the array's byte order ({dtype.str}) is not this machine's; "
+                             "pass array.astype(array.dtype.newbyteorder('='))")
         known = dtype.name
         if known not in SUPPORTED_DTYPES:
             raise ValueError(f"push_pull of '{name}': unsupported dtype {known}; "

@@ -25,6 +25,8 @@ def test_a_read_only_out_array_is_refused():
 
 @pytest.mark.parametrize("array, name, message", [
     (np.ones(3, np.int8), "x", "unsupported dtype int8"),
+    (np.ones(3, np.dtype(np.float32).newbyteorder()), "x", "byte order"),
+    (np.ones(3, np.dtype(np.float32).newbyteorder()), "x", "byte order"),  # not cached as float32 either
     (np.ones(3, np.float32), "", "non-empty string name"),
     (np.ones(3, np.int32), "x", "average=True needs a floating dtype"),
 ])
