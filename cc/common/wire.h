@@ -14,6 +14,10 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire format is lit
 
 class WireWriter {
  public:
+  WireWriter() = default;
+  // `bytes`: what will be put, allocated at once (growing piece by piece reallocates several times).
+  explicit WireWriter(size_t bytes) { out_.reserve(bytes); }
+
   template <typename T>
   void Put(T value) {
     static_assert(std::is_trivially_copyable<T>::value, "plain values only");

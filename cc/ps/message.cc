@@ -46,7 +46,7 @@ const char* MessageTypeName(MessageType type) {
 }
 
 std::string Message::Encode() const {
-  WireWriter w;
+  WireWriter w(kFixedEncodedBytes + text.size());
   w.Put<uint32_t>(kMagic);
   w.Put<uint8_t>(static_cast<uint8_t>(type));
   w.Put<int32_t>(sender);

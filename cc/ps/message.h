@@ -107,6 +107,8 @@ struct Message {
     text = s.message();
   }
 
+  // The encoding's bytes besides `text`: what Encode allocates at once.
+  static constexpr size_t kFixedEncodedBytes = 80;
   std::string Encode() const;
   static StatusOr<Message> Decode(const std::string& bytes);
 };

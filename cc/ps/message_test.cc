@@ -45,6 +45,14 @@ TEST(MessageTest, RoundTrips) {
   EXPECT_EQ(back.value().text, "slow");
 }
 
+// Encode allocates its header once, for the fixed fields and the text (a field added must be counted).
+TEST(MessageTest, EncodingIsTheFixedBytesAndTheText) {
+  Message m;
+  EXPECT_EQ(m.Encode().size(), Message::kFixedEncodedBytes);
+  m.text = "a text";
+  EXPECT_EQ(m.Encode().size(), Message::kFixedEncodedBytes + 6);
+}
+
 TEST(MessageTest, RejectsGarbageAndTruncation) {
   EXPECT_FALSE(Message::Decode("").ok());
   EXPECT_FALSE(Message::Decode("hello world, this is not ours").ok());

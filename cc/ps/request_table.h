@@ -38,7 +38,12 @@ struct Request {
   // Moves the sum from the host to where `destination` stands for (a GPU tensor); null: it is there.
   std::shared_ptr<DataMover> mover;
   double started = 0;
-  std::string what;  // names what the request waits for, in error messages
+  // What the request waits for, for error messages (WorkerOperations::Awaited). The sentence is composed
+  // only when one is shown: a push does not build it.
+  enum class Awaits : uint8_t { kSum, kPublished, kResidual, kDeclaration };
+  Awaits awaits = Awaits::kSum;
+  uint32_t round = 0;
+  std::string tensor;  // a declaration's tensor name
 
   // Runs the request's callback with `status` (a declaration's gets it as its plan's status).
   void Answer(const Status& status);

@@ -119,9 +119,11 @@ TEST(RequestTableTest, FailExpiredAnswersOnlyOldRequests) {
   RequestTable table;
   auto answers = std::make_shared<std::vector<Status>>();
   Request r = Recorded(answers);
-  r.what = "the sum of round 3";
+  r.round = 3;
   table.Track(std::move(r));
-  auto why = [](const Request& r) { return DeadlineExceeded("timed out waiting for " + r.what); };
+  auto why = [](const Request& r) {
+    return DeadlineExceeded("timed out waiting for the sum of round " + std::to_string(r.round));
+  };
   table.FailExpired(NowSeconds(), /*limit_s=*/60, why);
   EXPECT_TRUE(answers->empty());
   table.FailExpired(NowSeconds() + 61, 60, why);

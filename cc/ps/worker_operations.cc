@@ -16,7 +16,8 @@ void WorkerOperations::Declare(const TensorSpec& spec, DeclareDone done) {
   Request r;
   r.declare_done = std::move(done);
   r.peer = lifecycle_->scheduler();
-  r.what = "the declaration of tensor '" + spec.name + "' to the scheduler";
+  r.awaits = Request::Awaits::kDeclaration;
+  r.tensor = spec.name;
   Message m;
   m.type = MessageType::kDeclare;
   m.sender = lifecycle_->rank();
@@ -96,8 +97,7 @@ void WorkerOperations::SendPlanned(OutgoingPush out, const Status& moved) {
   r.bytes = out.wire_bytes;
   r.sum = true;
   r.mover = std::move(out.mover);
-  r.what = "the sum of round " + std::to_string(push.round) + " from " + servers_->Name(part.server) +
-           " (it answers once every worker has pushed)";
+  r.round = push.round;
   Message m;
   m.type = MessageType::kPush;
   m.sender = push.me.index;
@@ -261,8 +261,7 @@ void WorkerOperations::SendMany(int server_rank, uint64_t generation, std::vecto
     r.destination = push.output;
     r.bytes = push.part.count * DataTypeSize(push.dtype);
     r.sum = true;
-    r.what = "the sum of round " + std::to_string(push.round) + " from " + servers_->Name(server_rank) +
-             " (it answers once every worker has pushed)";
+    r.round = push.round;
     r.sending = bytes > 0;  // until the bytes are copied into the message
     Message m;
     m.type = MessageType::kPush;
@@ -316,8 +315,8 @@ void WorkerOperations::Fetch(const Partition& part, uint32_t round, DataType dty
   r.destination = output;
   r.bytes = part.count * DataTypeSize(dtype);
   r.sum = true;
-  r.what = "round " + std::to_string(round) + " of a published tensor from " + servers_->Name(part.server) +
-           " (it answers once the publisher has pushed it)";
+  r.awaits = Request::Awaits::kPublished;
+  r.round = round;
   Message m;
   m.type = MessageType::kFetch;
   m.sender = lifecycle_->rank();
@@ -352,7 +351,7 @@ void WorkerOperations::SendResidual(MessageType type, const Partition& part, Par
   r.key = part.key;
   r.destination = destination;
   r.bytes = destination == nullptr ? 0 : bytes;
-  r.what = "the residual of key " + std::to_string(part.key) + " from " + servers_->Name(part.server);
+  r.awaits = Request::Awaits::kResidual;
   r.sending = source != nullptr && bytes > 0;
   Message m;
   m.type = type;
@@ -382,6 +381,22 @@ void WorkerOperations::SendOrFail(PeerId to, const Message& m, const void* paylo
                    });
 }
 
+std::string WorkerOperations::Awaited(const Request& r) const {
+  switch (r.awaits) {
+    case Request::Awaits::kDeclaration:
+      return "the declaration of tensor '" + r.tensor + "' to the scheduler";
+    case Request::Awaits::kPublished:
+      return "round " + std::to_string(r.round) + " of a published tensor from " + servers_->Name(r.server) +
+             " (it answers once the publisher has pushed it)";
+    case Request::Awaits::kResidual:
+      return "the residual of key " + std::to_string(r.key) + " from " + servers_->Name(r.server);
+    case Request::Awaits::kSum:
+      break;
+  }
+  return "the sum of round " + std::to_string(r.round) + " from " + servers_->Name(r.server) +
+         " (it answers once every worker has pushed)";
+}
+
 // The scheduler and the servers time out what they wait for after BYTEPS_TIMEOUT and say who is missing;
 // this is the fallback for when that answer cannot come, a moment later so that it does not pre-empt it.
 void WorkerOperations::FailExpired() {
@@ -397,7 +412,7 @@ void WorkerOperations::FailExpired() {
   const double limit = MissingWorkerTimeout(config_) + std::max(1.0, config_.timeout_s / 10);
   requests_->FailExpired(now, limit, [this](const Request& r) {
     std::ostringstream text;
-    text << "timed out after BYTEPS_TIMEOUT=" << config_.timeout_s << " s waiting for " << r.what
+    text << "timed out after BYTEPS_TIMEOUT=" << config_.timeout_s << " s waiting for " << Awaited(r)
          << "; another worker may have stopped calling push_pull, or be far slower (raise BYTEPS_TIMEOUT)";
     return DeadlineExceeded(text.str());
   });
@@ -491,7 +506,7 @@ void WorkerOperations::TakeSum(Request& r, const Message& reply, Status status, 
     status = shared_->TakeReply(r.server, r.key, reply, r.destination, r.bytes, r.mover.get(), &from_arena);
   }
   if (status.ok() && r.mover != nullptr) status = MoveSum(r, reply, from_arena);
-  if (!status.ok()) status = Status(status.code(), status.message() + " (while waiting for " + r.what + ")");
+  if (!status.ok()) status = Status(status.code(), status.message() + " (while waiting for " + Awaited(r) + ")");
   if (status.ok() && r.sum) {
     // Through the network or, from a server on this host, its shared memory; zeros and echoes carry none.
     CommunicationCounters::OfProcess().Pulled(reply.zeros || reply.echo ? 0 : r.bytes);

@@ -95,12 +95,25 @@ void Engine::Run(Callbacks& callbacks) {
   callbacks.clear();
 }
 
+TensorSpec Engine::SpecOf(const PushPullRequest& request) const {
+  return TensorSpec{request.name,    request.dtype, request.shape,       request.scope,
+                    request.op,      request.members, request.root,      request.compression,
+                    request.backups ? config_.backup_workers : 0};
+}
+
+bool Engine::Describes(const TensorSpec& spec, const PushPullRequest& request) const {
+  return spec.name == request.name && spec.dtype == request.dtype && spec.shape == request.shape &&
+         spec.scope == request.scope && spec.op == request.op && spec.members == request.members &&
+         spec.root == request.root && spec.compression == request.compression &&
+         spec.backups == (request.backups ? config_.backup_workers : 0);
+}
+
 void Engine::Enqueue(PushPullRequest request) {
-  const TensorSpec spec{request.name, request.dtype, request.shape, request.scope, request.op, request.members,
-                        request.root, request.compression, request.backups ? config_.backup_workers : 0};
+  uint64_t elements = 1;
+  for (int64_t d : request.shape) elements *= static_cast<uint64_t>(d);
   if (request.output != request.input) {
     // A separate output is usually fresh memory that the pulled sums fault in page by page.
-    AdviseHugePages(request.output, spec.num_elements() * DataTypeSize(request.dtype));
+    AdviseHugePages(request.output, elements * DataTypeSize(request.dtype));
   }
   request.enqueued_at = NowSeconds();
   if (request.mover != nullptr) {
@@ -109,7 +122,7 @@ void Engine::Enqueue(PushPullRequest request) {
   }
   if (local_collectives_) {
     // (With a mover the data never left where it is, and `output` is `input`.)
-    const size_t bytes = spec.num_elements() * DataTypeSize(request.dtype);
+    const size_t bytes = elements * DataTypeSize(request.dtype);
     if (request.kind == PushPullRequest::Kind::kPushPull && request.output != request.input && bytes > 0) {
       std::memcpy(request.output, request.input, bytes);
     }
@@ -126,7 +139,7 @@ void Engine::Enqueue(PushPullRequest request) {
       auto found = tensors_.find(request.name);
       if (found == tensors_.end()) {
         found = tensors_.emplace(request.name, Tensor()).first;
-        found->second.spec = spec;
+        found->second.spec = SpecOf(request);
         if (tensors_.size() == kManyNames) {
           BPS_LOG(Warning) << "this worker has used " << kManyNames << " distinct tensor names (the latest: '"
                            << request.name << "'); each keeps its plan and buffers on the workers and servers "
@@ -134,10 +147,10 @@ void Engine::Enqueue(PushPullRequest request) {
         }
       }
       Tensor& tensor = found->second;
-      if (!(tensor.spec == spec)) {
+      if (!Describes(tensor.spec, request)) {  // (compared field by field: building the spec allocates)
         auto done = request.done;
         std::string message = "the name '" + request.name + "' is used for two different tensors: " +
-                              tensor.spec.ToString() + " and " + spec.ToString() +
+                              tensor.spec.ToString() + " and " + SpecOf(request).ToString() +
                               "; give each tensor its own name.";
         later.push_back([done, message] { done(InvalidArgument(message)); });
       } else {

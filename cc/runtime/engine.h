@@ -110,6 +110,9 @@ class Engine {
   size_t slice_bytes() const { return client_->slice_bytes(); }
 
  private:
+  // The spec of the tensor `request` names, and whether `spec` is it.
+  TensorSpec SpecOf(const PushPullRequest& request) const;
+  bool Describes(const TensorSpec& spec, const PushPullRequest& request) const;
   struct Operation;
   struct Tensor {
     TensorSpec spec;

@@ -7,16 +7,23 @@
 #include <cerrno>
 #include <cstring>
 
-#include "cc/common/wire.h"
 #include "cc/transport/stream_frames.h"
 
 namespace bps {
 
+namespace {
+
+void PutFramePrefix(char* to, uint32_t header_bytes, uint64_t payload_bytes) {
+  std::memcpy(to, &header_bytes, sizeof(header_bytes));
+  std::memcpy(to + sizeof(header_bytes), &payload_bytes, sizeof(payload_bytes));
+}
+
+}  // namespace
+
 std::string FramePrefix(uint32_t header_bytes, uint64_t payload_bytes) {
-  WireWriter w;
-  w.Put<uint32_t>(header_bytes);
-  w.Put<uint64_t>(payload_bytes);
-  return w.Take();
+  std::string prefix(kFramePrefixBytes, '\0');
+  PutFramePrefix(prefix.data(), header_bytes, payload_bytes);
+  return prefix;
 }
 
 Status FrameReader::Consume(Sink& sink) {
@@ -127,26 +134,30 @@ Status FrameReader::ReadFrom(int fd, Sink& sink, size_t budget) {
   return Consume(sink);
 }
 
-void FrameWriter::Queue(const std::string& header, const void* payload, size_t length, Done done) {
-  frames_.push_back(Frame{FramePrefix(static_cast<uint32_t>(header.size()), length) + header,
-                          static_cast<const char*>(payload), length, 0, std::move(done)});
+void FrameWriter::Queue(std::string header, const void* payload, size_t length, Done done) {
+  Frame f{{}, std::move(header), static_cast<const char*>(payload), length, 0, std::move(done)};
+  PutFramePrefix(f.prefix, static_cast<uint32_t>(f.header.size()), length);
+  frames_.push_back(std::move(f));
 }
 
 Status FrameWriter::WriteTo(int fd) {
-  constexpr size_t kMaxVectors = 64;
+  constexpr size_t kMaxVectors = 96;
   while (!frames_.empty()) {
     iovec vectors[kMaxVectors];
     size_t count = 0;
     for (const Frame& f : frames_) {
-      if (count + 2 > kMaxVectors) break;
+      if (count + 3 > kMaxVectors) break;
       size_t skip = f.written;
-      if (skip < f.head.size()) {
-        vectors[count++] = {const_cast<char*>(f.head.data()) + skip, f.head.size() - skip};
+      // The frame's unwritten part of each of its pieces, in order.
+      for (const auto& [data, size] : {std::pair<const char*, size_t>{f.prefix, kFramePrefixBytes},
+                                       {f.header.data(), f.header.size()}, {f.payload, f.length}}) {
+        if (skip >= size) {
+          skip -= size;
+          continue;
+        }
+        vectors[count++] = {const_cast<char*>(data) + skip, size - skip};
         skip = 0;
-      } else {
-        skip -= f.head.size();
       }
-      if (f.length > skip) vectors[count++] = {const_cast<char*>(f.payload) + skip, f.length - skip};
     }
     msghdr message{};
     message.msg_iov = vectors;
@@ -162,10 +173,11 @@ Status FrameWriter::WriteTo(int fd) {
     size_t left = static_cast<size_t>(n);
     while (!frames_.empty()) {
       Frame& f = frames_.front();
-      size_t used = std::min(left, f.head.size() + f.length - f.written);
+      const size_t total = kFramePrefixBytes + f.header.size() + f.length;
+      size_t used = std::min(left, total - f.written);
       f.written += used;
       left -= used;
-      if (f.written < f.head.size() + f.length) break;
+      if (f.written < total) break;
       Done done = std::move(f.done);
       frames_.pop_front();
       if (done) done(Status::OK());

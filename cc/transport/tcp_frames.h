@@ -76,7 +76,7 @@ class FrameWriter {
   using Done = std::function<void(const Status&)>;
 
   // Queues a frame; `payload` must stay valid until `done` runs.
-  void Queue(const std::string& header, const void* payload, size_t length, Done done);
+  void Queue(std::string header, const void* payload, size_t length, Done done);
   void QueueHeartbeat() { Queue(std::string(), nullptr, 0, nullptr); }
   bool empty() const { return frames_.empty(); }
 
@@ -88,10 +88,11 @@ class FrameWriter {
 
  private:
   struct Frame {
-    std::string head;  // prefix and header
+    char prefix[kFramePrefixBytes];  // (kept apart from the header, which is moved in, not copied)
+    std::string header;
     const char* payload;
     size_t length;
-    size_t written;  // of head + payload
+    size_t written;  // of prefix, header and payload
     Done done;
   };
   std::deque<Frame> frames_;

@@ -146,7 +146,7 @@ void TcpIoThread::Send(PeerId to, std::string header, const void* payload, size_
       return;
     }
     Connection* c = it->second;
-    c->writer.Queue(header, payload, length, std::move(on_sent));
+    c->writer.Queue(std::move(header), payload, length, std::move(on_sent));
     c->last_queued = NowSeconds();
     dirty_.insert(c);
   };
