@@ -54,17 +54,19 @@ DataType ParseDtype(const std::string& name) {
 // `input` and `output`: C-contiguous arrays of one shape and of `dtype` (bps_tf/numpy.py checks them); the
 // caller keeps them alive until the handle completes. Taken as arrays, not addresses: reading an array's
 // address in Python costs more than the rest of a small push_pull's call.
-int64_t PushPullAsync(const py::array& input, py::array& output, const std::string& dtype, const std::string& name,
+int64_t PushPullAsync(const py::array& input, py::array& output, const std::string& dtype, std::string name,
                       int priority, const std::string& op, std::vector<int32_t> process_set, bool backups) {
   std::shared_ptr<Engine> engine = RequireEngine();
   if (name.empty()) throw py::value_error("push_pull needs a non-empty tensor name");
   ReduceOp reduce_op;
   if (!ParseReduceOp(op, &reduce_op)) throw py::value_error("unknown op '" + op + "': use sum, min, max, product or weights");
-  const Status member = CheckInProcessSet(process_set, engine->rank(), "push_pull of '" + name + "'");
-  if (!member.ok()) throw py::value_error(member.message());
+  if (!process_set.empty()) {  // (every worker is in the empty set: no error text to build)
+    const Status member = CheckInProcessSet(process_set, engine->rank(), "push_pull of '" + name + "'");
+    if (!member.ok()) throw py::value_error(member.message());
+  }
   auto completion = std::make_shared<Completion>();
   PushPullRequest request;
-  request.name = name;
+  request.name = std::move(name);
   request.dtype = ParseDtype(dtype);
   request.shape.assign(input.shape(), input.shape() + input.ndim());
   request.input = input.data();

@@ -392,15 +392,18 @@ void Engine::MoveCompressionState(Operation* op) {
 }
 
 void Engine::ReleaseCredit(size_t bytes) {
+  bool waiting;
   {
     std::lock_guard<std::mutex> lock(mu_);
     ready_.Release(bytes);
+    waiting = ready_.waiting() > 0;  // (whoever adds a partition dispatches it)
   }
-  Dispatch();
+  if (waiting) Dispatch();
 }
 
 void Engine::FinishPartition(Operation* op, const Status& status) {
   Callbacks later;
+  bool waiting;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!status.ok() && op->status.ok()) {
@@ -416,17 +419,16 @@ void Engine::FinishPartition(Operation* op, const Status& status) {
       }
       Tensor* tensor = op->tensor;
       tensor->busy = false;
-      auto done = op->request.done;
-      Status result = op->status;
-      later.push_back([done, result] { done(result); });
+      later.push_back([done = std::move(op->request.done), result = std::move(op->status)] { done(result); });
       delete op;
       Advance(tensor, &later);
       active_operations_--;
       idle_.notify_all();
     }
+    waiting = ready_.waiting() > 0;  // (partitions the next request added, or that wait for credit)
   }
   Run(later);
-  Dispatch();
+  if (waiting) Dispatch();
 }
 
 Status Engine::Shutdown() { return Finish(false).status(); }
