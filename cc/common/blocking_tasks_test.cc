@@ -6,34 +6,32 @@
 #include <chrono>
 #include <future>
 #include <thread>
+#include <vector>
 
 namespace bps {
 namespace {
 
-// Two tasks that each wait for the other finish only if they run at once, on different threads.
-TEST(BlockingTasksTest, TasksRunAtOnceOnThreadsOtherThanTheCallers) {
-  BlockingTasks tasks(2);
-  std::promise<void> first_started, second_started;
-  std::shared_future<void> first = first_started.get_future().share();
-  std::shared_future<void> second = second_started.get_future().share();
+// A task that blocks does not hold up its caller; the tasks run in order, on another thread.
+TEST(BlockingTasksTest, TasksRunInOrderOnAThreadOfTheirOwn) {
+  BlockingTasks tasks;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::vector<int> order;
   std::promise<std::thread::id> ran_on;
-  std::atomic<int> met{0};
   tasks.Post([&] {
-    first_started.set_value();
-    if (second.wait_for(std::chrono::seconds(10)) == std::future_status::ready) met++;
     ran_on.set_value(std::this_thread::get_id());
+    released.wait_for(std::chrono::seconds(10));
+    order.push_back(1);
   });
-  tasks.Post([&] {
-    second_started.set_value();
-    if (first.wait_for(std::chrono::seconds(10)) == std::future_status::ready) met++;
-  });
+  tasks.Post([&] { order.push_back(2); });
+  release.set_value();  // reached while the first task blocks
   tasks.Drain();
-  EXPECT_EQ(met.load(), 2);
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
   EXPECT_NE(ran_on.get_future().get(), std::this_thread::get_id());
 }
 
 TEST(BlockingTasksTest, DrainRunsWhatIsQueuedAndLaterTasksStillRunElsewhere) {
-  BlockingTasks tasks(3);
+  BlockingTasks tasks;
   std::atomic<int> ran{0};
   for (int i = 0; i < 50; ++i) tasks.Post([&] { ran++; });
   tasks.Drain();
@@ -44,7 +42,7 @@ TEST(BlockingTasksTest, DrainRunsWhatIsQueuedAndLaterTasksStillRunElsewhere) {
 }
 
 TEST(BlockingTasksTest, AfterStopATaskRunsOnItsCaller) {
-  BlockingTasks tasks(2);
+  BlockingTasks tasks;
   std::atomic<int> ran{0};
   for (int i = 0; i < 10; ++i) tasks.Post([&] { ran++; });
   tasks.Stop();

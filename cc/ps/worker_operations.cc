@@ -54,12 +54,12 @@ void WorkerOperations::SendPush(const Partition& part, uint32_t round, Participa
     return done(failed);
   }
   OutgoingPush out{FusedPushes::Push{part, round, me, dtype, input, output, std::move(on_sent), std::move(done)},
-                   wire_bytes, input == nullptr ? 0 : wire_bytes, {}, std::move(mover)};
-  if (shareable) out.shared = shared_->PlanPush(part.server, part.key, out.bytes, input != nullptr);
+                   wire_bytes, {}, std::move(mover)};
+  if (shareable) out.shared = shared_->PlanPush(part.server, part.key, out.bytes(), input != nullptr);
   // A server on this host sums straight from its arena: the data crosses in one memcpy, not the transport.
   // A mover puts it there from where it is (or stages it for the transport), waited for on the thread of
   // pushes_to_host_: this thread goes on to the next push.
-  if (out.mover != nullptr && out.bytes > 0) {
+  if (out.mover != nullptr && out.bytes() > 0) {
     auto moving = std::make_shared<OutgoingPush>(std::move(out));
     pushes_to_host_.Post([this, moving, generation = requests_->generations()] {
       // A generation that broke meanwhile planned this push: its arena place may be another's now.
@@ -67,13 +67,13 @@ void WorkerOperations::SendPush(const Partition& part, uint32_t round, Participa
       if (moved.ok()) {
         void* to = moving->shared.destination != nullptr ? static_cast<void*>(moving->shared.destination)
                                                          : const_cast<void*>(moving->push.input);
-        moved = moving->mover->ToHost(moving->push.input, to, moving->bytes);
+        moved = moving->mover->ToHost(moving->push.input, to, moving->bytes());
       }
       SendPlanned(std::move(*moving), moved);
     });
     return;
   }
-  if (out.shared.destination != nullptr) shared_->Copy(out.shared.destination, input, out.bytes);
+  if (out.shared.destination != nullptr) shared_->Copy(out.shared.destination, input, out.bytes());
   SendPlanned(std::move(out), Status::OK());
 }
 
@@ -110,16 +110,16 @@ void WorkerOperations::SendPlanned(OutgoingPush out, const Status& moved) {
   m.share = out.shared.share;
   m.in_shared = out.shared.destination != nullptr;
   const bool payload = !m.zeros && !m.in_shared;
-  r.sending = payload && out.bytes > 0;
+  r.sending = payload && out.bytes() > 0;
   m.request_id = requests_->Track(std::move(r));
   if (m.request_id == 0) {  // answered: the job or the generation failed
     if (push.on_sent) push.on_sent();
     return;
   }
-  CommunicationCounters::OfProcess().Pushed(out.bytes,
+  CommunicationCounters::OfProcess().Pushed(out.bytes(),
                                             push.input == nullptr ? 0 : part.count * DataTypeSize(push.dtype));
   CommunicationCounters::OfProcess().MessageSent(part.server);
-  SendOrFail(server, m, payload ? push.input : nullptr, payload ? out.bytes : 0, m.request_id,
+  SendOrFail(server, m, payload ? push.input : nullptr, payload ? out.bytes() : 0, m.request_id,
              std::move(push.on_sent));
 }
 

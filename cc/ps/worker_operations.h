@@ -153,9 +153,9 @@ class WorkerOperations {
   struct OutgoingPush {
     FusedPushes::Push push;
     size_t wire_bytes;
-    size_t bytes;  // what leaves (0 for zeros)
     SharedPushes::Plan shared;
     std::shared_ptr<DataMover> mover;
+    size_t bytes() const { return push.input == nullptr ? 0 : wire_bytes; }  // what leaves (0 for zeros)
   };
   void SendPlanned(OutgoingPush out, const Status& moved);
   // OK while the job stands and is in the generation `generation` (RequestTable::generations()), else why not.
@@ -192,8 +192,8 @@ class WorkerOperations {
   // both ways at once. One thread each way keeps the chunks in order; two or four each way were slower
   // (two workers sharing an H100: 420 MiB at 10.4 GB/s per worker with two against 11.4 with one).
   // (Last: their threads, which use the members above, stop first.)
-  BlockingTasks pushes_to_host_{1};
-  BlockingTasks sums_from_host_{1};
+  BlockingTasks pushes_to_host_;
+  BlockingTasks sums_from_host_;
 };
 
 }  // namespace bps
