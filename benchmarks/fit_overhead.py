@@ -116,7 +116,8 @@ def run_job(variant, workers, args, root=None):
                           timeout=args.timeout + 60)
     results = [line.split("RESULT ", 1)[1] for line in done.stdout.splitlines() if "RESULT " in line]
     if done.returncode != 0 or not results:
-        raise SystemExit(f"{_label(variant, root)} ({workers} workers) failed:\n{done.stdout[-3000:]}\n"
+        raise SystemExit(f"{_label(variant, root)} ({workers} workers) failed (exit status {done.returncode}):\n"
+                         f"{done.stdout[-3000:]}\n"
                          f"{done.stderr[-3000:]}")
     return json.loads(results[0])
 

@@ -1,6 +1,7 @@
 // A thread for tasks that block for a while (a GPU copy waited for), so that the thread handing them over
-// goes on meanwhile. Tasks run in order. The thread starts on first use; once stopped, a task runs on its
-// caller: none is ever dropped.
+// goes on meanwhile. Tasks run in order, except that one posted while Drain() joins the thread may start on
+// a new thread before the old one has finished. The thread starts on first use; once stopped, a task runs
+// on its caller: none is ever dropped.
 #pragma once
 
 #include <functional>

@@ -141,8 +141,9 @@ Status GpuDataMover::Copy(const char* staged, char* host, size_t bytes, bool to_
     }
     if (!status.ok()) break;
   }
-  // Every stream that took a copy is waited for, also after a failure: none may still write when we return.
-  // One that outlives the timeout is not reused (it may still write) and fails the copy, so the job fails.
+  // Every stream that took a copy is waited for, also after a failure, so that none still writes when we
+  // return; except one that outlives the timeout: it is not reused, and the copy fails with
+  // DeadlineExceeded, on which the worker aborts the job (it may still write into the next rounds' memory).
   const Deadline deadline(timeout_s_);
   for (auto& [device, stream] : used) {
     cudaSetDevice(device);

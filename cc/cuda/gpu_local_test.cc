@@ -215,6 +215,15 @@ TEST(GpuDataMoverTest, ACopyThatDoesNotFinishInTimeFails) {
   int* release = nullptr;
   ASSERT_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&release), sizeof(int), cudaHostAllocMapped));
   *release = 0;
+  // However the test ends (a failed ASSERT returns early), the spinning kernel ends before the flag goes.
+  struct Release {
+    int* flag;
+    ~Release() {
+      *static_cast<volatile int*>(flag) = 1;
+      cudaDeviceSynchronize();
+      cudaFreeHost(flag);
+    }
+  } release_at_end{release};
   int* release_on_gpu = nullptr;
   ASSERT_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&release_on_gpu), release, 0));
 
@@ -239,12 +248,12 @@ TEST(GpuDataMoverTest, ACopyThatDoesNotFinishInTimeFails) {
   streams->Give(0, next.value());
   std::memset(staging, 0, bytes);
   ASSERT_CUDA(cudaMemset(device, 7, bytes));
+  ASSERT_CUDA(cudaStreamSynchronize(nullptr));  // (the mover's streams do not wait for the default stream)
   EXPECT_TRUE(mover.ToHost(staging, staging, bytes).ok()) << "later copies use another stream";
   EXPECT_EQ(static_cast<unsigned char>(staging[bytes - 1]), 7);
 
-  *release = 1;  // the spinning kernel ends
+  *static_cast<volatile int*>(release) = 1;  // the spinning kernel ends (before the frees, which wait for it)
   ASSERT_CUDA(cudaDeviceSynchronize());
-  cudaFreeHost(release);
   cudaFreeHost(staging);
   cudaFree(device);
 }

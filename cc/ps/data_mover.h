@@ -21,6 +21,8 @@ class DataMover {
   // The reverse: the `bytes` at `host` become what `staged` (an address in the request's output) stands
   // for; returns once they are there.
   virtual Status FromHost(void* staged, const void* host, size_t bytes) = 0;
+  // Both fail with DeadlineExceeded when a copy did not finish in time and may still write later: the
+  // worker then aborts the job, since that memory is the next rounds' (WorkerOperations).
 };
 
 }  // namespace bps

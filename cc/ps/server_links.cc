@@ -124,6 +124,8 @@ std::string ServerLinks::Name(int server) const {
 }
 
 std::string ServerLinks::NameLocked(int server) const {
+  // (A request's error may be told after the job's servers changed: a rank they no longer have.)
+  if (server < 0 || static_cast<size_t>(server) >= addresses_.size()) return "server " + std::to_string(server);
   return "server " + std::to_string(server) + " (" + addresses_[server] + ")";
 }
 

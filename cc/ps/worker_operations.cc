@@ -68,6 +68,7 @@ void WorkerOperations::SendPush(const Partition& part, uint32_t round, Participa
         void* to = moving->shared.destination != nullptr ? static_cast<void*>(moving->shared.destination)
                                                          : const_cast<void*>(moving->push.input);
         moved = moving->mover->ToHost(moving->push.input, to, moving->bytes());
+        AbortIfCopyHung(moved);
       }
       SendPlanned(std::move(*moving), moved);
     });
@@ -381,6 +382,10 @@ void WorkerOperations::SendOrFail(PeerId to, const Message& m, const void* paylo
                    });
 }
 
+void WorkerOperations::AbortIfCopyHung(const Status& copied) {
+  if (copied.code() == Code::kDeadlineExceeded) lifecycle_->RequestAbort(copied.message());
+}
+
 std::string WorkerOperations::Awaited(const Request& r) const {
   switch (r.awaits) {
     case Request::Awaits::kDeclaration:
@@ -505,7 +510,10 @@ void WorkerOperations::TakeSum(Request& r, const Message& reply, Status status, 
   if (status.ok()) {
     status = shared_->TakeReply(r.server, r.key, reply, r.destination, r.bytes, r.mover.get(), &from_arena);
   }
-  if (status.ok() && r.mover != nullptr) status = MoveSum(r, reply, from_arena);
+  if (status.ok() && r.mover != nullptr) {
+    status = MoveSum(r, reply, from_arena);
+    AbortIfCopyHung(status);
+  }
   if (!status.ok()) status = Status(status.code(), status.message() + " (while waiting for " + Awaited(r) + ")");
   if (status.ok() && r.sum) {
     // Through the network or, from a server on this host, its shared memory; zeros and echoes carry none.
