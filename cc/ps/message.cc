@@ -181,7 +181,7 @@ StatusOr<AddressBook> AddressBook::Decode(const std::string& bytes) {
   return b;
 }
 
-uint64_t TensorSpec::num_elements() const {
+uint64_t TensorSpec::ElementCount(const std::vector<int64_t>& shape) {
   uint64_t n = 1;
   for (int64_t d : shape) n *= static_cast<uint64_t>(d);
   return n;

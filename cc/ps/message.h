@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cc/common/dtype.h"
@@ -170,7 +171,8 @@ struct TensorSpec {
   // Pushes a round completes without: the job's backup workers (BYTEPS_BACKUP_WORKERS) for a gradient, 0
   // for anything that needs every worker's value. Floating sums over every worker, uncompressed, only.
   int32_t backups = 0;
-  uint64_t num_elements() const;
+  uint64_t num_elements() const { return ElementCount(shape); }
+  static uint64_t ElementCount(const std::vector<int64_t>& shape);
   std::string ToString() const;  // float32[3,4], "float32[3,4] per machine", "... min over ranks 0,2"
   // Sizes checked before anything is planned or allocated: a name of at most kMaxNameBytes, at most
   // kMaxDims dimensions, none negative, at most kMaxTensorBytes in all.
@@ -178,10 +180,10 @@ struct TensorSpec {
   static constexpr size_t kMaxDims = 64;
   static constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 40;
   Status Validate() const;
-  bool operator==(const TensorSpec& o) const {
-    return name == o.name && dtype == o.dtype && shape == o.shape && scope == o.scope && op == o.op &&
-           members == o.members && root == o.root && compression == o.compression && backups == o.backups;
-  }
+  // What identifies the tensor besides its name, for comparing it with what a request describes without
+  // building a spec (Engine::Describes): a field added here must be given there too.
+  auto identity() const { return std::tie(dtype, shape, scope, op, members, root, compression, backups); }
+  bool operator==(const TensorSpec& o) const { return name == o.name && identity() == o.identity(); }
   std::string Encode() const;
   static StatusOr<TensorSpec> Decode(const std::string& bytes);
 };

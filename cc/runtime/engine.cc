@@ -1,6 +1,7 @@
 #include "cc/runtime/engine.h"
 
 #include <cstring>
+#include <tuple>
 
 #include "cc/common/clock.h"
 #include "cc/common/communication_counters.h"
@@ -102,15 +103,14 @@ TensorSpec Engine::SpecOf(const PushPullRequest& request) const {
 }
 
 bool Engine::Describes(const TensorSpec& spec, const PushPullRequest& request) const {
-  return spec.name == request.name && spec.dtype == request.dtype && spec.shape == request.shape &&
-         spec.scope == request.scope && spec.op == request.op && spec.members == request.members &&
-         spec.root == request.root && spec.compression == request.compression &&
-         spec.backups == (request.backups ? config_.backup_workers : 0);
+  const int32_t backups = request.backups ? config_.backup_workers : 0;
+  return spec.name == request.name &&
+         spec.identity() == std::tie(request.dtype, request.shape, request.scope, request.op, request.members,
+                                     request.root, request.compression, backups);
 }
 
 void Engine::Enqueue(PushPullRequest request) {
-  uint64_t elements = 1;
-  for (int64_t d : request.shape) elements *= static_cast<uint64_t>(d);
+  const uint64_t elements = TensorSpec::ElementCount(request.shape);
   if (request.output != request.input) {
     // A separate output is usually fresh memory that the pulled sums fault in page by page.
     AdviseHugePages(request.output, elements * DataTypeSize(request.dtype));
