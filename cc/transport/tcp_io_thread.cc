@@ -48,7 +48,8 @@ void TcpIoThread::Loop() {
   epoll_event events[64];
   while (loop_.running()) {
     RunCommands();
-    int timeout_ms = static_cast<int>(std::max(0.0, next_tick - NowSeconds()) * 1000) + 1;
+    const double wake = guest_ != nullptr ? std::min(next_tick, guest_->WakeAt()) : next_tick;
+    int timeout_ms = static_cast<int>(std::max(0.0, wake - NowSeconds()) * 1000) + 1;
     int n = loop_.Wait(events, 64, timeout_ms);
     for (int i = 0; i < n; ++i) {
       int fd = events[i].data.fd;
@@ -65,6 +66,8 @@ void TcpIoThread::Loop() {
     if (now >= next_tick) {
       Tick(now);
       next_tick = now + kTickS;
+    } else if (guest_ != nullptr && now >= guest_->WakeAt()) {
+      guest_->Tick(now);
     }
   }
   RunCommands();  // what was posted before the end: sends fail (no connection is left), waits are answered

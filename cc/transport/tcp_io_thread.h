@@ -28,7 +28,9 @@ class TcpIoThread : private FrameReader::Sink {
     virtual ~Guest() = default;
     // `fd` is ready; false when it is not the guest's.
     virtual bool OnReady(int fd) = 0;
+    // Every tick of the thread, and at WakeAt() when that comes earlier.
     virtual void Tick(double now) = 0;
+    virtual double WakeAt() const = 0;
     // The thread is closing: close every descriptor.
     virtual void CloseAll() = 0;
   };

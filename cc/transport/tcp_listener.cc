@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <limits>
 #include <vector>
 
 namespace bps {
@@ -21,6 +22,7 @@ std::string Describe(const sockaddr_in& addr) {
 
 void TcpListener::Accept(int listen_fd, bool stopping, double now) {
   while (true) {
+    if (!stopping && by_fd_.size() >= limits_.max_pending && !MakeRoom(now)) return Pause(listen_fd);
     sockaddr_in peer{};
     socklen_t length = sizeof(peer);
     int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer), &length, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -29,10 +31,8 @@ void TcpListener::Accept(int listen_fd, bool stopping, double now) {
       return;  // EAGAIN: none left; EMFILE and the like: try again on the next event
     }
     const std::string name = Describe(peer);
-    const bool full = by_fd_.size() >= limits_.max_pending && !MakeRoom(now);
-    if (stopping || full) {
-      rejections_.Warn("turned away a connection from " + name + ": " +
-                       (stopping ? "shutting down" : "too many connections are authenticating at once"));
+    if (stopping) {
+      rejections_.Warn("turned away a connection from " + name + ": shutting down");
       close(fd);
       continue;
     }
@@ -94,9 +94,33 @@ void TcpListener::OnReadable(int fd) {
       const std::string name = place->name;
       by_fd_.erase(fd);
       waiting_.erase(place);
+      Resume();
       admit_(fd, name);
     }
   }
+}
+
+void TcpListener::Pause(int listen_fd) {
+  if (paused_listen_fd_ >= 0) return;
+  full_.Warn("all " + std::to_string(limits_.max_pending) + " places for connections that have not yet proven the "
+             "job's secret are taken: new connections wait their turn (strangers at this port?)");
+  loop_->Unwatch(listen_fd);
+  paused_listen_fd_ = listen_fd;
+}
+
+void TcpListener::Resume() {
+  if (paused_listen_fd_ < 0) return;
+  Status watched = loop_->Watch(paused_listen_fd_);
+  if (!watched.ok()) {
+    BPS_LOG(Warning) << "cannot accept connections for now (tried again in a moment): " << watched.message();
+    return;  // Tick tries again
+  }
+  paused_listen_fd_ = -1;
+}
+
+double TcpListener::WakeAt() const {
+  if (paused_listen_fd_ < 0 || waiting_.empty()) return std::numeric_limits<double>::infinity();
+  return waiting_.front().started + limits_.grace_s;
 }
 
 void TcpListener::Tick(double now) {
@@ -109,10 +133,12 @@ void TcpListener::Tick(double now) {
                      std::to_string(static_cast<int>(limits_.handshake_timeout_s)) + " s");
     Close(place);
   }
+  if (waiting_.size() < limits_.max_pending || now - waiting_.front().started >= limits_.grace_s) Resume();
 }
 
 void TcpListener::CloseAll() {
   while (!waiting_.empty()) Close(waiting_.begin());
+  paused_listen_fd_ = -1;  // the transport closes it
 }
 
 void TcpListener::Close(Place place) {
@@ -120,6 +146,7 @@ void TcpListener::Close(Place place) {
   close(place->fd);
   by_fd_.erase(place->fd);
   waiting_.erase(place);
+  Resume();
 }
 
 }  // namespace bps

@@ -1,14 +1,16 @@
-// The admission of TCP connections that have not yet proven they belong to the job (what gloo calls a
+// The admission of TCP connections that have not proven they belong to the job (what gloo calls a
 // listener): each accepted connection gets the handshake's hello, and must answer with its proof
 // (handshake.h) within the handshake timeout; one that does is handed to the transport, one that does not,
 // or sends a wrong proof, is closed. Strangers cannot hold places: at most `max_pending` connections
-// authenticate at once, and when all places are taken a new connection takes the place of the one that has
-// waited longest, once that one has had `grace_s` to finish (a member answers within a round trip);
-// otherwise the new one is turned away, and its sender tries again.
+// authenticate at once, and when all places are taken the next connection takes the place of the one that
+// has waited longest, once that one has had `grace_s` to finish (a member answers within a round trip).
+// Until then the listener accepts nothing: new connections wait in the kernel's queue of the listening
+// socket, first come first served.
 //
-// Strangers that hold every place and open a connection again whenever one is closed make the listener turn
-// away thousands of connections a second, but a place still comes free every grace_s / max_pending (0.4 ms
-// by default): a member trying 50 times a second gets one within a fraction of a second.
+// So strangers that hold every place, and open a connection again whenever one is closed, only join the
+// back of that queue: a member waits for the connections ahead of it (at most the socket's backlog), which
+// take places at max_pending per grace_s (2,560 a second by default). Turning newcomers away instead made a member win a place
+// only by chance against the strangers' reopened connections, often only after seconds.
 //
 // Runs on the TCP transport's first I/O thread, which hands admitted connections on (tcp_transport.h).
 #pragma once
@@ -46,15 +48,19 @@ class TcpListener {
         admit_(std::move(admit)),
         configure_(std::move(configure)) {}
 
-  // Takes every connection waiting on `listen_fd` (turning them all away when `stopping`).
+  // Takes the connections waiting on `listen_fd` while there are places for them (all of them, turned away,
+  // when `stopping`). With every place taken by one within its grace it stops watching `listen_fd`, and
+  // watches it again once a place comes free or the longest-waiting has had its grace.
   void Accept(int listen_fd, bool stopping, double now);
   // Whether `fd` is a connection that is authenticating.
   bool Pending(int fd) const { return by_fd_.count(fd) > 0; }
   size_t pending() const { return by_fd_.size(); }
   // Bytes arrived on pending connection `fd`: its proof, or part of it.
   void OnReadable(int fd);
-  // Closes the connections whose handshake timed out.
+  // Closes the connections whose handshake timed out; accepts again if the longest-waiting had its grace.
   void Tick(double now);
+  // When Tick should run next to accept again (the longest-waiting's grace ends); infinity when not paused.
+  double WakeAt() const;
   // Closes every pending connection.
   void CloseAll();
 
@@ -71,6 +77,9 @@ class TcpListener {
   // proof that arrived completes it instead); false if none has had its grace.
   bool MakeRoom(double now);
   void Close(Place place);
+  // Leaves new connections in the kernel's queue of `listen_fd` until a place comes free, and back.
+  void Pause(int listen_fd);
+  void Resume();
 
   const JobSecret secret_;
   const Limits limits_;
@@ -79,7 +88,9 @@ class TcpListener {
   const Configure configure_;
   std::list<Unproven> waiting_;  // the longest-waiting first
   std::map<int, Place> by_fd_;
+  int paused_listen_fd_ = -1;  // not watched while every place is taken
   ThrottledLog rejections_{"connections turned away"};
+  ThrottledLog full_{"times every place was taken"};
 };
 
 }  // namespace bps

@@ -1,5 +1,6 @@
 // The listener's admission of connections on a real socket, without a transport: members are admitted,
-// strangers and the silent are closed, and a full listener makes room by turning away the longest-waiting.
+// strangers and the silent are closed, and a full listener leaves newcomers queued until the longest-waiting
+// has had its grace.
 #include "cc/transport/tcp_listener.h"
 
 #include <fcntl.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <future>
+#include <limits>
 #include <vector>
 
 #include "cc/common/clock.h"
@@ -80,6 +82,21 @@ class TcpListenerTest : public ::testing::Test {
     return false;
   }
 
+  // How many bytes arrived on `fd` within 100 ms (the hello, for an accepted connection).
+  static ssize_t Arrived(int fd) {
+    char buffer[256];
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 100) != 1) return 0;
+    return recv(fd, buffer, sizeof(buffer), MSG_DONTWAIT);
+  }
+
+  // Whether the loop watches `fd` (a second Watch of it fails).
+  bool Watched(int fd) {
+    if (!loop_.Watch(fd).ok()) return true;
+    loop_.Unwatch(fd);
+    return false;
+  }
+
   EventLoop loop_{"the test's loop"};  // never started: it only records what is watched
   std::unique_ptr<TcpListener> listener_;
   int listen_fd_ = -1;
@@ -125,26 +142,54 @@ TEST_F(TcpListenerTest, ASilentConnectionIsClosedAfterTheHandshakeTimeout) {
   close(fd);
 }
 
-TEST_F(TcpListenerTest, AFullListenerTurnsAwayTheLongestWaitingOnceItHadItsGrace) {
+TEST_F(TcpListenerTest, AFullListenerQueuesNewcomersUntilTheLongestWaitingHadItsGrace) {
   Listen(TcpListener::Limits{/*max_pending=*/2, /*grace_s=*/0.2, /*handshake_timeout_s=*/30});
   int first = Connect();
   int second = Connect();
   ASSERT_EQ(listener_->pending(), 2u);
-  // Within the grace the newcomer is turned away: the two keep their places.
-  int early = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_EQ(connect(early, reinterpret_cast<sockaddr*>(&addr_), sizeof(addr_)), 0);
+  // Within the grace the newcomer stays in the kernel's queue: the two keep their places, and it is not closed.
+  int third = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(connect(third, reinterpret_cast<sockaddr*>(&addr_), sizeof(addr_)), 0);
+  int fourth = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(connect(fourth, reinterpret_cast<sockaddr*>(&addr_), sizeof(addr_)), 0);
   usleep(50000);
-  listener_->Accept(listen_fd_, false, NowSeconds());
+  const double start = NowSeconds();
+  listener_->Accept(listen_fd_, false, start);
   EXPECT_EQ(listener_->pending(), 2u);
-  EXPECT_TRUE(ClosedByPeer(early));
-  // After it, the first takes the place of the longest-waiting.
-  int late = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_EQ(connect(late, reinterpret_cast<sockaddr*>(&addr_), sizeof(addr_)), 0);
+  EXPECT_EQ(Arrived(third), 0) << "a queued connection gets no hello yet";
+  // After it, the queued take the places of the longest-waiting, in the order they came.
+  listener_->Accept(listen_fd_, false, start + 1);
+  EXPECT_EQ(listener_->pending(), 2u);
+  EXPECT_TRUE(ClosedByPeer(first)) << "the longest-waiting lost its place first";
+  EXPECT_TRUE(ClosedByPeer(second));
+  EXPECT_GT(Arrived(third), 0) << "the first in the queue got the hello";
+  EXPECT_GT(Arrived(fourth), 0);
+  for (int fd : {first, second, third, fourth}) close(fd);
+}
+
+TEST_F(TcpListenerTest, AFullListenerWatchesItsSocketAgainOnceAPlaceIsFreeOrTheGraceIsOver) {
+  Listen(TcpListener::Limits{/*max_pending=*/1, /*grace_s=*/0.2, /*handshake_timeout_s=*/30});
+  ASSERT_TRUE(loop_.Watch(listen_fd_).ok());
+  int first = Connect();
+  int queued = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(connect(queued, reinterpret_cast<sockaddr*>(&addr_), sizeof(addr_)), 0);
   usleep(50000);
-  listener_->Accept(listen_fd_, false, NowSeconds() + 1);
-  EXPECT_EQ(listener_->pending(), 2u);
-  EXPECT_TRUE(ClosedByPeer(first)) << "the longest-waiting lost its place";
-  for (int fd : {first, second, early, late}) close(fd);
+  const double start = NowSeconds();
+  listener_->Accept(listen_fd_, false, start);
+  EXPECT_FALSE(Watched(listen_fd_)) << "a full listener stops watching its socket, which would wake it at once";
+  EXPECT_LE(listener_->WakeAt(), start + 0.2) << "the thread wakes it when the longest-waiting's grace ends";
+  EXPECT_GT(listener_->WakeAt(), start + 0.1);
+  listener_->Tick(start + 0.1);
+  EXPECT_FALSE(Watched(listen_fd_)) << "within the grace";
+  listener_->Tick(start + 1);
+  EXPECT_TRUE(Watched(listen_fd_)) << "the longest-waiting had its grace";
+  EXPECT_EQ(listener_->WakeAt(), std::numeric_limits<double>::infinity());
+  listener_->Accept(listen_fd_, false, NowSeconds());  // nobody had a grace: paused again
+  EXPECT_FALSE(Watched(listen_fd_));
+  close(first);  // the stranger leaves: its place comes free
+  Serve([&] { return listener_->pending() == 0; });
+  EXPECT_TRUE(Watched(listen_fd_)) << "a free place makes the listener watch its socket again";
+  close(queued);
 }
 
 TEST_F(TcpListenerTest, AStoppingListenerTurnsEveryoneAway) {

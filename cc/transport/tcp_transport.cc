@@ -27,11 +27,14 @@
 namespace bps {
 namespace {
 
-// A connection turned away by a full listener (tcp_listener.h) tries again after this. With a grace of half a
-// second and a pause of 200 ms, strangers reopening every closed connection kept members out for up to 10 s
-// (StrangersReopeningEveryClosedConnectionKeepNoMemberOut).
+// A connection closed during the handshake (by a listener shutting down, or one that gave its place to a
+// newer connection after the grace: tcp_listener.h) tries again after this.
 constexpr int kTurnedAwayPauseMs = 20;
 constexpr int kNoListenerPauseMs = 200;
+// Connections wait in the listening socket's queue while every place for a handshake is taken (tcp_listener.h):
+// a long queue holds a flood of strangers' connections, where a full one would drop a member's first packet
+// (sent again only a second later). The kernel caps it at net.core.somaxconn.
+constexpr int kListenBacklog = 4096;
 
 TcpListener::Limits ListenerLimits(const TcpOptions& options) {
   TcpListener::Limits limits;
@@ -84,6 +87,7 @@ class TcpTransport : public Transport, private TcpIoThread::Guest {
   // TcpIoThread::Guest: the listener's descriptors, on the first thread.
   bool OnReady(int fd) override;
   void Tick(double now) override { listener_.Tick(now); }
+  double WakeAt() const override { return listener_.WakeAt(); }
   void CloseAll() override;
 
   const TcpOptions options_;
@@ -143,7 +147,7 @@ StatusOr<std::string> TcpTransport::Listen(const std::string& host, int port) {
   if (fd < 0) return Internal(Errno("socket"));
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 512) != 0) {
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, kListenBacklog) != 0) {
     Status error = Unavailable("cannot listen on " + host + ":" + std::to_string(port) + ": " + std::strerror(errno));
     close(fd);
     return error;
@@ -222,8 +226,8 @@ StatusOr<PeerId> TcpTransport::Connect(const std::string& address, double timeou
     // Not a member of this job: trying again will not change that.
     if (step.code() == Code::kUnauthenticated) return Unauthenticated(address + ": " + step.message());
     last = step;
-    // Turned away by a listener whose places for handshakes were all taken: another attempt may get one. No
-    // listener yet: it is still starting.
+    // Turned away during the handshake: another attempt may be admitted. No listener yet: it is still
+    // starting.
     const int pause_ms = rc == 0 ? kTurnedAwayPauseMs : kNoListenerPauseMs;
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int>(pause_ms, deadline.remaining() * 1000)));
   }
