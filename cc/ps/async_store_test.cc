@@ -51,7 +51,9 @@ TEST(AsyncStore, ChangesAddUpExactlyInArrivalOrderFromConcurrentWorkers) {
   std::vector<std::thread> threads;
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&, w] {
-      if (w > 0) ASSERT_EQ(store.Push(spec, From(w, 1), w0.data()).size(), 1u);
+      if (w > 0) {
+        ASSERT_EQ(store.Push(spec, From(w, 1), w0.data()).size(), 1u);
+      }
       for (int s = 0; s < steps; ++s) {
         // Multiples of 1/8 sum exactly in float64, in any order.
         std::vector<double> delta(5, (w + 1) * 0.125 * (s % 4 - 1));
