@@ -57,6 +57,12 @@ void EventLoop::Rewatch(int fd, bool writes) {
   epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &ev);
 }
 
+void EventLoop::Mute(int fd) {
+  epoll_event ev{};
+  ev.data.fd = fd;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &ev);
+}
+
 void EventLoop::Unwatch(int fd) { epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr); }
 
 int EventLoop::Wait(epoll_event* events, int max, int timeout_ms) {

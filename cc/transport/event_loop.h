@@ -42,6 +42,9 @@ class EventLoop {
   // too when `writes`.
   Status Watch(int fd, bool writes = false);
   void Rewatch(int fd, bool writes);
+  // Keeps `fd` watched but wakes for nothing on it until Rewatch (a change that cannot fail for lack of
+  // memory, as a new Watch could).
+  void Mute(int fd);
   void Unwatch(int fd);
   // On the thread: sleeps until a watched descriptor is ready, work is posted, or `timeout_ms` passed.
   // Returns how many of `events` (at most `max`) are watched descriptors; posted work is not among them.

@@ -30,6 +30,7 @@ class TcpIoThread : private FrameReader::Sink {
     virtual bool OnReady(int fd) = 0;
     // Every tick of the thread, and at WakeAt() when that comes earlier.
     virtual void Tick(double now) = 0;
+    // When Tick must run next, if earlier than the thread's own tick; infinity for no earlier.
     virtual double WakeAt() const = 0;
     // The thread is closing: close every descriptor.
     virtual void CloseAll() = 0;

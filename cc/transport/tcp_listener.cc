@@ -6,11 +6,15 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <limits>
 #include <vector>
 
 namespace bps {
 namespace {
+
+// After accept failed for want of descriptors or memory, the listener tries again this much later.
+constexpr double kRetryAcceptS = 0.1;
 
 std::string Describe(const sockaddr_in& addr) {
   char text[INET_ADDRSTRLEN] = "?";
@@ -22,13 +26,20 @@ std::string Describe(const sockaddr_in& addr) {
 
 void TcpListener::Accept(int listen_fd, bool stopping, double now) {
   while (true) {
-    if (!stopping && by_fd_.size() >= limits_.max_pending && !MakeRoom(now)) return Pause(listen_fd);
+    const bool full = by_fd_.size() >= limits_.max_pending;
+    if (!stopping && full && !waiting_.empty() && now - waiting_.front().started < limits_.grace_s) {
+      return Pause(listen_fd, waiting_.front().started + limits_.grace_s);
+    }
     sockaddr_in peer{};
     socklen_t length = sizeof(peer);
     int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer), &length, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      return;  // EAGAIN: none left; EMFILE and the like: try again on the next event
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;  // none left
+      // Out of descriptors or memory: the connection stays queued; the socket, still readable, would wake
+      // the thread at once.
+      rejections_.Warn(std::string("cannot accept a connection for now: ") + std::strerror(errno));
+      return Pause(listen_fd, now + kRetryAcceptS);
     }
     const std::string name = Describe(peer);
     if (stopping) {
@@ -36,6 +47,7 @@ void TcpListener::Accept(int listen_fd, bool stopping, double now) {
       close(fd);
       continue;
     }
+    if (full) GiveUpLongestWaitingPlace();
     sockaddr_in mine{};
     length = sizeof(mine);
     getsockname(fd, reinterpret_cast<sockaddr*>(&mine), &length);
@@ -53,23 +65,16 @@ void TcpListener::Accept(int listen_fd, bool stopping, double now) {
   }
 }
 
-bool TcpListener::MakeRoom(double now) {
-  while (!waiting_.empty()) {
-    Unproven& longest = waiting_.front();
-    if (now - longest.started < limits_.grace_s) return false;
-    // Its proof may have arrived unread: take it first.
-    const int fd = longest.fd;
-    OnReadable(fd);
-    auto still = by_fd_.find(fd);
-    if (still != by_fd_.end()) {
-      rejections_.Warn("turned away a connection from " + still->second->name + ": it did not complete the "
-                       "handshake, and a newer connection needed its place");
-      Close(still->second);
-      return true;
-    }
-    if (by_fd_.size() < limits_.max_pending) return true;
-  }
-  return true;
+void TcpListener::GiveUpLongestWaitingPlace() {
+  if (waiting_.empty()) return;
+  // Its proof may have arrived unread: take it first (admitted, or closed for a wrong one).
+  const int fd = waiting_.front().fd;
+  OnReadable(fd);
+  auto still = by_fd_.find(fd);
+  if (still == by_fd_.end()) return;
+  rejections_.Warn("turned away a connection from " + still->second->name + ": it did not complete the "
+                   "handshake, and a newer connection needed its place");
+  Close(still->second);
 }
 
 void TcpListener::OnReadable(int fd) {
@@ -100,27 +105,25 @@ void TcpListener::OnReadable(int fd) {
   }
 }
 
-void TcpListener::Pause(int listen_fd) {
+void TcpListener::Pause(int listen_fd, double until) {
+  resume_at_ = until;
   if (paused_listen_fd_ >= 0) return;
-  full_.Warn("all " + std::to_string(limits_.max_pending) + " places for connections that have not yet proven the "
-             "job's secret are taken: new connections wait their turn (strangers at this port?)");
-  loop_->Unwatch(listen_fd);
+  if (by_fd_.size() >= limits_.max_pending) {
+    full_.Warn("all " + std::to_string(limits_.max_pending) + " places for connections that have not yet "
+               "proven the job's secret are taken: new connections wait their turn");
+  }
+  loop_->Mute(listen_fd);
   paused_listen_fd_ = listen_fd;
 }
 
 void TcpListener::Resume() {
   if (paused_listen_fd_ < 0) return;
-  Status watched = loop_->Watch(paused_listen_fd_);
-  if (!watched.ok()) {
-    BPS_LOG(Warning) << "cannot accept connections for now (tried again in a moment): " << watched.message();
-    return;  // Tick tries again
-  }
+  loop_->Rewatch(paused_listen_fd_, /*writes=*/false);
   paused_listen_fd_ = -1;
 }
 
 double TcpListener::WakeAt() const {
-  if (paused_listen_fd_ < 0 || waiting_.empty()) return std::numeric_limits<double>::infinity();
-  return waiting_.front().started + limits_.grace_s;
+  return paused_listen_fd_ >= 0 ? resume_at_ : std::numeric_limits<double>::infinity();
 }
 
 void TcpListener::Tick(double now) {
@@ -133,12 +136,12 @@ void TcpListener::Tick(double now) {
                      std::to_string(static_cast<int>(limits_.handshake_timeout_s)) + " s");
     Close(place);
   }
-  if (waiting_.size() < limits_.max_pending || now - waiting_.front().started >= limits_.grace_s) Resume();
+  if (paused_listen_fd_ >= 0 && now >= resume_at_) Resume();
 }
 
 void TcpListener::CloseAll() {
   while (!waiting_.empty()) Close(waiting_.begin());
-  paused_listen_fd_ = -1;  // the transport closes it
+  paused_listen_fd_ = -1;  // the transport closes it (Close resumed it already, unless it held no place)
 }
 
 void TcpListener::Close(Place place) {

@@ -9,8 +9,8 @@
 //
 // So strangers that hold every place, and open a connection again whenever one is closed, only join the
 // back of that queue: a member waits for the connections ahead of it (at most the socket's backlog), which
-// take places at max_pending per grace_s (2,560 a second by default). Turning newcomers away instead made a member win a place
-// only by chance against the strangers' reopened connections, often only after seconds.
+// take places at max_pending per grace_s at least (2,560 a second by default). Turning newcomers away
+// instead made a member win a place only by chance against the strangers' reopened connections.
 //
 // Runs on the TCP transport's first I/O thread, which hands admitted connections on (tcp_transport.h).
 #pragma once
@@ -49,17 +49,17 @@ class TcpListener {
         configure_(std::move(configure)) {}
 
   // Takes the connections waiting on `listen_fd` while there are places for them (all of them, turned away,
-  // when `stopping`). With every place taken by one within its grace it stops watching `listen_fd`, and
-  // watches it again once a place comes free or the longest-waiting has had its grace.
+  // when `stopping`). When every place is taken and the longest-waiting is still within its grace, the
+  // loop stops waking for `listen_fd` until a place comes free or that grace ends (WakeAt).
   void Accept(int listen_fd, bool stopping, double now);
   // Whether `fd` is a connection that is authenticating.
   bool Pending(int fd) const { return by_fd_.count(fd) > 0; }
   size_t pending() const { return by_fd_.size(); }
   // Bytes arrived on pending connection `fd`: its proof, or part of it.
   void OnReadable(int fd);
-  // Closes the connections whose handshake timed out; accepts again if the longest-waiting had its grace.
+  // Closes the connections whose handshake timed out; accepts again once the pause of Accept is over.
   void Tick(double now);
-  // When Tick should run next to accept again (the longest-waiting's grace ends); infinity when not paused.
+  // When Tick should run next to accept again; infinity while accepting.
   double WakeAt() const;
   // Closes every pending connection.
   void CloseAll();
@@ -73,12 +73,12 @@ class TcpListener {
   };
   using Place = std::list<Unproven>::iterator;
 
-  // Closes the connection that has waited longest, if it has had its grace, after taking what it sent (a
-  // proof that arrived completes it instead); false if none has had its grace.
-  bool MakeRoom(double now);
+  // The connection that has waited longest, which has had its grace, gives its place to a newer one: closed,
+  // after taking what it sent (a proof that arrived completes it instead).
+  void GiveUpLongestWaitingPlace();
   void Close(Place place);
-  // Leaves new connections in the kernel's queue of `listen_fd` until a place comes free, and back.
-  void Pause(int listen_fd);
+  // Leaves new connections in the kernel's queue of `listen_fd` until a place comes free or `until`, and back.
+  void Pause(int listen_fd, double until);
   void Resume();
 
   const JobSecret secret_;
@@ -88,7 +88,8 @@ class TcpListener {
   const Configure configure_;
   std::list<Unproven> waiting_;  // the longest-waiting first
   std::map<int, Place> by_fd_;
-  int paused_listen_fd_ = -1;  // not watched while every place is taken
+  int paused_listen_fd_ = -1;  // muted while paused
+  double resume_at_ = 0;
   ThrottledLog rejections_{"connections turned away"};
   ThrottledLog full_{"times every place was taken"};
 };

@@ -33,7 +33,8 @@ constexpr int kTurnedAwayPauseMs = 20;
 constexpr int kNoListenerPauseMs = 200;
 // Connections wait in the listening socket's queue while every place for a handshake is taken (tcp_listener.h):
 // a long queue holds a flood of strangers' connections, where a full one would drop a member's first packet
-// (sent again only a second later). The kernel caps it at net.core.somaxconn.
+// (sent again only a second later). The kernel caps it at net.core.somaxconn. A full queue empties in 1.6 s
+// (4096 at 2,560 places a second), well within a connection attempt's handshake timeout.
 constexpr int kListenBacklog = 4096;
 
 TcpListener::Limits ListenerLimits(const TcpOptions& options) {

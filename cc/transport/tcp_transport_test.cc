@@ -257,8 +257,9 @@ class ReopeningStrangers {
 };
 
 TEST_P(TcpTransportTest, StrangersReopeningEveryClosedConnectionKeepNoMemberOut) {
-  // Four times as many strangers as places, each back as soon as the server closed it: the server turns
-  // away thousands of connections a second, and every place is taken whenever a member arrives.
+  // Four times as many strangers as places, each back as soon as the server closed it: the server closes
+  // thousands of connections a second, every place is taken whenever a member arrives, and the queue of
+  // the listening socket holds the rest of the strangers ahead of it.
   ReopeningStrangers strangers(address_, 500);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   for (int round = 0; round < 10; ++round) {

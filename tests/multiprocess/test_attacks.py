@@ -130,7 +130,7 @@ def test_a_restarted_worker_is_admitted_within_2_s_while_strangers_hold_every_pl
     assert "WRONG SUM" not in out, out[-4000:]
     assert code == 0, out[-4000:]
     assert "worker 1 was killed by SIGKILL; starting it again" in out, out[-4000:]
-    for role in ("scheduler", "server 0"):  # every place was taken: each turned connections away
+    for role in ("scheduler", "server 0"):  # every place was taken: each said so
         assert re.search(rf"\[{role}\] .*{FULL}", out), out[-4000:]
     ends = re.findall(r"\[worker (\d)\] rank \d: model (\w+) after (\d+) steps with (\d) workers", out)
     assert sorted(e[0] for e in ends) == ["0", "1"] and len({e[1] for e in ends}) == 1, ends
