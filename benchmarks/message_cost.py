@@ -208,6 +208,8 @@ def job_phase(job, nbytes, pushes, tensors, profile_to=None):
             # fewer wake-ups, the more messages each handles at once.
             "server_sleeps_per_message": (switches_after["server"][0] - switches_before["server"][0]) / pushes,
             "server_preemptions_per_message": (switches_after["server"][1] - switches_before["server"][1]) / pushes,
+            # The worker's, per push_pull: its I/O thread woken for each push, and the threads waiting for replies.
+            "worker_sleeps_per_push_pull": (switches_after["worker"][0] - switches_before["worker"][0]) / pushes,
             "server_cpu_us_per_message": cpu["server"] / pushes * 1e6,
             "worker_cpu_us_per_message": cpu["worker"] / pushes * 1e6,
             "job_cpu_us_per_push_pull": job_cpu / pushes * 1e6,
@@ -237,6 +239,7 @@ def summarise(sizes, rounds):
             "job_over_floor": spread([r["job"]["job_cpu_us_per_message_end"] / f for r, f in zip(mine, floors)]),
             "others_cpu_s_during_job": spread([r["job"]["others_cpu_s"] for r in mine]),
             "server_sleeps_per_message": spread([r["job"]["server_sleeps_per_message"] for r in mine]),
+            "worker_sleeps_per_push_pull": spread([r["job"]["worker_sleeps_per_push_pull"] for r in mine]),
         })
     return summary
 
@@ -248,10 +251,12 @@ def table(summary, tensors):
 
     rows = [[human_bytes(s["bytes"]), cell(s["floor_one_at_a_time_us"]), cell(s["floor_in_flight_us"]),
              cell(s["server_cpu_us_per_message"]), cell(s["job_cpu_us_per_message_end"]),
-             cell(s["server_over_floor"], 2), cell(s["job_over_floor"], 2), cell(s["server_sleeps_per_message"], 2)]
+             cell(s["server_over_floor"], 2), cell(s["job_over_floor"], 2), cell(s["server_sleeps_per_message"], 2),
+             cell(s["worker_sleeps_per_push_pull"], 2)]
             for s in summary]
     header = ["size", "floor, 1 at a time: us/end", f"floor, {tensors} in flight: us/end", "server: us/message",
-              "job: us/end", "server / floor", "job / floor", "server: sleeps/message"]
+              "job: us/end", "server / floor", "job / floor", "server: sleeps/message",
+              "worker: sleeps/push_pull"]
     quiet = ", ".join(f"{human_bytes(s['bytes'])} {s['others_cpu_s_during_job']['best']:.2f}-"
                       f"{s['others_cpu_s_during_job']['worst']:.2f} s" for s in summary)
     return (markdown(header, rows) + "\nbest (median-worst) over the rounds; floor: the cheaper of its two runs; "

@@ -413,6 +413,7 @@ def test_message_cost_benchmark_counts_messages_and_compares_with_the_floor(tmp_
         assert job["cpu_s"]["server"] > 0 and job["cpu_s"]["worker"] > 0, job
         assert job["job_cpu_us_per_message_end"] * 2 == pytest.approx(job["job_cpu_us_per_push_pull"])
         assert job["server_sleeps_per_message"] >= 0 and job["server_preemptions_per_message"] >= 0, job
+        assert job["worker_sleeps_per_push_pull"] > 0, job  # at least the waits for the replies
     for s in result["summary"]:
         for figure in ("server_over_floor", "job_over_floor", "server_cpu_us_per_message"):
             assert 0 < s[figure]["best"] <= s[figure]["median"] <= s[figure]["worst"], s
