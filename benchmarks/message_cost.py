@@ -208,7 +208,8 @@ def job_phase(job, nbytes, pushes, tensors, profile_to=None):
             # fewer wake-ups, the more messages each handles at once.
             "server_sleeps_per_message": (switches_after["server"][0] - switches_before["server"][0]) / pushes,
             "server_preemptions_per_message": (switches_after["server"][1] - switches_before["server"][1]) / pushes,
-            # The worker's, per push_pull: its transport thread sleeping between pushes, its threads waiting for replies.
+            # The worker's, per push_pull: its transport thread sleeping between pushes, its threads waiting for
+            # replies.
             "worker_sleeps_per_push_pull": (switches_after["worker"][0] - switches_before["worker"][0]) / pushes,
             "server_cpu_us_per_message": cpu["server"] / pushes * 1e6,
             "worker_cpu_us_per_message": cpu["worker"] / pushes * 1e6,
