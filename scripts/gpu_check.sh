@@ -12,7 +12,7 @@
 #      N processes (one per GPU of the host, the machine's processes share an NCCL communicator and each
 #      pushes its own part); 1 machine x N processes (local NCCL only, and forced through the servers);
 #   3. the GPU push_pull benchmark of such jobs (end-to-end against the sum of its stages; direct copies,
-#      then through the staging) and gpu_bench
+#      then through the staging), the same for an encoder's 200 gradients all in flight, and gpu_bench
 #      (pinned copies against cudaMemcpy's peak; local reductions against NCCL all-reduce).
 # Usage: gpu_check.sh [OUT_DIR]   (logs and JSON results go to OUT_DIR, default ./gpu_check_out)
 set -uo pipefail
@@ -86,6 +86,10 @@ cat "$out/gpu_push_pull_bench.jsonl"
 step "GPU push_pull benchmark (2 machines x 1 worker process), copies through the pinned staging (the comparison)"
 BYTEPS_GPU_DIRECT_COPIES=0 run_job bench_staged 2 1 bench > "$out/gpu_push_pull_bench_staged.jsonl"
 cat "$out/gpu_push_pull_bench_staged.jsonl"
+step "The gradients of an encoder all in flight at once (2 machines x 1 worker process): direct copies, then staged"
+run_job bench_encoder 2 1 bench_encoder > "$out/gpu_encoder_set_bench.jsonl"
+BYTEPS_GPU_DIRECT_COPIES=0 run_job bench_encoder_staged 2 1 bench_encoder > "$out/gpu_encoder_set_bench_staged.jsonl"
+cat "$out/gpu_encoder_set_bench.jsonl" "$out/gpu_encoder_set_bench_staged.jsonl"
 if [ "$gpus" -ge 2 ]; then
   step "GPU push_pull benchmark (2 machines x $gpus worker processes, one per GPU)"
   run_job bench_per_gpu 2 "$gpus" bench > "$out/gpu_push_pull_bench_per_gpu.jsonl"

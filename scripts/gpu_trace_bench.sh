@@ -3,6 +3,7 @@
 # traced: each worker's timeline (BYTEPS_TRACE_ON) in OUT/LABEL/trace/RANK/comm.json, logs in OUT/LABEL/.
 # Runs from the GPU bundle (scripts/gpu_bundle.sh copies it there); NAME=VALUE arguments go into the
 # environment of the workers and the server (e.g. BYTEPS_GPU_DIRECT_COPIES=0); TRACE=0 turns tracing off.
+# MODE=bench_encoder times an encoder's gradients all in flight instead.
 # Usage: .gpu_bundle/gpu_trace_bench.sh OUT LABEL [NAME=VALUE ...]   (sizes from BPS_BENCH_MB)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,7 +21,7 @@ env $common DMLC_ROLE=server "$@" timeout 300 "$here/bin/gpu_job" > "$out/$label
 pids=()
 for m in 0 1; do
   env $common DMLC_ROLE=worker DMLC_WORKER_ID=$m BYTEPS_LOCAL_RANK=0 BYTEPS_TRACE_ON="${TRACE:-1}" \
-    BYTEPS_TRACE_DIR="$out/$label/trace" "$@" timeout 300 "$here/bin/gpu_job" bench > "$out/$label/worker$m.log" 2>&1 &
+    BYTEPS_TRACE_DIR="$out/$label/trace" "$@" timeout 300 "$here/bin/gpu_job" "${MODE:-bench}" > "$out/$label/worker$m.log" 2>&1 &
   pids+=($!)
 done
 rc=0

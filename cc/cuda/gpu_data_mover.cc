@@ -15,14 +15,14 @@ namespace bps {
 namespace cuda {
 namespace {
 
-// Waits until `stream` has run everything queued on it, or `deadline` passes (cudaStreamSynchronize has no
-// timeout). Polls without sleeping for the first 2 ms, which covers a chunk's copy, then every 100 us.
-Status AwaitStream(cudaStream_t stream, const Deadline& deadline, double timeout_s) {
+// Waits until the GPU has passed `event`, or `deadline` passes (cudaEventSynchronize has no timeout). Polls
+// without sleeping for the first 2 ms, which covers a chunk's copy, then every 100 us.
+Status AwaitEvent(cudaEvent_t event, const Deadline& deadline, double timeout_s) {
   const double spin_until = NowSeconds() + 0.002;
   while (true) {
-    const cudaError_t state = cudaStreamQuery(stream);
+    const cudaError_t state = cudaEventQuery(event);
     if (state == cudaSuccess) return Status::OK();
-    if (state != cudaErrorNotReady) return CudaStatus(state, "cudaStreamQuery");
+    if (state != cudaErrorNotReady) return CudaStatus(state, "cudaEventQuery");
     if (deadline.expired()) {
       return DeadlineExceeded("a copy between a GPU and host memory did not finish within BYTEPS_TIMEOUT=" +
                               std::to_string(timeout_s) +
@@ -67,6 +67,12 @@ void CopyStreams::Give(int device, cudaStream_t stream) {
   idle_[device].push_back(stream);
 }
 
+void CopyStreams::Retire(int device, cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<cudaStream_t>& idle = idle_[device];
+  idle.erase(std::remove(idle.begin(), idle.end(), stream), idle.end());
+}
+
 GpuDataMover::GpuDataMover(std::shared_ptr<CopyStreams> streams, char* staging, size_t element,
                            std::vector<DeviceRun> runs, double timeout_s)
     : streams_(std::move(streams)), staging_(staging), element_(element), timeout_s_(timeout_s), runs_([&] {
@@ -74,20 +80,18 @@ GpuDataMover::GpuDataMover(std::shared_ptr<CopyStreams> streams, char* staging, 
         return std::move(runs);
       }()) {}
 
-Status GpuDataMover::ToHost(const void* staged, void* host, size_t bytes) {
+DataMover::InFlight GpuDataMover::StartToHost(const void* staged, void* host, size_t bytes) {
   const char* at = static_cast<const char*>(staged);
   char* to = static_cast<char*>(host);
   std::vector<const char*> seams;
-  if (to == at || HostRegistry::OfProcess().Register(to, bytes, &seams)) {
-    return Copy(at, to, bytes, /*to_host=*/true, seams);
-  }
-  // Not registered: through the staging, then a host copy.
-  BPS_RETURN_IF_ERROR(Copy(at, const_cast<char*>(at), bytes, /*to_host=*/true));
-  std::memcpy(to, at, bytes);
-  return Status::OK();
+  if (to == at || HostRegistry::OfProcess().Register(to, bytes, &seams)) return Start(at, to, bytes, true, seams);
+  // Not registered: through the staging, then a host copy, done here.
+  Status copied = Start(at, const_cast<char*>(at), bytes, /*to_host=*/true)();
+  if (copied.ok()) std::memcpy(to, at, bytes);
+  return [copied] { return copied; };
 }
 
-Status GpuDataMover::FromHost(void* staged, const void* host, size_t bytes) {
+DataMover::InFlight GpuDataMover::StartFromHost(void* staged, const void* host, size_t bytes) {
   char* at = static_cast<char*>(staged);
   const char* from = static_cast<const char*>(host);
   std::vector<const char*> seams;
@@ -95,17 +99,25 @@ Status GpuDataMover::FromHost(void* staged, const void* host, size_t bytes) {
     std::memcpy(at, from, bytes);  // not registered: a host copy into the staging first
     from = at;
   }
-  return Copy(at, const_cast<char*>(from), bytes, /*to_host=*/false, seams);
+  return Start(at, const_cast<char*>(from), bytes, /*to_host=*/false, seams);
 }
 
-Status GpuDataMover::Copy(const char* staged, char* host, size_t bytes, bool to_host,
-                          const std::vector<const char*>& seams) {
+DataMover::InFlight GpuDataMover::Start(const char* staged, char* host, size_t bytes, bool to_host,
+                                        const std::vector<const char*>& seams) {
   if (staged < staging_ || (staged - staging_) % element_ != 0 || bytes % element_ != 0) {
-    return Internal("a GPU copy was asked for bytes that are not whole elements of the staged tensor");
+    Status refused = Internal("a GPU copy was asked for bytes that are not whole elements of the staged tensor");
+    return [refused] { return refused; };
   }
   const uint64_t begin = static_cast<uint64_t>(staged - staging_) / element_;
   const uint64_t end = begin + bytes / element_;
-  std::vector<std::pair<int, cudaStream_t>> used;
+  // Where each stream that took a copy is to have got, for the wait; the streams go back to the pool at
+  // once, so that the next copy queues behind this one instead of needing a stream of its own.
+  struct Passed {
+    int device;
+    cudaStream_t stream;
+    cudaEvent_t event;
+  };
+  std::vector<Passed> passed;
   Status status;
   uint64_t covered = 0;
   for (const DeviceRun& run : runs_) {
@@ -119,7 +131,6 @@ Status GpuDataMover::Copy(const char* staged, char* host, size_t bytes, bool to_
       status = stream.status();
       break;
     }
-    used.emplace_back(run.device, stream.value());
     char* device = run.data + (from - run.offset) * element_;
     char* on_host = host + (from - begin) * element_;
     char* const host_end = on_host + (to - from) * element_;
@@ -139,23 +150,46 @@ Status GpuDataMover::Copy(const char* staged, char* host, size_t bytes, bool to_
       device += n;
       on_host = piece_end;
     }
+    // Recorded also after a failure, so that the wait covers what did start.
+    cudaEvent_t event;
+    Status recorded = CudaStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
+    if (recorded.ok()) {
+      recorded = CudaStatus(cudaEventRecord(event, stream.value()), "cudaEventRecord");
+      if (recorded.ok()) {
+        passed.push_back({run.device, stream.value(), event});
+      } else {
+        cudaEventDestroy(event);
+      }
+    }
+    if (recorded.ok()) {
+      streams_->Give(run.device, stream.value());
+    } else {
+      // Nothing to wait on for this stream: it is synchronized here, and not reused if that fails too.
+      Status synced = CudaStatus(cudaStreamSynchronize(stream.value()), "cudaStreamSynchronize");
+      if (synced.ok()) streams_->Give(run.device, stream.value());
+      if (status.ok()) status = recorded;
+    }
     if (!status.ok()) break;
   }
-  // Every stream that took a copy is waited for, also after a failure, so that none still writes when we
-  // return; except one that outlives the timeout: it is not reused, and the copy fails with
-  // DeadlineExceeded, on which the worker aborts the job (it may still write into the next rounds' memory).
-  const Deadline deadline(timeout_s_);
-  for (auto& [device, stream] : used) {
-    cudaSetDevice(device);
-    Status synced = AwaitStream(stream, deadline, timeout_s_);
-    if (status.ok()) status = synced;
-    if (synced.code() != Code::kDeadlineExceeded) streams_->Give(device, stream);
-  }
   if (status.ok() && covered != end - begin) {
-    return Internal("a GPU copy was asked for " + std::to_string(end - begin) + " elements at " +
-                    std::to_string(begin) + ", of which only " + std::to_string(covered) + " are on this GPU");
+    status = Internal("a GPU copy was asked for " + std::to_string(end - begin) + " elements at " +
+                      std::to_string(begin) + ", of which only " + std::to_string(covered) + " are on this GPU");
   }
-  return status;
+  // Every copy that started is waited for, also after a failure, so that none still writes when the wait
+  // returns; one that outlives the timeout fails with DeadlineExceeded, on which the worker aborts the job
+  // (it may still write into the next rounds' memory), and its stream is not used again.
+  return [passed = std::move(passed), status, streams = streams_, deadline = Deadline(timeout_s_),
+          timeout_s = timeout_s_] {
+    Status result = status;
+    for (const Passed& p : passed) {
+      Status waited = AwaitEvent(p.event, deadline, timeout_s);
+      if (waited.code() == Code::kDeadlineExceeded) streams->Retire(p.device, p.stream);
+      if (result.ok()) result = waited;
+      cudaSetDevice(p.device);
+      cudaEventDestroy(p.event);
+    }
+    return result;
+  };
 }
 
 }  // namespace cuda

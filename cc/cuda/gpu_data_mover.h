@@ -2,7 +2,8 @@
 // tensor's pinned staging, and this copies the GPU memory they stand for straight to the host destination
 // (a same-host server's arena, registered with CUDA once: HostRegistry) or into the staging itself (for
 // the transport), and sums back. Each copy runs on a non-blocking stream of a small per-device pool and is
-// waited for (up to a timeout), so the calls block: never call them from CUDA's host-callback thread.
+// waited for (up to a timeout) on an event recorded after it, so the waits block: never call ToHost,
+// FromHost or a started copy's wait from CUDA's host-callback thread.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -29,6 +30,8 @@ class CopyStreams {
 
   StatusOr<cudaStream_t> Take(int device);
   void Give(int device, cudaStream_t stream);
+  // `stream`, given back, is hung (a copy on it timed out): it is not handed out again.
+  void Retire(int device, cudaStream_t stream);
 
  private:
   std::mutex mu_;
@@ -51,13 +54,18 @@ class GpuDataMover : public DataMover {
   GpuDataMover(std::shared_ptr<CopyStreams> streams, char* staging, size_t element, std::vector<DeviceRun> runs,
                double timeout_s);
 
-  Status ToHost(const void* staged, void* host, size_t bytes) override;
-  Status FromHost(void* staged, const void* host, size_t bytes) override;
+  Status ToHost(const void* staged, void* host, size_t bytes) override { return StartToHost(staged, host, bytes)(); }
+  Status FromHost(void* staged, const void* host, size_t bytes) override {
+    return StartFromHost(staged, host, bytes)();
+  }
+  InFlight StartToHost(const void* staged, void* host, size_t bytes) override;
+  InFlight StartFromHost(void* staged, const void* host, size_t bytes) override;
 
  private:
-  // Copies between the GPU memory [staged, staged + bytes) stands for and `host` (pinned or registered),
-  // cut at `seams` (host addresses where one registration of the host range ends and the next begins).
-  Status Copy(const char* staged, char* host, size_t bytes, bool to_host, const std::vector<const char*>& seams = {});
+  // Starts the copies between the GPU memory [staged, staged + bytes) stands for and `host` (pinned or
+  // registered), cut at `seams` (host addresses where one registration of the host range ends and the next
+  // begins).
+  InFlight Start(const char* staged, char* host, size_t bytes, bool to_host, const std::vector<const char*>& seams = {});
 
   const std::shared_ptr<CopyStreams> streams_;
   char* const staging_;

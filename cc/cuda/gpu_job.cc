@@ -1,7 +1,8 @@
 // One process of a GPU job over real network connections (bps_tf's TCP transport by default; UCX with
 // BYTEPS_TRANSPORT=ucx or DMLC_ENABLE_RDMA=1), for scripts/gpu_check.sh: the scheduler or a server
 // (by DMLC_ROLE), or a worker that push_pulls GPU tensors and checks them exactly ("check"), or times the
-// GPU push_pull against the sum of its stages ("bench").
+// GPU push_pull against the sum of its stages ("bench"), or an encoder's gradients all in flight at once
+// ("bench_encoder").
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -53,6 +54,71 @@ Status RunOnce(Worker& w, const std::string& name, DataType dtype, uint64_t coun
   return CudaStatus(cudaStreamSynchronize(w.stream), "cudaStreamSynchronize");
 }
 
+// The gradients of a BERT-base-sized encoder (110M float32 parameters, 440 MB) in the order a backward
+// pass produces them: per layer, from the last, the layer norms, the feed-forward and attention kernels and
+// their biases; the embeddings last. About half are biases and layer norms of 3 to 12 KB.
+std::vector<uint64_t> EncoderGradientCounts() {
+  const uint64_t hidden = 768, ffn = 3072;
+  std::vector<uint64_t> counts;
+  for (int layer = 0; layer < 12; ++layer) {
+    for (uint64_t n : {hidden, hidden, hidden * ffn, hidden, ffn * hidden, ffn, hidden, hidden, hidden * hidden,
+                       hidden, hidden * hidden, hidden, hidden * hidden, hidden, hidden * hidden, hidden}) {
+      counts.push_back(n);
+    }
+  }
+  for (uint64_t n : {hidden, hidden, 2 * hidden, 512 * hidden, 30522 * hidden}) counts.push_back(n);
+  return counts;
+}
+
+// The push_pulls of float32 tensors of `counts` elements at `data`, all started at once, as a training step
+// starts them: OK once every one is done.
+Status RunAll(Worker& w, const std::string& prefix, const std::vector<uint64_t>& counts,
+              const std::vector<void*>& data) {
+  std::vector<std::promise<Status>> done(counts.size());
+  for (size_t i = 0; i < counts.size(); ++i) {
+    w.push_pull->Run(prefix + std::to_string(i), DataType::kFloat32, counts[i], 0, {{w.device, data[i], w.stream}},
+                     [&done, i](const Status& s) { done[i].set_value(s); });
+  }
+  Status result;
+  for (auto& d : done) {
+    auto future = d.get_future();
+    Status s = future.wait_for(std::chrono::seconds(120)) == std::future_status::ready ? future.get()
+                                                                                        : DeadlineExceeded("no answer");
+    if (result.ok()) result = s;
+  }
+  BPS_RETURN_IF_ERROR(result);
+  return CudaStatus(cudaStreamSynchronize(w.stream), "cudaStreamSynchronize");
+}
+
+// Every gradient of the encoder in flight at once, three rounds, each sum exact.
+int CheckEncoderSet(Worker& w, unsigned long long* mismatches) {
+  const std::vector<uint64_t> counts = EncoderGradientCounts();
+  std::vector<void*> data(counts.size());
+  for (size_t i = 0; i < counts.size(); ++i) cudaMalloc(&data[i], counts[i] * sizeof(float));
+  for (int round = 0; round < 3; ++round) {
+    for (size_t i = 0; i < counts.size(); ++i) LaunchFill(DataType::kFloat32, data[i], counts[i], w.rank, w.stream);
+    Status s = RunAll(w, "encoder/", counts, data);
+    if (!s.ok()) return Fail("encoder set", s);
+    for (size_t i = 0; i < counts.size(); ++i) {
+      unsigned long long wrong = 0;
+      cudaMemsetAsync(mismatches, 0, sizeof(*mismatches), w.stream);
+      LaunchCountMismatches(DataType::kFloat32, data[i], counts[i], w.size, mismatches, w.stream);
+      cudaMemcpyAsync(&wrong, mismatches, sizeof(wrong), cudaMemcpyDeviceToHost, w.stream);
+      s = CudaStatus(cudaStreamSynchronize(w.stream), "check");
+      if (!s.ok()) return Fail("encoder set", s);
+      if (wrong != 0) {
+        std::fprintf(stderr, "gpu_job: encoder tensor %zu (%llu elements) round %d: %llu wrong elements\n", i,
+                     (unsigned long long)counts[i], round, wrong);
+        return 1;
+      }
+    }
+  }
+  for (void* d : data) cudaFree(d);
+  std::printf("rank %d: the %zu gradients of an encoder in flight at once exact over 3 rounds\n", w.rank,
+              counts.size());
+  return 0;
+}
+
 int Check(Worker& w) {
   const uint64_t partition = w.engine->config().partition_bytes;
   int cases = 0;
@@ -85,6 +151,8 @@ int Check(Worker& w) {
       ++cases;
     }
   }
+  if (int rc = CheckEncoderSet(w, mismatches); rc != 0) return rc;
+  cudaFree(mismatches);
   const Config& config = w.engine->config();
   std::printf("rank %d (machine %d, local rank %d of %d): GPU push_pull of %d processes exact in %d dtype/size "
               "cases (mode %s%s)\n",
@@ -249,6 +317,40 @@ int Bench(Worker& w) {
   return 0;
 }
 
+// Times the encoder's gradients all in flight at once (as a training step has them), and its small ones
+// (up to 12 KB) alone: what a step's many small tensors cost beside its bytes.
+int BenchEncoderSet(Worker& w) {
+  const std::vector<uint64_t> all = EncoderGradientCounts();
+  std::vector<uint64_t> small;
+  for (uint64_t n : all) {
+    if (n * sizeof(float) <= 12288) small.push_back(n);
+  }
+  for (const auto& [set, counts] : {std::make_pair(std::string("encoder"), all), std::make_pair(std::string("small"), small)}) {
+    std::vector<void*> data(counts.size());
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < counts.size(); ++i) {
+      cudaMalloc(&data[i], counts[i] * sizeof(float));
+      LaunchFill(DataType::kFloat32, data[i], counts[i], w.rank, w.stream);
+      bytes += counts[i] * sizeof(float);
+    }
+    Status failed;
+    auto run = [&] {
+      Status s = RunAll(w, "bench/" + set + "/", counts, data);
+      if (!s.ok()) failed = s;
+    };
+    run();  // warm up: declarations, shared memory
+    const double t = Median(7, run);
+    if (!failed.ok()) return Fail(set, failed);
+    std::printf("{\"rank\": %d, \"set\": \"%s\", \"tensors\": %zu, \"bytes\": %llu, \"ms\": %.3f, "
+                "\"gb_s\": %.2f, \"us_per_tensor\": %.1f}\n",
+                w.rank, set.c_str(), counts.size(), (unsigned long long)bytes, t * 1e3, bytes / t / 1e9,
+                t * 1e6 / counts.size());
+    std::fflush(stdout);
+    for (void* d : data) cudaFree(d);
+  }
+  return 0;
+}
+
 int RunWorker(const std::string& mode) {
   Status s = InitProcessEngine();
   if (!s.ok()) return Fail("init", s);
@@ -271,7 +373,7 @@ int RunWorker(const std::string& mode) {
   if (!group.ok()) return Fail("GPU group", group.status());
   w.group = std::move(group.value());
   w.push_pull = w.group->push_pull.get();
-  int rc = mode == "bench" ? Bench(w) : Check(w);
+  int rc = mode == "bench" ? Bench(w) : mode == "bench_encoder" ? BenchEncoderSet(w) : Check(w);
   // Through the process's cached GPU groups (ProcessGpuPushPull), as the TF kernels go; with one GPU, one
   // member per process.
   const bool rendezvous = mode == "check" && config.local_size == 1;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 
 #include "cc/common/status.h"
 
@@ -13,6 +14,10 @@ namespace bps {
 
 class DataMover {
  public:
+  // A copy started and not yet waited for: calling it waits until the bytes are there and says how it went.
+  // Call it exactly once, on a thread that may block.
+  using InFlight = std::function<Status()>;
+
   virtual ~DataMover() = default;
   // Copies the bytes that `staged` (an address in the request's input) stands for into `host` (`staged`
   // itself, or elsewhere on the host); returns once they are there. Never called on a thread that may not
@@ -23,6 +28,18 @@ class DataMover {
   virtual Status FromHost(void* staged, const void* host, size_t bytes) = 0;
   // Both fail with DeadlineExceeded when a copy did not finish in time and may still write later: the
   // worker then aborts the job, since that memory is the next rounds' (WorkerOperations).
+
+  // The same copies, started without waiting for them, so that a caller with many small copies pays a
+  // GPU's latency once for all of them instead of once each. By default the copy is done before these
+  // return.
+  virtual InFlight StartToHost(const void* staged, void* host, size_t bytes) {
+    Status copied = ToHost(staged, host, bytes);
+    return [copied] { return copied; };
+  }
+  virtual InFlight StartFromHost(void* staged, const void* host, size_t bytes) {
+    Status copied = FromHost(staged, host, bytes);
+    return [copied] { return copied; };
+  }
 };
 
 }  // namespace bps

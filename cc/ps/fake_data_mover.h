@@ -3,9 +3,11 @@
 // that bypassed the mover gives wrong sums.
 #pragma once
 
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cc/ps/data_mover.h"
@@ -15,8 +17,26 @@ namespace testing {
 
 class FakeDataMover : public DataMover {
  public:
-  // `staging`: what the requests name; `device`: the bytes it stands for (as many).
-  FakeDataMover(char* staging, std::vector<char> device) : staging_(staging), device_(std::move(device)) {}
+  // `staging`: what the requests name; `device`: the bytes it stands for (as many). `deferred`: a started
+  // copy moves its bytes only when waited for, after a pause (the latest a real one may), so that a caller
+  // that uses them before the wait returns sees garbage.
+  FakeDataMover(char* staging, std::vector<char> device, bool deferred = false)
+      : staging_(staging), deferred_(deferred), device_(std::move(device)) {}
+
+  InFlight StartToHost(const void* staged, void* host, size_t bytes) override {
+    if (!deferred_) return DataMover::StartToHost(staged, host, bytes);
+    return [this, staged, host, bytes] {
+      Pause();
+      return ToHost(staged, host, bytes);
+    };
+  }
+  InFlight StartFromHost(void* staged, const void* host, size_t bytes) override {
+    if (!deferred_) return DataMover::StartFromHost(staged, host, bytes);
+    return [this, staged, host, bytes] {
+      Pause();
+      return FromHost(staged, host, bytes);
+    };
+  }
 
   Status ToHost(const void* staged, void* host, size_t bytes) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -62,7 +82,10 @@ class FakeDataMover : public DataMover {
   }
 
  private:
+  static void Pause() { std::this_thread::sleep_for(std::chrono::milliseconds(5)); }
+
   char* const staging_;
+  const bool deferred_;
   std::mutex mu_;
   std::vector<char> device_;
   std::string fail_to_host_, fail_from_host_;

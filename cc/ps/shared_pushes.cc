@@ -45,8 +45,8 @@ SharedPushes::Plan SharedPushes::PlanPush(int server, uint64_t key, size_t bytes
 }
 
 Status SharedPushes::TakeReply(int server, uint64_t key, const Message& reply, void* destination, size_t bytes,
-                               DataMover* mover, bool* from_arena) {
-  if (from_arena != nullptr) *from_arena = false;
+                               const char** sum_in_arena) {
+  if (sum_in_arena != nullptr) *sum_in_arena = nullptr;
   if (reply.shared_receive == Message::kNoOffset) return Status::OK();
   const SharedArenaView* view = nullptr;
   std::string name;
@@ -70,8 +70,10 @@ Status SharedPushes::TakeReply(int server, uint64_t key, const Message& reply, v
   if (reply.shared_result == Message::kNoOffset) return Status::OK();
   const char* sum = view == nullptr ? nullptr : view->At(reply.shared_result, bytes);
   if (sum == nullptr) return Internal("the sum from " + name + " is not in its shared memory");
-  if (from_arena != nullptr) *from_arena = true;
-  if (mover != nullptr) return mover->FromHost(destination, sum, bytes);
+  if (sum_in_arena != nullptr) {
+    *sum_in_arena = sum;
+    return Status::OK();
+  }
   Copy(destination, sum, bytes);
   return Status::OK();
 }

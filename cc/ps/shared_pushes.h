@@ -14,7 +14,6 @@
 #include "cc/common/chunk_helpers.h"
 #include "cc/common/shared_arena.h"
 #include "cc/common/status.h"
-#include "cc/ps/data_mover.h"
 #include "cc/ps/message.h"
 
 namespace bps {
@@ -46,11 +45,11 @@ class SharedPushes {
   Plan PlanPush(int server, uint64_t key, size_t bytes, bool has_data);
 
   // Takes what `reply` (to a push of `key` to `server`) says about shared memory: maps the arena it names,
-  // notes where the next push goes, and copies a sum that stayed in the arena into `destination` (Copy), or,
-  // with a `mover`, has the mover take it from the arena to what `destination` stands for. `*from_arena`
-  // (if given) tells whether the sum was in the arena.
+  // notes where the next push goes, and copies a sum that stayed in the arena into `destination` (Copy).
+  // With `sum_in_arena` it copies nothing and says where in the arena the sum is (null: not there), for a
+  // mover to take it to what `destination` stands for.
   Status TakeReply(int server, uint64_t key, const Message& reply, void* destination, size_t bytes,
-                   DataMover* mover = nullptr, bool* from_arena = nullptr);
+                   const char** sum_in_arena = nullptr);
 
   // The servers forgot their keys (the generation ended or broke): no offset holds any more.
   void ForgetOffsets();

@@ -11,6 +11,7 @@
 #include <future>
 #include <memory>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "cc/ps/fake_data_mover.h"
@@ -189,17 +190,19 @@ TEST(WorkerClientTest, DeclaredPartitionsSumOverBothWorkers) {
 
 // Worker 0's data lives behind a DataMover (as a GPU tensor's does); worker 1's in plain memory. Over three
 // rounds, with the server on this host (the first round through the transport, later ones through its
-// shared memory) and without shared memory, every push and sum goes through the mover and the sums are exact.
-class MoverTest : public ::testing::TestWithParam<bool> {};
+// shared memory) and without shared memory, every push and sum goes through the mover and the sums are exact;
+// also when the mover's copies land only once waited for (a push sent or a sum reported before its copy
+// was waited for would be wrong).
+class MoverTest : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
 
 TEST_P(MoverTest, PushesAndSumsGoThroughTheMover) {
-  const bool shared_memory = GetParam();
+  const auto [shared_memory, deferred] = GetParam();
   ClientJob job(2, 1, 20, nullptr, shared_memory);
   const int64_t count = 3000;  // more than one 4096-byte partition
   auto plans = DeclareEverywhere(job, 2, FloatTensor("moved", count));
   ASSERT_TRUE(plans[0].ok() && plans[1].ok()) << plans[0].status().ToString();
   std::vector<char> staging(count * sizeof(float));
-  auto mover = std::make_shared<testing::FakeDataMover>(staging.data(), std::vector<char>());
+  auto mover = std::make_shared<testing::FakeDataMover>(staging.data(), std::vector<char>(), deferred);
   const int parts = static_cast<int>(plans[0].value().partitions.size());
   for (uint32_t round = 1; round <= 3; ++round) {
     std::vector<float> mine(count), other(count), out(count, -1);
@@ -240,7 +243,8 @@ TEST_P(MoverTest, PushesAndSumsGoThroughTheMover) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(SharedMemoryOrNot, MoverTest, ::testing::Bool());
+INSTANTIATE_TEST_SUITE_P(SharedMemoryOrNotCopiesDeferredOrNot, MoverTest,
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool()));
 
 TEST(WorkerClientTest, AnEchoedSumLeavesTheMoversDataAsItIs) {
   ClientJob job(2, 1);

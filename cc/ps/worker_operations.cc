@@ -57,20 +57,23 @@ void WorkerOperations::SendPush(const Partition& part, uint32_t round, Participa
                    wire_bytes, {}, std::move(mover)};
   if (shareable) out.shared = shared_->PlanPush(part.server, part.key, out.bytes(), input != nullptr);
   // A server on this host sums straight from its arena: the data crosses in one memcpy, not the transport.
-  // A mover puts it there from where it is (or stages it for the transport), waited for on the thread of
-  // pushes_to_host_: this thread goes on to the next push.
+  // A mover puts it there from where it is (or stages it for the transport): started on the thread of
+  // pushes_to_host_, so that this thread goes on to the next push, and waited for on that of
+  // pushes_landing_, so that the next copies start meanwhile.
   if (out.mover != nullptr && out.bytes() > 0) {
     auto moving = std::make_shared<OutgoingPush>(std::move(out));
     pushes_to_host_.Post([this, moving, generation = requests_->generations()] {
       // A generation that broke meanwhile planned this push: its arena place may be another's now.
-      Status moved = GenerationStands(generation);
-      if (moved.ok()) {
-        void* to = moving->shared.destination != nullptr ? static_cast<void*>(moving->shared.destination)
-                                                         : const_cast<void*>(moving->push.input);
-        moved = moving->mover->ToHost(moving->push.input, to, moving->bytes());
+      Status stands = GenerationStands(generation);
+      if (!stands.ok()) return SendPlanned(std::move(*moving), stands);
+      void* to = moving->shared.destination != nullptr ? static_cast<void*>(moving->shared.destination)
+                                                       : const_cast<void*>(moving->push.input);
+      DataMover::InFlight copy = moving->mover->StartToHost(moving->push.input, to, moving->bytes());
+      pushes_landing_.Post([this, moving, copy = std::move(copy)] {
+        Status moved = copy();
         AbortIfCopyHung(moved);
-      }
-      SendPlanned(std::move(*moving), moved);
+        SendPlanned(std::move(*moving), moved);
+      });
     });
     return;
   }
@@ -485,35 +488,54 @@ void WorkerOperations::Complete(PeerId from, uint64_t request_id, const Message&
     return r.declare_done(PartitionPlan::Decode(reply.text));
   }
   if (status.ok() && r.mover != nullptr && fused_sum == nullptr) {
-    // The copy of the sum to where it goes (a GPU) is waited for on the thread of sums_from_host_, not the
-    // transport's. A generation that broke meanwhile leaves the reply untaken: its arena offsets are void.
+    // The copy of the sum to where it goes (a GPU) starts on the thread of sums_from_host_, not the
+    // transport's, and is waited for on that of sums_landing_, so that the next sums' copies start
+    // meanwhile. A generation that broke meanwhile leaves the reply untaken: its arena offsets are void.
     auto moving = std::make_shared<Request>(std::move(r));
     auto moving_reply = std::make_shared<Message>(reply);
     return sums_from_host_.Post([this, moving, moving_reply, generation = requests_->generations()] {
-      TakeSum(*moving, *moving_reply, GenerationStands(generation), nullptr, 0);
+      Status placed = GenerationStands(generation);
+      DataMover::InFlight copy = StartSum(*moving, *moving_reply, nullptr, 0, &placed);
+      sums_landing_.Post([this, moving, moving_reply, placed, copy = std::move(copy)] {
+        Status landed = placed;
+        if (copy) {
+          landed = copy();
+          AbortIfCopyHung(landed);
+        }
+        FinishSum(*moving, *moving_reply, landed);
+      });
     });
   }
-  TakeSum(r, reply, status, fused_sum, fused_bytes);
+  DataMover::InFlight copy = StartSum(r, reply, fused_sum, fused_bytes, &status);
+  if (copy) {
+    status = copy();
+    AbortIfCopyHung(status);
+  }
+  FinishSum(r, reply, status);
 }
 
-void WorkerOperations::TakeSum(Request& r, const Message& reply, Status status, const char* fused_sum,
-                               size_t fused_bytes) {
-  if (status.ok() && fused_sum != nullptr && !reply.zeros && !reply.echo) {
+DataMover::InFlight WorkerOperations::StartSum(Request& r, const Message& reply, const char* fused_sum,
+                                               size_t fused_bytes, Status* status) {
+  if (status->ok() && fused_sum != nullptr && !reply.zeros && !reply.echo) {
     if (fused_bytes != r.bytes) {
-      status = Internal("a fused reply carried " + std::to_string(fused_bytes) + " bytes for a sum of " +
-                        std::to_string(r.bytes));
+      *status = Internal("a fused reply carried " + std::to_string(fused_bytes) + " bytes for a sum of " +
+                         std::to_string(r.bytes));
     } else if (r.bytes > 0) {
       std::memcpy(r.destination, fused_sum, r.bytes);
     }
   }
-  bool from_arena = false;
-  if (status.ok()) {
-    status = shared_->TakeReply(r.server, r.key, reply, r.destination, r.bytes, r.mover.get(), &from_arena);
-  }
-  if (status.ok() && r.mover != nullptr) {
-    status = MoveSum(r, reply, from_arena);
-    AbortIfCopyHung(status);
-  }
+  if (!status->ok()) return nullptr;
+  const char* in_arena = nullptr;
+  *status = shared_->TakeReply(r.server, r.key, reply, r.destination, r.bytes, r.mover ? &in_arena : nullptr);
+  if (!status->ok() || r.mover == nullptr) return nullptr;
+  if (in_arena != nullptr) return r.mover->StartFromHost(r.destination, in_arena, r.bytes);
+  if (reply.echo || r.bytes == 0) return nullptr;  // what it pushed, still where it was
+  // The sum came through the transport (or out of a fused reply) into the staging at `destination`.
+  if (reply.zeros) std::memset(r.destination, 0, r.bytes);
+  return r.mover->StartFromHost(r.destination, r.destination, r.bytes);
+}
+
+void WorkerOperations::FinishSum(Request& r, const Message& reply, Status status) {
   if (!status.ok()) status = Status(status.code(), status.message() + " (while waiting for " + Awaited(r) + ")");
   if (status.ok() && r.sum) {
     // Through the network or, from a server on this host, its shared memory; zeros and echoes carry none.
@@ -540,13 +562,6 @@ Status WorkerOperations::GenerationStands(uint64_t generation) const {
   if (!refused.ok()) return refused;
   if (requests_->generations() != generation) return Aborted("the job's generation changed during a GPU copy");
   return Status::OK();
-}
-
-Status WorkerOperations::MoveSum(const Request& r, const Message& reply, bool from_arena) {
-  if (from_arena || reply.echo || r.bytes == 0) return Status::OK();  // moved already; or what it pushed, still there
-  if (reply.zeros) std::memset(r.destination, 0, r.bytes);
-  // The sum came through the transport (or out of a fused reply) into the staging at `destination`.
-  return r.mover->FromHost(r.destination, r.destination, r.bytes);
 }
 
 }  // namespace bps
