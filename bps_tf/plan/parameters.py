@@ -22,6 +22,7 @@ class Parameters:
     io_threads: int = 4
     nccl_bus_bytes_per_s: float = 240e9
     copy_bytes_per_s: float = 50.9e9
+    host_path_bytes_per_s: float = 28.0e9
     reduce_broadcast_factor: float = 1.38
     ring_step_s: float = 5e-6
     fusion_bytes: int = 64 << 20
@@ -72,6 +73,11 @@ SOURCES = {
                                "1.120 ms at 256 MiB, 1.38x (64 MiB: 0.454 against 0.337 ms, 1.35x; 4 MiB, where "
                                "latency weighs more: 1.06x; docs/gpu.md, gpu/gpu_bench.jsonl)",
     "copy_bytes_per_s": "pinned chunked D2H/H2D copies on an H200, 256 MiB (docs/gpu.md, gpu/gpu_bench.jsonl)",
+    "host_path_bytes_per_s": "a GPU machine's push_pulls through its host memory, all its worker processes "
+                             "together: 2 x 14.0 GB/s, the median per worker of 420 MiB float32 push_pulls by two "
+                             "workers sharing an H200 and its host through a server there, the copies into and "
+                             "out of the server's shared memory and its sums included (docs/gpu.md, "
+                             "gpu/h200_checks/); a host whose servers are elsewhere does less",
     "ring_step_s": "latency of one step of NCCL's ring between machines: not measured here (one machine), assumed",
     "fusion_bytes": "Horovod's tensor fusion buffer (HOROVOD_FUSION_THRESHOLD's default): one ring all-reduce each",
     "backward_share": "share of a step's compute in the backward pass (twice the forward's FLOPs), assumed",

@@ -152,19 +152,25 @@ def network_time(cluster, plan, params):
 
 
 def local_stages(cluster, tensor_bytes, params):
-    """Seconds of the stages inside one machine of g GPUs (NCCL and the copies to and from the host) for a
-    step's gradients (bytes per tensor). GPU 0 copies the most: its slice of each reduce-scattered tensor
-    and every tensor pushed whole; an NCCL reduce and broadcast of a tensor take reduce_broadcast_factor
-    times its reduce-scatter and all-gather."""
+    """Seconds of the stages inside one GPU machine for a step's gradients (bytes per tensor): the host
+    path, every byte the machine pushes through its host memory and back at the rate measured end to end
+    from GPU memory (host_path_bytes_per_s); with g GPUs also NCCL and GPU 0's copies to and from the host.
+    GPU 0 copies the most: its slice of each reduce-scattered tensor and every tensor pushed whole; an NCCL
+    reduce and broadcast of a tensor take reduce_broadcast_factor times its reduce-scatter and all-gather.
+    None on an emulated cluster, whose machines push CPU tensors."""
+    if cluster.shared_cores:
+        return {}
+    stages = {"worker host path": sum(tensor_bytes) / params.host_path_bytes_per_s}
     g = cluster.gpus_per_machine
     if g == 1:
-        return {}
+        return stages
     whole = sum(b for b in tensor_bytes if is_whole(b, g))
     scattered = sum(tensor_bytes) - whole
     nccl = (g - 1) / g * (scattered + params.reduce_broadcast_factor * whole) / params.nccl_bus_bytes_per_s
     copy = (scattered / g + whole) / params.copy_bytes_per_s
-    return {"NCCL reduce-scatter and reduce": nccl, "copy to host": copy, "copy to GPU": copy,
-            "NCCL all-gather and broadcast": nccl}
+    stages.update({"NCCL reduce-scatter and reduce": nccl, "copy to host": copy, "copy to GPU": copy,
+                   "NCCL all-gather and broadcast": nccl})
+    return stages
 
 
 def push_pull_time(cluster, tensor_bytes, params, element_bytes=4):

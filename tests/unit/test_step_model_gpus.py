@@ -29,7 +29,15 @@ def test_a_tensor_under_g_times_256_kib_is_one_piece_of_gpu_0_and_a_larger_one_g
 def test_one_gpu_pushes_every_tensor_whole_as_before():
     tensors = [4 * KIB, 300 * KIB, 5 << 20]
     assert plan_for(machines(1), tensors, MEASURED) == plan(tensors, 4, MEASURED.partition_bytes)
-    assert local_stages(machines(1), tensors, MEASURED) == {}
+    assert local_stages(machines(1), tensors, MEASURED) == {"worker host path": pytest.approx(sum(tensors) / 28.0e9)}
+
+
+def test_every_byte_a_gpu_machine_pushes_goes_through_its_host_at_the_measured_rate():
+    tensors = [4 * KIB, 300 * KIB, 5 << 20]  # 5,554,176 bytes through the host at 2 x 14.0 GB/s: 198.4 us
+    for gpus in (1, 8):
+        assert local_stages(machines(gpus), tensors, MEASURED)["worker host path"] == pytest.approx(198.4e-6, rel=1e-3)
+    emulated = Cluster(machines=4, servers=4, link_bytes_per_s=rate_bytes_per_s("1gbit"), shared_cores=2)
+    assert local_stages(emulated, tensors, MEASURED) == {}, "an emulated cluster's machines push CPU tensors"
 
 
 def test_gpu_0_copies_its_slices_and_every_whole_tensor():
