@@ -109,8 +109,15 @@ void TcpListener::Pause(int listen_fd, double until) {
   resume_at_ = until;
   if (paused_listen_fd_ >= 0) return;
   if (by_fd_.size() >= limits_.max_pending) {
-    full_.Warn("all " + std::to_string(limits_.max_pending) + " places for connections that have not yet "
-               "proven the job's secret are taken: new connections wait their turn");
+    std::string message = "all " + std::to_string(limits_.max_pending) + " places for connections that have not "
+                          "yet proven the job's secret are taken: new connections wait their turn, " +
+                          std::to_string(limits_.queue_length) + " at most";
+    if (limits_.queue_length < limits_.queue_length_wanted) {
+      // Beyond the queue the kernel drops a new connection's first packet, and a member waits a second or more.
+      message += " (net.core.somaxconn caps the queue: raise it, e.g. sysctl -w net.core.somaxconn=" +
+                 std::to_string(limits_.queue_length_wanted) + ", where strangers can reach this port)";
+    }
+    full_.Warn(message);
   }
   loop_->Mute(listen_fd);
   paused_listen_fd_ = listen_fd;

@@ -34,6 +34,10 @@ class TcpListener {
     size_t max_pending = 128;
     double grace_s = 0.05;
     double handshake_timeout_s = 3;
+    // The listening socket's queue, where connections wait while every place is taken, and the length the
+    // transport asked for (the kernel caps it at net.core.somaxconn): told when every place is taken.
+    int queue_length = 4096;
+    int queue_length_wanted = 4096;
   };
   // A connection that proved itself: its socket (watched by the loop already), its peer's address, and
   // whether that peer is on another host.

@@ -216,6 +216,25 @@ TEST_F(TcpListenerTest, AFullListenerSleepsUntilAPlaceComesFreeOrTheGraceEnds) {
   close(last);
 }
 
+// When every place is taken the listener says so, with how many may wait in the kernel's queue, and names
+// net.core.somaxconn where the kernel gave a shorter queue than asked for.
+TEST_F(TcpListenerTest, AFullListenerTellsHowLongItsQueueIsAndWhenTheKernelCutIt) {
+  for (int queue : {4096, 128}) {
+    TcpListener::Limits limits{/*max_pending=*/1, kLongGraceS, /*handshake_timeout_s=*/60};
+    limits.queue_length = queue;
+    limits.queue_length_wanted = 4096;
+    Listen(limits);
+    ::testing::internal::CaptureStderr();
+    int first = Connect();  // takes the one place: the listener is full
+    const std::string logged = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(logged.find("new connections wait their turn, " + std::to_string(queue) + " at most"),
+              std::string::npos) << logged;
+    EXPECT_EQ(logged.find("sysctl -w net.core.somaxconn=4096") != std::string::npos, queue < 4096) << logged;
+    listener_->CloseAll();
+    close(first);
+  }
+}
+
 TEST_F(TcpListenerTest, AStoppingListenerTurnsEveryoneAway) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr_), sizeof(addr_)), 0);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <shared_mutex>
@@ -37,9 +38,21 @@ constexpr int kNoListenerPauseMs = 200;
 // (4096 at 2,560 places a second), well within a connection attempt's handshake timeout.
 constexpr int kListenBacklog = 4096;
 
+// The listening socket's queue as the kernel gives it: kListenBacklog, capped at net.core.somaxconn.
+int ListenQueueLength() {
+  std::FILE* file = std::fopen("/proc/sys/net/core/somaxconn", "r");
+  if (file == nullptr) return kListenBacklog;
+  int somaxconn = 0;
+  const bool read = std::fscanf(file, "%d", &somaxconn) == 1;
+  std::fclose(file);
+  return read && somaxconn > 0 ? std::min(somaxconn, kListenBacklog) : kListenBacklog;
+}
+
 TcpListener::Limits ListenerLimits(const TcpOptions& options) {
   TcpListener::Limits limits;
   limits.handshake_timeout_s = options.handshake_timeout_s;
+  limits.queue_length = ListenQueueLength();
+  limits.queue_length_wanted = kListenBacklog;
   return limits;
 }
 
