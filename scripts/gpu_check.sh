@@ -12,7 +12,7 @@
 #      N processes (one per GPU of the host, the machine's processes share an NCCL communicator and each
 #      pushes its own part); 1 machine x N processes (local NCCL only, and forced through the servers);
 #   3. the GPU push_pull benchmark of such jobs (end-to-end against the sum of its stages; direct copies,
-#      then through the staging), the same for an encoder's 200 gradients all in flight, and gpu_bench
+#      then through the staging), the same for an encoder's 197 gradients all in flight, and gpu_bench
 #      (pinned copies against cudaMemcpy's peak; local reductions against NCCL all-reduce).
 # Usage: gpu_check.sh [OUT_DIR]   (logs and JSON results go to OUT_DIR, default ./gpu_check_out)
 set -uo pipefail

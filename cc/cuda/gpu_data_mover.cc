@@ -36,6 +36,46 @@ Status AwaitEvent(cudaEvent_t event, const Deadline& deadline, double timeout_s)
   }
 }
 
+// Where a stream that took copies is to have got: the wait polls the event.
+struct Passed {
+  int device;
+  cudaStream_t stream;
+  cudaEvent_t event;
+};
+
+// Records an event after what `stream` (of `device`, current) has queued and gives the stream back for the
+// next copy to queue behind; without an event, the stream is synchronized here instead (and dropped if
+// that fails too).
+Status RecordAndGiveBack(CopyStreams* streams, int device, bool to_host, cudaStream_t stream,
+                         std::vector<Passed>* passed) {
+  cudaEvent_t event;
+  Status recorded = CudaStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
+  if (recorded.ok()) {
+    recorded = CudaStatus(cudaEventRecord(event, stream), "cudaEventRecord");
+    if (recorded.ok()) {
+      passed->push_back({device, stream, event});
+    } else {
+      cudaEventDestroy(event);
+    }
+  }
+  if (recorded.ok() || cudaStreamSynchronize(stream) == cudaSuccess) streams->Give(device, to_host, stream);
+  return recorded;
+}
+
+// Waits for every event in `passed` (each released after), also after a failure, so that no copy still
+// writes when this returns; one past `deadline` fails with DeadlineExceeded, and its stream is retired.
+Status AwaitAll(const std::vector<Passed>& passed, CopyStreams* streams, const Deadline& deadline, double timeout_s) {
+  Status result;
+  for (const Passed& p : passed) {
+    Status waited = AwaitEvent(p.event, deadline, timeout_s);
+    if (waited.code() == Code::kDeadlineExceeded) streams->Retire(p.stream);
+    if (result.ok()) result = waited;
+    cudaSetDevice(p.device);
+    cudaEventDestroy(p.event);
+  }
+  return result;
+}
+
 }  // namespace
 
 CopyStreams::~CopyStreams() {
@@ -45,10 +85,10 @@ CopyStreams::~CopyStreams() {
   }
 }
 
-StatusOr<cudaStream_t> CopyStreams::Take(int device) {
+StatusOr<cudaStream_t> CopyStreams::Take(int device, bool to_host) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    std::vector<cudaStream_t>& idle = idle_[device];
+    std::vector<cudaStream_t>& idle = idle_[{device, to_host}];
     if (!idle.empty()) {
       cudaStream_t stream = idle.back();
       idle.pop_back();
@@ -62,15 +102,15 @@ StatusOr<cudaStream_t> CopyStreams::Take(int device) {
   return stream;
 }
 
-void CopyStreams::Give(int device, cudaStream_t stream) {
+void CopyStreams::Give(int device, bool to_host, cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(mu_);
-  idle_[device].push_back(stream);
+  if (retired_.count(stream) == 0) idle_[{device, to_host}].push_back(stream);
 }
 
-void CopyStreams::Retire(int device, cudaStream_t stream) {
+void CopyStreams::Retire(cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<cudaStream_t>& idle = idle_[device];
-  idle.erase(std::remove(idle.begin(), idle.end(), stream), idle.end());
+  retired_.insert(stream);
+  for (auto& [key, idle] : idle_) idle.erase(std::remove(idle.begin(), idle.end(), stream), idle.end());
 }
 
 GpuDataMover::GpuDataMover(std::shared_ptr<CopyStreams> streams, char* staging, size_t element,
@@ -102,6 +142,30 @@ DataMover::InFlight GpuDataMover::StartFromHost(void* staged, const void* host, 
   return Start(at, const_cast<char*>(from), bytes, /*to_host=*/false, seams);
 }
 
+Status GpuDataMover::Queue(const DeviceRun& run, uint64_t from, uint64_t to, uint64_t begin, char* host,
+                           bool to_host, const std::vector<const char*>& seams, cudaStream_t stream) {
+  char* device = run.data + (from - run.offset) * element_;
+  char* on_host = host + (from - begin) * element_;
+  char* const host_end = on_host + (to - from) * element_;
+  auto seam = std::upper_bound(seams.begin(), seams.end(), static_cast<const char*>(on_host));
+  while (on_host < host_end) {
+    char* const piece_end = seam != seams.end() && *seam < host_end ? const_cast<char*>(*seam++) : host_end;
+    const size_t n = piece_end - on_host;
+    Status status = to_host ? CudaStatus(cudaMemcpyAsync(on_host, device, n, cudaMemcpyDeviceToHost, stream),
+                                         "cudaMemcpyAsync (device to host)")
+                            : CudaStatus(cudaMemcpyAsync(device, on_host, n, cudaMemcpyHostToDevice, stream),
+                                         "cudaMemcpyAsync (host to device)");
+    if (!status.ok()) {
+      return Status(status.code(), status.message() + " (" + std::to_string(n) + " bytes, host " +
+                                       std::to_string(reinterpret_cast<uintptr_t>(on_host)) + ", GPU " +
+                                       std::to_string(run.device) + ")");
+    }
+    device += n;
+    on_host = piece_end;
+  }
+  return Status::OK();
+}
+
 DataMover::InFlight GpuDataMover::Start(const char* staged, char* host, size_t bytes, bool to_host,
                                         const std::vector<const char*>& seams) {
   if (staged < staging_ || (staged - staging_) % element_ != 0 || bytes % element_ != 0) {
@@ -110,13 +174,6 @@ DataMover::InFlight GpuDataMover::Start(const char* staged, char* host, size_t b
   }
   const uint64_t begin = static_cast<uint64_t>(staged - staging_) / element_;
   const uint64_t end = begin + bytes / element_;
-  // Where each stream that took a copy is to have got, for the wait; the streams go back to the pool at
-  // once, so that the next copy queues behind this one instead of needing a stream of its own.
-  struct Passed {
-    int device;
-    cudaStream_t stream;
-    cudaEvent_t event;
-  };
   std::vector<Passed> passed;
   Status status;
   uint64_t covered = 0;
@@ -126,69 +183,27 @@ DataMover::InFlight GpuDataMover::Start(const char* staged, char* host, size_t b
     covered += to - from;
     status = CudaStatus(cudaSetDevice(run.device), "cudaSetDevice");
     if (!status.ok()) break;
-    auto stream = streams_->Take(run.device);
+    auto stream = streams_->Take(run.device, to_host);
     if (!stream.ok()) {
       status = stream.status();
       break;
     }
-    char* device = run.data + (from - run.offset) * element_;
-    char* on_host = host + (from - begin) * element_;
-    char* const host_end = on_host + (to - from) * element_;
-    auto seam = std::upper_bound(seams.begin(), seams.end(), static_cast<const char*>(on_host));
-    while (status.ok() && on_host < host_end) {
-      char* const piece_end = seam != seams.end() && *seam < host_end ? const_cast<char*>(*seam++) : host_end;
-      const size_t n = piece_end - on_host;
-      status = to_host ? CudaStatus(cudaMemcpyAsync(on_host, device, n, cudaMemcpyDeviceToHost, stream.value()),
-                                    "cudaMemcpyAsync (device to host)")
-                       : CudaStatus(cudaMemcpyAsync(device, on_host, n, cudaMemcpyHostToDevice, stream.value()),
-                                    "cudaMemcpyAsync (host to device)");
-      if (!status.ok()) {
-        status = Status(status.code(), status.message() + " (" + std::to_string(n) + " bytes, host " +
-                                            std::to_string(reinterpret_cast<uintptr_t>(on_host)) + ", GPU " +
-                                            std::to_string(run.device) + ")");
-      }
-      device += n;
-      on_host = piece_end;
-    }
-    // Recorded also after a failure, so that the wait covers what did start.
-    cudaEvent_t event;
-    Status recorded = CudaStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
-    if (recorded.ok()) {
-      recorded = CudaStatus(cudaEventRecord(event, stream.value()), "cudaEventRecord");
-      if (recorded.ok()) {
-        passed.push_back({run.device, stream.value(), event});
-      } else {
-        cudaEventDestroy(event);
-      }
-    }
-    if (recorded.ok()) {
-      streams_->Give(run.device, stream.value());
-    } else {
-      // Nothing to wait on for this stream: it is synchronized here, and not reused if that fails too.
-      Status synced = CudaStatus(cudaStreamSynchronize(stream.value()), "cudaStreamSynchronize");
-      if (synced.ok()) streams_->Give(run.device, stream.value());
-      if (status.ok()) status = recorded;
-    }
+    status = Queue(run, from, to, begin, host, to_host, seams, stream.value());
+    // Also after a failure: the wait covers what did start.
+    Status recorded = RecordAndGiveBack(streams_.get(), run.device, to_host, stream.value(), &passed);
+    if (status.ok()) status = recorded;
     if (!status.ok()) break;
   }
   if (status.ok() && covered != end - begin) {
     status = Internal("a GPU copy was asked for " + std::to_string(end - begin) + " elements at " +
                       std::to_string(begin) + ", of which only " + std::to_string(covered) + " are on this GPU");
   }
-  // Every copy that started is waited for, also after a failure, so that none still writes when the wait
-  // returns; one that outlives the timeout fails with DeadlineExceeded, on which the worker aborts the job
-  // (it may still write into the next rounds' memory), and its stream is not used again.
+  // A copy that outlives the timeout fails with DeadlineExceeded, on which the worker aborts the job: it may
+  // still write into the next rounds' memory.
   return [passed = std::move(passed), status, streams = streams_, deadline = Deadline(timeout_s_),
           timeout_s = timeout_s_] {
-    Status result = status;
-    for (const Passed& p : passed) {
-      Status waited = AwaitEvent(p.event, deadline, timeout_s);
-      if (waited.code() == Code::kDeadlineExceeded) streams->Retire(p.device, p.stream);
-      if (result.ok()) result = waited;
-      cudaSetDevice(p.device);
-      cudaEventDestroy(p.event);
-    }
-    return result;
+    Status waited = AwaitAll(passed, streams.get(), deadline, timeout_s);
+    return status.ok() ? waited : status;
   };
 }
 

@@ -1,9 +1,10 @@
 // The DataMover (cc/ps/data_mover.h) of one GPU push_pull: the engine's requests name addresses in the
 // tensor's pinned staging, and this copies the GPU memory they stand for straight to the host destination
 // (a same-host server's arena, registered with CUDA once: HostRegistry) or into the staging itself (for
-// the transport), and sums back. Each copy runs on a non-blocking stream of a small per-device pool and is
-// waited for (up to a timeout) on an event recorded after it, so the waits block: never call ToHost,
-// FromHost or a started copy's wait from CUDA's host-callback thread.
+// the transport), and sums back. Each copy runs on a non-blocking stream of a small per-device pool, one
+// pool each way, with an event recorded after it that its wait polls (up to a timeout). Every call uses the
+// CUDA API and may block (the unregistered path waits, and so do ToHost, FromHost and a started copy's
+// wait): never call one from CUDA's host-callback thread.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,6 +13,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "cc/common/status.h"
@@ -20,7 +23,9 @@
 namespace bps {
 namespace cuda {
 
-// Copy streams per device, reused: as many as copies ever ran at once on the device.
+// Copy streams per device and direction, reused. A stream goes back as soon as its copies are queued, so
+// that the next copy the same way queues behind them on it: one stream each way per device, as long as
+// copies start on one thread each way; the two ways never share one, so sums need not wait behind pushes.
 class CopyStreams {
  public:
   CopyStreams() = default;
@@ -28,14 +33,16 @@ class CopyStreams {
   CopyStreams& operator=(const CopyStreams&) = delete;
   ~CopyStreams();
 
-  StatusOr<cudaStream_t> Take(int device);
-  void Give(int device, cudaStream_t stream);
-  // `stream`, given back, is hung (a copy on it timed out): it is not handed out again.
-  void Retire(int device, cudaStream_t stream);
+  StatusOr<cudaStream_t> Take(int device, bool to_host);
+  void Give(int device, bool to_host, cudaStream_t stream);
+  // A copy on `stream` timed out, so the GPU may never get past it: it is not handed out again (once given
+  // back, if it is out now).
+  void Retire(cudaStream_t stream);
 
  private:
   std::mutex mu_;
-  std::map<int, std::vector<cudaStream_t>> idle_;  // by device
+  std::map<std::pair<int, bool>, std::vector<cudaStream_t>> idle_;  // by device and direction
+  std::set<cudaStream_t> retired_;
   std::vector<std::pair<int, cudaStream_t>> all_;
 };
 
@@ -66,6 +73,9 @@ class GpuDataMover : public DataMover {
   // registered), cut at `seams` (host addresses where one registration of the host range ends and the next
   // begins).
   InFlight Start(const char* staged, char* host, size_t bytes, bool to_host, const std::vector<const char*>& seams = {});
+  // Queues the copies of one run's elements [from, to) on `stream`; `host` stands for element `begin`.
+  Status Queue(const DeviceRun& run, uint64_t from, uint64_t to, uint64_t begin, char* host, bool to_host,
+               const std::vector<const char*>& seams, cudaStream_t stream);
 
   const std::shared_ptr<CopyStreams> streams_;
   char* const staging_;

@@ -203,7 +203,8 @@ TEST(GpuDataMoverTest, CopiesBetweenTheGpuAndAnArenaBlockOrTheStaging) {
 }
 
 // A copy the GPU does not finish within the timeout fails with DeadlineExceeded instead of blocking (the
-// engine's thread, and shutdown, would wait for it); its stream, still busy, is not used again.
+// engine's thread, and shutdown, would wait for it), and so does one started behind it before the wait;
+// their stream, still busy, is not used again, also when the second copy had taken it meanwhile.
 TEST(GpuDataMoverTest, ACopyThatDoesNotFinishInTimeFails) {
   if (GpuCount() < 1) GTEST_SKIP() << "needs a GPU";
   ASSERT_CUDA(cudaSetDevice(0));
@@ -228,24 +229,32 @@ TEST(GpuDataMoverTest, ACopyThatDoesNotFinishInTimeFails) {
   ASSERT_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&release_on_gpu), release, 0));
 
   auto streams = std::make_shared<CopyStreams>();
-  auto held = streams->Take(0);  // the stream the mover's copy will get, held by a kernel that spins
+  // The stream the mover's copies to the host will get, held by a kernel that spins.
+  auto held = streams->Take(0, /*to_host=*/true);
   ASSERT_TRUE(held.ok());
   ASSERT_CUDA(LaunchSpinUntilReleased(release_on_gpu, held.value()));
-  streams->Give(0, held.value());
+  streams->Give(0, /*to_host=*/true, held.value());
   GpuDataMover mover(streams, staging, sizeof(float), {DeviceRun{0, static_cast<char*>(device), 0, bytes / 4}},
                      /*timeout_s=*/0.5);
   const double start = NowSeconds();
-  Status copied = mover.ToHost(staging, staging, bytes);
+  DataMover::InFlight first = mover.StartToHost(staging, staging, bytes / 2);
+  DataMover::InFlight second = mover.StartToHost(staging + bytes / 2, staging + bytes / 2, bytes / 2);
+  auto taken = streams->Take(0, /*to_host=*/true);  // the two copies' stream, out of the pool during the wait
+  ASSERT_TRUE(taken.ok());
+  EXPECT_EQ(taken.value(), held.value()) << "the second copy queued behind the first on its stream";
+  Status copied = first();
   const double waited = NowSeconds() - start;
   EXPECT_EQ(copied.code(), Code::kDeadlineExceeded) << copied.ToString();
   EXPECT_NE(copied.message().find("BYTEPS_TIMEOUT"), std::string::npos) << copied.message();
   EXPECT_GE(waited, 0.5);
   EXPECT_LT(waited, 5.0);
+  EXPECT_EQ(second().code(), Code::kDeadlineExceeded);
+  streams->Give(0, /*to_host=*/true, taken.value());
 
-  auto next = streams->Take(0);
+  auto next = streams->Take(0, /*to_host=*/true);
   ASSERT_TRUE(next.ok());
   EXPECT_NE(next.value(), held.value()) << "the stream that timed out is not handed out again";
-  streams->Give(0, next.value());
+  streams->Give(0, /*to_host=*/true, next.value());
   std::memset(staging, 0, bytes);
   ASSERT_CUDA(cudaMemset(device, 7, bytes));
   ASSERT_CUDA(cudaStreamSynchronize(nullptr));  // (the mover's streams do not wait for the default stream)
@@ -277,6 +286,7 @@ TEST_P(DistributedTest, EveryGpuOfEveryWorkerGetsTheGlobalSum) {
     options.chunk_bytes = 4096 * 3;  // several chunks, crossing GPU slice boundaries
     options.mode = std::get<1>(GetParam());
     options.direct_copies = std::get<2>(GetParam());
+    options.direct_copies_from_bytes = 0;  // every size through the mover when direct
     workers.push_back(std::make_unique<GpuPushPull>(&job.worker(w), nccls.back().get(), nullptr, options));
     ASSERT_TRUE(workers.back()->Init().ok());
   }

@@ -276,7 +276,9 @@ Status GpuPushPull::StageToHost(const std::shared_ptr<Operation>& op) {
     Finish(op);
     return Status::OK();
   }
-  if (options_.direct_copies && op->count * op->element() >= kDirectCopiesFromBytes) return EnqueueWhenReduced(op);
+  if (options_.direct_copies && op->count * op->element() >= options_.direct_copies_from_bytes) {
+    return EnqueueWhenReduced(op);
+  }
   for (auto& chunk : op->chunks) {
     for (const Piece& piece : chunk->pieces) {
       const GpuTensor& member = op->members[piece.member];

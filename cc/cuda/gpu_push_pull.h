@@ -45,11 +45,12 @@ enum class LocalReduceMode {
 // process, small tensors also travel fused. Its copies are few bytes, so GPU 0's link hardly notices.
 constexpr uint64_t kWholeBelowBytesPerGpu = 262144;
 
-// With direct_copies, a tensor smaller than this still goes through the pinned staging: each direct copy is
-// waited for on an event, which with two processes sharing a GPU costs tens of microseconds a tensor, where
-// the staged path copies back without waiting. Two workers sharing an H100, an encoder's 123 gradients of 3
-// to 12 KB all in flight at once: 7.7-13 ms direct against 2.9-3.0 ms staged (gpu_job bench_encoder). The
-// staging's two host copies cost about as much for 512 KiB (60 us at 17 GB/s); above it, fewer copies win.
+// With direct_copies, a tensor smaller than this still goes through the pinned staging by default: each
+// direct copy is waited for on an event, which with two processes sharing a GPU costs tens of microseconds a
+// tensor, where the staged path copies back without waiting. Two workers sharing an H100, an encoder's 123
+// gradients of 3 to 12 KB all in flight at once: 7.7-13.0 ms direct against 2.9-3.0 ms staged (gpu_job
+// bench_encoder, docs/gpu/line_rate/encoder_set_async_copies_all_direct_h100.txt). The staging's two host
+// copies cost about as much for 512 KiB (60 us at 17 GB/s); above it, fewer copies win.
 constexpr uint64_t kDirectCopiesFromBytes = 512 * 1024;
 
 struct GpuPushPullOptions {
@@ -58,9 +59,10 @@ struct GpuPushPullOptions {
   bool distributed = true;       // through the servers; false on a single worker machine (local NCCL only)
   // Copies between the GPUs and where the bytes go on the host (a same-host server's shared memory, or the
   // pinned staging for the transport) through a DataMover, once the local reduction is done, for tensors of
-  // kDirectCopiesFromBytes and more; false, and for smaller tensors: every chunk is copied to the pinned
+  // direct_copies_from_bytes and more; false, and for smaller tensors: every chunk is copied to the pinned
   // staging (the engine then copies it on into shared memory) and back.
   bool direct_copies = true;
+  uint64_t direct_copies_from_bytes = kDirectCopiesFromBytes;
 };
 
 // One local replica of the tensor: its GPU, its data, and the framework stream that produces it.

@@ -30,8 +30,9 @@ class DataMover {
   // worker then aborts the job, since that memory is the next rounds' (WorkerOperations).
 
   // The same copies, started without waiting for them, so that a caller with many small copies pays a
-  // GPU's latency once for all of them instead of once each. By default the copy is done before these
-  // return.
+  // GPU's latency once for all of them instead of once each. The mover, and the memory at `staged` and
+  // `host`, must stay until the returned wait has returned (it fails like ToHost and FromHost, with
+  // DeadlineExceeded too). By default the copy is done before these return.
   virtual InFlight StartToHost(const void* staged, void* host, size_t bytes) {
     Status copied = ToHost(staged, host, bytes);
     return [copied] { return copied; };

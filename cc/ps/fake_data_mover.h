@@ -18,8 +18,8 @@ namespace testing {
 class FakeDataMover : public DataMover {
  public:
   // `staging`: what the requests name; `device`: the bytes it stands for (as many). `deferred`: a started
-  // copy moves its bytes only when waited for, after a pause (the latest a real one may), so that a caller
-  // that uses them before the wait returns sees garbage.
+  // copy moves its bytes only when waited for, 5 ms into the wait (a real copy may land as late as the end
+  // of its wait), so that a caller that uses them before the wait returns sees garbage.
   FakeDataMover(char* staging, std::vector<char> device, bool deferred = false)
       : staging_(staging), deferred_(deferred), device_(std::move(device)) {}
 
@@ -40,7 +40,7 @@ class FakeDataMover : public DataMover {
 
   Status ToHost(const void* staged, void* host, size_t bytes) override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!fail_to_host_.empty()) return Internal(fail_to_host_);
+    if (!fail_to_host_.empty()) return Status(fail_code_, fail_to_host_);
     ++(host == staged ? to_staging_ : to_elsewhere_);
     std::memcpy(host, device_.data() + (static_cast<const char*>(staged) - staging_), bytes);
     return Status::OK();
@@ -48,7 +48,7 @@ class FakeDataMover : public DataMover {
 
   Status FromHost(void* staged, const void* host, size_t bytes) override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!fail_from_host_.empty()) return Internal(fail_from_host_);
+    if (!fail_from_host_.empty()) return Status(fail_code_, fail_from_host_);
     ++(host == staged ? from_staging_ : from_elsewhere_);
     std::memcpy(device_.data() + (static_cast<char*>(staged) - staging_), host, bytes);
     return Status::OK();
@@ -62,14 +62,16 @@ class FakeDataMover : public DataMover {
     std::lock_guard<std::mutex> lock(mu_);
     device_ = std::move(device);
   }
-  // Every later call fails with `message` (empty: none).
-  void FailToHost(std::string message) {
+  // Every later call fails with `message` (empty: none), as `code` says.
+  void FailToHost(std::string message, Code code = Code::kInternal) {
     std::lock_guard<std::mutex> lock(mu_);
     fail_to_host_ = std::move(message);
+    fail_code_ = code;
   }
-  void FailFromHost(std::string message) {
+  void FailFromHost(std::string message, Code code = Code::kInternal) {
     std::lock_guard<std::mutex> lock(mu_);
     fail_from_host_ = std::move(message);
+    fail_code_ = code;
   }
 
   // Calls so far: into the staging itself (for the transport) or elsewhere (a server's shared memory).
@@ -89,6 +91,7 @@ class FakeDataMover : public DataMover {
   std::mutex mu_;
   std::vector<char> device_;
   std::string fail_to_host_, fail_from_host_;
+  Code fail_code_ = Code::kInternal;
   int to_staging_ = 0, to_elsewhere_ = 0, from_staging_ = 0, from_elsewhere_ = 0;
 };
 

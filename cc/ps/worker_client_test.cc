@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <future>
@@ -299,6 +300,31 @@ TEST(WorkerClientTest, AMoverThatFailsFailsItsRequestWithItsMessage) {
   EXPECT_EQ(s.code(), Code::kInternal) << s.ToString();
   EXPECT_NE(s.message().find("the copy engine is busy"), std::string::npos) << s.message();
   EXPECT_TRUE(job.client(0).failure().ok()) << "a failed move fails its request, not the job";
+}
+
+// A started copy whose wait times out may still write into memory the next rounds use: the job is
+// aborted, and the request fails saying why.
+TEST(WorkerClientTest, AMoversCopyThatTimesOutAbortsTheJob) {
+  ClientJob job(2, 1);
+  const int64_t count = 500;
+  auto plans = DeclareEverywhere(job, 2, FloatTensor("hung", count));
+  ASSERT_TRUE(plans[0].ok() && plans[1].ok()) << plans[0].status().ToString();
+  const Partition part = plans[0].value().partitions[0];
+  std::vector<float> other(count, 2), out(count);
+  std::vector<char> staging(count * sizeof(float));
+  auto mover = std::make_shared<testing::FakeDataMover>(staging.data(), FloatBytes(std::vector<float>(count, 1)),
+                                                        /*deferred=*/true);
+  mover->FailFromHost("the copy did not finish within BYTEPS_TIMEOUT", Code::kDeadlineExceeded);
+  auto pushed = MovedPushPull(job.client(0), part, 1, Participant{job.client(0).rank(), 2}, staging.data(), mover);
+  auto plain = PushPull(job.client(1), part, 1, Participant{job.client(1).rank(), 2}, other.data(), out.data());
+  Status s = pushed.get();
+  EXPECT_EQ(s.code(), Code::kDeadlineExceeded) << s.ToString();
+  EXPECT_NE(s.message().find("BYTEPS_TIMEOUT"), std::string::npos) << s.message();
+  EXPECT_TRUE(plain.get().ok()) << "the other worker's round completes";
+  for (int i = 0; i < 200 && job.client(0).failure().ok(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE(job.client(0).failure().ok()) << "a hung copy aborts the job";
 }
 
 TEST(WorkerClientTest, EndGenerationWaitsForEveryWorkerAndNamesTheLast) {

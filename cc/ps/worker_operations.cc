@@ -69,9 +69,10 @@ void WorkerOperations::SendPush(const Partition& part, uint32_t round, Participa
       void* to = moving->shared.destination != nullptr ? static_cast<void*>(moving->shared.destination)
                                                        : const_cast<void*>(moving->push.input);
       DataMover::InFlight copy = moving->mover->StartToHost(moving->push.input, to, moving->bytes());
-      pushes_landing_.Post([this, moving, copy = std::move(copy)] {
+      pushes_landing_.Post([this, moving, generation, copy = std::move(copy)] {
         Status moved = copy();
         AbortIfCopyHung(moved);
+        if (moved.ok()) moved = GenerationStands(generation);  // the copies queued before it took a while
         SendPlanned(std::move(*moving), moved);
       });
     });
