@@ -7,7 +7,6 @@ a wheel installed beside another TensorFlow line.
 `make wheels-check` (BPS_TF_WHEEL_CHECK=all) every wheel of scripts/build_wheels.py this machine has a Python
 for. Their virtual environments go under pytest's temporary directory."""
 
-import importlib.util
 import os
 import re
 import shutil
@@ -19,16 +18,10 @@ from pathlib import Path
 import pytest
 
 from testing.jobs import REPO_ROOT, clean_env
+from testing.scripts import load_script
 
 
-def _load_builder():
-    spec = importlib.util.spec_from_file_location("build_wheels", REPO_ROOT / "scripts" / "build_wheels.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-builder = _load_builder()
+builder = load_script("build_wheels")
 ALL_WHEELS = [(python, line) for line, pythons in builder.WHEELS.items() for python in pythons]
 CHECKED = ALL_WHEELS if os.environ.get("BPS_TF_WHEEL_CHECK") == "all" else [("3.12", "2.21")]
 MAIN_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"  # .venv's

@@ -1,20 +1,14 @@
 """scripts/render_timeline.py on traces written as bps_tf writes them (one complete, one cut short)."""
 
-import importlib.util
 import json
 import subprocess
 import sys
 
 from testing.jobs import REPO_ROOT
+from testing.scripts import load_script
 
 SCRIPT = REPO_ROOT / "scripts" / "render_timeline.py"
 
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("render_timeline", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def span(stage, tensor, ts_ms, dur_ms, worker):
@@ -32,7 +26,7 @@ def write_trace(path, worker, complete):
 
 
 def test_bursts_split_at_idle_gaps():
-    module = load_script()
+    module = load_script("render_timeline")
     spans = [span("PUSH", "a", 0, 1, 0), span("PUSH", "a", 1.5, 1, 0), span("PUSH", "a", 50, 1, 0)]
     assert module.bursts(spans, gap_us=1000) == [[0, 2500], [50000, 51000]]
 

@@ -1,21 +1,11 @@
 """scripts/timeline_completions.py on a trace written as bps_tf writes them: a step's sums in the order they
 came back, with their gaps, from the step's first SCHEDULE span."""
 
-import importlib.util
 import json
 
 import pytest
 
-from testing.jobs import REPO_ROOT
-
-SCRIPT = REPO_ROOT / "scripts" / "timeline_completions.py"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("timeline_completions", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from testing.scripts import load_script
 
 
 def span(stage, tensor, ts_ms, dur_ms, detail=""):
@@ -36,7 +26,7 @@ def step_events(start_ms):
 
 
 def test_a_steps_sums_in_the_order_they_came_back(tmp_path):
-    module = load_script()
+    module = load_script("timeline_completions")
     events = [span("DECLARE", "publish/initial_value", 0, 1)] + step_events(10) + step_events(100)
     path = tmp_path / "comm.json"
     path.write_text(json.dumps(events)[:-1])  # cut short, as a killed process leaves it
@@ -48,7 +38,7 @@ def test_a_steps_sums_in_the_order_they_came_back(tmp_path):
 
 
 def test_a_step_the_trace_does_not_hold_is_refused(tmp_path):
-    module = load_script()
+    module = load_script("timeline_completions")
     path = tmp_path / "comm.json"
     path.write_text(json.dumps(step_events(0)))
     with pytest.raises(SystemExit, match="holds 1 steps"):
