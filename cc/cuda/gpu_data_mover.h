@@ -72,7 +72,8 @@ class GpuDataMover : public DataMover {
   // Starts the copies between the GPU memory [staged, staged + bytes) stands for and `host` (pinned or
   // registered), cut at `seams` (host addresses where one registration of the host range ends and the next
   // begins).
-  InFlight Start(const char* staged, char* host, size_t bytes, bool to_host, const std::vector<const char*>& seams = {});
+  InFlight Start(const char* staged, char* host, size_t bytes, bool to_host,
+                 const std::vector<const char*>& seams = {});
   // Queues the copies of one run's elements [from, to) on `stream`; `host` stands for element `begin`.
   Status Queue(const DeviceRun& run, uint64_t from, uint64_t to, uint64_t begin, char* host, bool to_host,
                const std::vector<const char*>& seams, cudaStream_t stream);

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cc/cuda/cuda_status.h"
@@ -83,10 +84,10 @@ Status RunAll(Worker& w, const std::string& prefix, const std::vector<uint64_t>&
                      [promise = done.back()](const Status& s) { promise->set_value(s); });
   }
   Status result;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);  // for all of them
   for (auto& d : done) {
     auto future = d->get_future();
-    Status s = future.wait_for(std::chrono::seconds(120)) == std::future_status::ready ? future.get()
-                                                                                        : DeadlineExceeded("no answer");
+    Status s = future.wait_until(deadline) == std::future_status::ready ? future.get() : DeadlineExceeded("no answer");
     if (result.ok()) result = s;
   }
   BPS_RETURN_IF_ERROR(result);
@@ -328,7 +329,8 @@ int BenchEncoderSet(Worker& w) {
   for (uint64_t n : all) {
     if (n * sizeof(float) <= 12288) small.push_back(n);
   }
-  for (const auto& [set, counts] : {std::make_pair(std::string("encoder"), all), std::make_pair(std::string("small"), small)}) {
+  const std::pair<std::string, std::vector<uint64_t>> sets[] = {{"encoder", all}, {"small", small}};
+  for (const auto& [set, counts] : sets) {
     std::vector<void*> data(counts.size());
     uint64_t bytes = 0;
     for (size_t i = 0; i < counts.size(); ++i) {

@@ -70,8 +70,7 @@ void WorkerOperations::SendPush(const Partition& part, uint32_t round, Participa
                                                        : const_cast<void*>(moving->push.input);
       DataMover::InFlight copy = moving->mover->StartToHost(moving->push.input, to, moving->bytes());
       pushes_landing_.Post([this, moving, generation, copy = std::move(copy)] {
-        Status moved = copy();
-        AbortIfCopyHung(moved);
+        Status moved = AwaitCopy(copy);
         if (moved.ok()) moved = GenerationStands(generation);  // the copies queued before it took a while
         SendPlanned(std::move(*moving), moved);
       });
@@ -386,8 +385,10 @@ void WorkerOperations::SendOrFail(PeerId to, const Message& m, const void* paylo
                    });
 }
 
-void WorkerOperations::AbortIfCopyHung(const Status& copied) {
+Status WorkerOperations::AwaitCopy(const DataMover::InFlight& copy) {
+  Status copied = copy();
   if (copied.code() == Code::kDeadlineExceeded) lifecycle_->RequestAbort(copied.message());
+  return copied;
 }
 
 std::string WorkerOperations::Awaited(const Request& r) const {
@@ -498,21 +499,12 @@ void WorkerOperations::Complete(PeerId from, uint64_t request_id, const Message&
       Status placed = GenerationStands(generation);
       DataMover::InFlight copy = StartSum(*moving, *moving_reply, nullptr, 0, &placed);
       sums_landing_.Post([this, moving, moving_reply, placed, copy = std::move(copy)] {
-        Status landed = placed;
-        if (copy) {
-          landed = copy();
-          AbortIfCopyHung(landed);
-        }
-        FinishSum(*moving, *moving_reply, landed);
+        FinishSum(*moving, *moving_reply, copy ? AwaitCopy(copy) : placed);
       });
     });
   }
   DataMover::InFlight copy = StartSum(r, reply, fused_sum, fused_bytes, &status);
-  if (copy) {
-    status = copy();
-    AbortIfCopyHung(status);
-  }
-  FinishSum(r, reply, status);
+  FinishSum(r, reply, copy ? AwaitCopy(copy) : status);
 }
 
 DataMover::InFlight WorkerOperations::StartSum(Request& r, const Message& reply, const char* fused_sum,

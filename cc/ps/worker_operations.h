@@ -174,8 +174,9 @@ class WorkerOperations {
   // Sends request `request_id`; a failed send completes it.
   void SendOrFail(PeerId to, const Message& m, const void* payload, size_t bytes, uint64_t request_id,
                   std::function<void()> on_sent = nullptr);
-  // A mover's copy that timed out may still write into memory the next rounds use: the job is aborted.
-  void AbortIfCopyHung(const Status& copied);
+  // Waits for a mover's copy started before; one that timed out may still write into memory the next
+  // rounds use: the job is aborted.
+  Status AwaitCopy(const DataMover::InFlight& copy);
   // What request `r` waits for, in words, for an error message.
   std::string Awaited(const Request& r) const;
   // `fused_sum`: a member of a PULL_REPLY_MANY, whose sum (`fused_bytes`) is still to be copied out.
