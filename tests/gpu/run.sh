@@ -80,12 +80,13 @@ BYTEPS_PARTITION_BYTES=65536 check compressed "compressed sums match the model" 
 # Asynchronous training of variables on the GPU (the servers hold the weights): Keras fit, whose
 # jit_compile="auto" stays off XLA there, and a strategy.run loop, each to a test accuracy of 0.9 or more.
 for how in fit loop; do
-  EPOCHS=10 check "strategy_async_$how" "strategy-$how async accuracy 0\.9" 2 0 --async --workers 2 --servers 1 -- \
+  EPOCHS=10 check "strategy_async_$how" "strategy-$how async loss [0-9.]* accuracy 0\.9" 2 0 --async --workers 2 \
+    --servers 1 -- \
     python3 tests/workers/async_strategy.py "$how"
 done
 # The Horovod API's: DistributedOptimizer in Keras fit, and Horovod's TF2 loop with a DistributedGradientTape.
 for how in fit tape; do
-  EPOCHS=10 check "keras_async_$how" "$how async accuracy 0\.9" 2 0 --async --workers 2 --servers 1 -- \
+  EPOCHS=10 check "keras_async_$how" "$how async loss [0-9.]* accuracy 0\.9" 2 0 --async --workers 2 --servers 1 -- \
     python3 tests/workers/async_keras.py "$how"
 done
 

@@ -94,9 +94,29 @@ def test_no_worker_leads_the_slowest_by_more_than_the_staleness(tmp_path, stalen
 
 
 def accuracies(result, how, mode, workers):
-    found = re.findall(rf"rank (\d+): {how} {mode} accuracy ([0-9.]+) weights ([0-9a-f]+)", result.stdout)
+    found = re.findall(rf"rank (\d+): {how} {mode} loss [0-9.]+ accuracy ([0-9.]+) weights ([0-9a-f]+)",
+                       result.stdout)
     assert len(found) == workers, result.stdout[-4000:]
     return {int(rank): (float(accuracy), weights) for rank, accuracy, weights in found}
+
+
+def losses(result, how, mode, workers):
+    found = re.findall(rf"rank (\d+): {how} {mode} loss ([0-9.]+) accuracy [0-9.]+ weights ([0-9a-f]+)",
+                       result.stdout)
+    assert len(found) == workers, result.stdout[-4000:]
+    return {int(rank): (float(loss), weights) for rank, loss, weights in found}
+
+
+def assert_trained_as_well(sync, asynchronous, how, workers):
+    """Both runs start from the same weights. Compared by the final loss on the whole training set: the test
+    accuracy moves by whole images (0.28 points each) and, asynchronously, with the order the workers' changes
+    happen to reach the servers in (up to 1.5 points between runs); the loss moved by at most 11%, while
+    losing a third of the steps costs 37%."""
+    sync_loss = losses(sync, how, "sync", workers)[0][0]
+    async_results = losses(asynchronous, how, "async", workers)
+    # After the last pull every worker holds the servers' weights.
+    assert len({weights for _, weights in async_results.values()}) == 1, async_results
+    assert async_results[0][0] <= 1.2 * sync_loss, (async_results, sync_loss)
 
 
 @pytest.mark.timeout(600)
@@ -110,11 +130,7 @@ def test_keras_trains_asynchronously_as_well_as_synchronously(how, keras_env, mo
     assert sync.returncode == 0, sync.stdout[-4000:] + sync.stderr[-4000:]
     asynchronous = run_local("async_keras.py", workers, 1, how, **mode, **keras_env)
     assert asynchronous.returncode == 0, asynchronous.stdout[-4000:] + asynchronous.stderr[-4000:]
-    sync_accuracy = accuracies(sync, how, "sync", workers)[0][0]
-    async_results = accuracies(asynchronous, how, "async", workers)
-    # After the last pull every worker holds the servers' weights.
-    assert len({weights for _, weights in async_results.values()}) == 1, async_results
-    assert async_results[0][0] >= sync_accuracy - 0.01, (async_results, sync_accuracy)
+    assert_trained_as_well(sync, asynchronous, how, workers)
 
 
 @pytest.mark.timeout(600)
@@ -126,10 +142,7 @@ def test_bytepsstrategy_trains_asynchronously_as_well_as_synchronously(how, mode
     assert sync.returncode == 0, sync.stdout[-4000:] + sync.stderr[-4000:]
     asynchronous = run_local("async_strategy.py", workers, 1, how, **mode)
     assert asynchronous.returncode == 0, asynchronous.stdout[-4000:] + asynchronous.stderr[-4000:]
-    sync_accuracy = accuracies(sync, f"strategy-{how}", "sync", workers)[0][0]
-    async_results = accuracies(asynchronous, f"strategy-{how}", "async", workers)
-    assert len({weights for _, weights in async_results.values()}) == 1, async_results
-    assert async_results[0][0] >= sync_accuracy - 0.01, (async_results, sync_accuracy)
+    assert_trained_as_well(sync, asynchronous, f"strategy-{how}", workers)
 
 
 @pytest.mark.timeout(300)

@@ -2,9 +2,10 @@
 bps.DistributedOptimizer (argv[1] "fit"), by a tf.function loop with a plain GradientTape and the
 DistributedOptimizer's apply_gradients ("loop"), or by the loop of Horovod's TensorFlow 2 example: a
 DistributedGradientTape and a plain optimizer, the variables broadcast after the first step ("tape");
-synchronously or asynchronously, as the job's environment says. Each worker starts from other random weights
-(the servers' weights make them one model, as the broadcast does). Prints the test accuracy of the final
-weights, which synchronize_weights() makes the servers' on every worker."""
+synchronously or asynchronously, as the job's environment says. Every worker starts from the same weights:
+asynchronously the servers start from the weights of the first worker to push, synchronously the broadcast
+gives rank 0's, and a comparison of the two must start from the same place. Prints the training loss and the
+test accuracy of the final weights, which synchronize_weights() makes the servers' on every worker."""
 
 import os
 import sys
@@ -14,7 +15,7 @@ import tensorflow as tf
 
 import bps_tf.keras as hvd
 import bps_tf.tensorflow as bps_tensorflow
-from testing.digits import fingerprint, load
+from testing.digits import fingerprint, load, training_loss
 
 keras = tf.keras
 EPOCHS = int(os.environ.get("EPOCHS", 15))
@@ -83,7 +84,7 @@ def main():
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
     x_train, y_train, x_test, y_test = load(rank, size)
-    keras.utils.set_random_seed(1234 + rank)
+    keras.utils.set_random_seed(1234)
     model = build()
     # Synchronously one step of the averaged gradient at the size-scaled rate (Horovod's rule); asynchronously
     # every worker's step at the base rate: the same progress per round of steps.
@@ -96,9 +97,10 @@ def main():
     hvd.synchronize_weights()
     predictions = np.argmax(model.predict(x_test, verbose=0), axis=1)
     accuracy = float(np.mean(predictions == y_test))
+    loss = training_loss(lambda x: model.predict(x, verbose=0))
     mode = "async" if hvd.is_async() else "sync"
-    print(f"rank {rank}: {how} {mode} accuracy {accuracy:.4f} weights {fingerprint(model.get_weights())}",
-          flush=True)
+    print(f"rank {rank}: {how} {mode} loss {loss:.4f} accuracy {accuracy:.4f} weights "
+          f"{fingerprint(model.get_weights())}", flush=True)
     hvd.shutdown()
 
 

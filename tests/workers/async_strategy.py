@@ -1,7 +1,8 @@
-"""The digits model trained under BytePSStrategy by Keras fit (argv[1] "fit") or a strategy.run loop ("loop"), synchronously or asynchronously as the job's
-environment says, with the same learning rate (each replica's loss is scaled by the global replica count, so
-asynchronous workers' steps add up to one synchronous step). Prints the test accuracy of the servers' final
-weights, which synchronize_weights() gives every worker."""
+"""The digits model trained under BytePSStrategy by Keras fit (argv[1] "fit") or a strategy.run loop ("loop"),
+synchronously or asynchronously as the job's environment says, with the same learning rate (each replica's loss
+is scaled by the global replica count, so asynchronous workers' steps add up to one synchronous step). Prints
+the training loss and the test accuracy of the servers' final weights, which synchronize_weights() gives every
+worker."""
 
 import os
 import sys
@@ -11,7 +12,7 @@ import tensorflow as tf
 
 import bps_tf
 from bps_tf import BytePSStrategy
-from testing.digits import fingerprint, load
+from testing.digits import fingerprint, load, training_loss
 
 keras = tf.keras
 EPOCHS = int(os.environ.get("EPOCHS", 40))
@@ -20,10 +21,15 @@ REPLICA_BATCH = int(os.environ.get("REPLICA_BATCH", 16))
 OPTIMIZER = os.environ.get("OPTIMIZER", "sgd")  # or "adamw", whose weight decay updates each variable too
 
 
-def accuracy(weights, x, y):
+def probabilities(weights, x):
     w1, b1, w2, b2 = weights
     logits = np.maximum(x @ w1 + b1, 0) @ w2 + b2
-    return float(np.mean(np.argmax(logits, axis=1) == y))
+    exponentials = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return exponentials / exponentials.sum(axis=1, keepdims=True)
+
+
+def accuracy(weights, x, y):
+    return float(np.mean(np.argmax(probabilities(weights, x), axis=1) == y))
 
 
 def train_loop(strategy, model, optimizer, x, y, batch):
@@ -65,8 +71,9 @@ def main():
     bps_tf.synchronize_weights()  # every worker holds the servers' weights
     mode = "async" if bps_tf.is_async() else "sync"
     weights = model.get_weights()
-    print(f"rank {rank}: strategy-{how} {mode} accuracy {accuracy(weights, x_test, y_test):.4f} weights "
-          f"{fingerprint(weights)}", flush=True)
+    loss = training_loss(lambda x: probabilities(weights, x))
+    print(f"rank {rank}: strategy-{how} {mode} loss {loss:.4f} accuracy {accuracy(weights, x_test, y_test):.4f} "
+          f"weights {fingerprint(weights)}", flush=True)
 
 
 if __name__ == "__main__":
