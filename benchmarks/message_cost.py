@@ -65,7 +65,10 @@ def parse_args():
                         help="at most this many MB pushed per size and round (fewer messages for large sizes)")
     parser.add_argument("--rounds", type=int, default=3, help="floor and job measured this many times, in turn")
     parser.add_argument("--profile", action="store_true",
-                        help="then one more loop per size under `perf record -g` on the server: its top symbols")
+                        help="then one more loop per size under `perf record -g` on one process (--profile-role): "
+                             "its top symbols")
+    parser.add_argument("--profile-role", choices=("server", "worker"), default="server",
+                        help="the process --profile records (default: the server)")
     parser.add_argument("--nice", type=int, default=-20,
                         help="the niceness every measured process runs at (default -20, the most CPU share a "
                              "process can get from the scheduler, so that other load disturbs it less; needs "
@@ -178,13 +181,13 @@ class Job:
             file.close()
 
 
-def job_phase(job, nbytes, pushes, tensors, profile_to=None):
+def job_phase(job, nbytes, pushes, tensors, profile_to=None, profile_role="server"):
     """One timed loop of the job (its worker waiting at `ready`); each process's CPU over it, per push_pull and
-    per message end."""
+    per message end. With `profile_to`, the loop runs under perf record of `profile_role`'s process."""
     before, ticks_before, switches_before = job.cpu_s()
     busy = machine_busy_s()
     if profile_to:
-        with Recording(job.pid("server"), profile_to):
+        with Recording(job.pid(profile_role), profile_to):
             job.go()
             _, _, report = job.expect("done")
     else:
@@ -267,7 +270,7 @@ def table(summary, tensors):
 def profile_table(profiles):
     lines = []
     for p in profiles:
-        lines.append(f"\nserver, {human_bytes(p['bytes'])} ({p['samples']} samples): " + ", ".join(
+        lines.append(f"\n{p['role']}, {human_bytes(p['bytes'])} ({p['samples']} samples): " + ", ".join(
             f"{k} {v:.1f}%" for k, v in p["concerns"].items()))
         lines += [f"  {row['percent']:5.1f}%  {row['symbol']}  ({row['dso']}; {row['concern']})"
                   for row in p["top"][:12]]
@@ -320,13 +323,14 @@ def main():
                                          round=index))
                     rounds.append({"round": index, "bytes": nbytes, "floor": floor, "job": measured})
             for nbytes in sizes if args.profile else ():
-                data = Path(tmp) / f"server_{nbytes}.perf"
+                role = args.profile_role
+                data = Path(tmp) / f"{role}_{nbytes}.perf"
                 job.expect("ready")
-                measured = job_phase(job, nbytes, counts[nbytes], args.tensors, profile_to=data)
-                top, concerns, samples = top_symbols(data, job.pid("server"))
-                profiles.append(emit({"kind": "profile", "bytes": nbytes, "samples": samples, "concerns": concerns,
-                                      "top": top,
-                                      "server_cpu_us_per_message_profiled": measured["server_cpu_us_per_message"]}))
+                measured = job_phase(job, nbytes, counts[nbytes], args.tensors, profile_to=data, profile_role=role)
+                top, concerns, samples = top_symbols(data, job.pid(role))
+                profiles.append(emit({"kind": "profile", "role": role, "bytes": nbytes, "samples": samples,
+                                      "concerns": concerns, "top": top,
+                                      f"{role}_cpu_us_per_message_profiled": measured[f"{role}_cpu_us_per_message"]}))
             job.finish()
         finally:
             watchdog.cancel()

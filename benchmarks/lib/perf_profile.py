@@ -26,7 +26,8 @@ CONCERNS = [
     ("frame parsing and encoding", r"Message::|Decode|Encode|Wire(?:Reader|Writer)|FrameReader|FrameWriter|"
                                    r"FramePrefix|PutString|GetString|\] std::(?:__cxx11::)?basic_string"),
     ("summing", r"Accumulat|cpu_reducer|Reduce|Kernels"),
-    ("dispatch (the server's own logic)", r"libbps_core|bps::"),
+    ("dispatch (bps_tf's own logic)", r"libbps_core|bps::"),
+    ("the Python interpreter (a worker's API calls)", r"python3|libpython"),
 ]
 
 
