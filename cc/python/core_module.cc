@@ -84,13 +84,13 @@ int64_t PushPullAsync(const py::array& input, py::array& output, const std::stri
 bool Poll(int64_t handle) {
   auto completion = g_handles.Get(handle);
   if (!completion) throw py::value_error("unknown push_pull handle " + std::to_string(handle));
-  std::lock_guard<std::mutex> lock(completion->mu);
-  return completion->done;
+  return completion->Done();
 }
 
 // Waits in short slices so Ctrl-C reaches Python; the engine itself guarantees completion within
 // BYTEPS_TIMEOUT, the outer limit only guards against a bug there.
 void Await(const std::shared_ptr<Completion>& completion) {
+  if (completion->Done()) return;  // (often, with many in flight: then the GIL is not released and taken again)
   std::shared_ptr<Engine> engine = ProcessEngine();
   double limit = (engine ? engine->config().timeout_s : 300) + 60;
   engine.reset();  // not held while waiting: a shutdown meanwhile must not wait for us

@@ -23,6 +23,10 @@ struct Completion {
     done = true;
     cv.notify_all();
   }
+  bool Done() {
+    std::lock_guard<std::mutex> lock(mu);
+    return done;
+  }
   // True once done; waits at most `seconds`.
   bool WaitFor(double seconds) {
     std::unique_lock<std::mutex> lock(mu);

@@ -5,7 +5,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <queue>
 #include <vector>
 
 namespace bps {
@@ -44,7 +43,9 @@ class CreditQueue {
   };
   size_t credit_bytes_;
   size_t in_flight_ = 0;
-  std::priority_queue<ReadyPartition, std::vector<ReadyPartition>, Order> ready_;
+  // A heap (std::push_heap/pop_heap), not a std::priority_queue, whose top can only be copied: a copy of a
+  // partition's start function is an allocation per partition.
+  std::vector<ReadyPartition> ready_;
 };
 
 }  // namespace bps

@@ -284,9 +284,10 @@ void Engine::StartPartition(Operation* op, const Partition& part, double queued_
   // wait would let two workers that started different tensors first wait on each other forever.
   client_->PushPull(
       part, round, Participant{index, count}, dtype, input, output,
-      [this, bytes, name = spec.name, part, started, sent_at] {  // (may run after `op` is gone)
+      // (May run after `op` is gone. The tensor's name stays as long as the engine: not copied per push.)
+      [this, bytes, name = &spec.name, part, started, sent_at] {
         *sent_at = NowSeconds();
-        TraceUntilNow(name, "PUSH", started, part);
+        TraceUntilNow(*name, "PUSH", started, part);
         ReleaseCredit(bytes);
       },
       [this, op, part, sent_at](const Status& status) {
