@@ -22,12 +22,13 @@ CONCERNS = [
     ("syscalls and kernel TCP",
      r"\[kernel|\[k\]|asynccancel|\bepoll_wait|libc_(?:recv|send|read|write)\w*$|"
      r"\b(?:recv|send|read|write)(?:v|msg|mmsg|from|to)?$"),
+    # By the DSO, before the patterns on names below (a Python function that decodes is not frame parsing).
+    ("Python and its bindings (a worker's API calls)", r"python3|libpython|pybind11::"),
     # (headers are built and parsed as std::strings: a string's own functions count here)
     ("frame parsing and encoding", r"Message::|Decode|Encode|Wire(?:Reader|Writer)|FrameReader|FrameWriter|"
                                    r"FramePrefix|PutString|GetString|\] std::(?:__cxx11::)?basic_string"),
     ("summing", r"Accumulat|cpu_reducer|Reduce|Kernels"),
     ("dispatch (bps_tf's own logic)", r"libbps_core|bps::"),
-    ("the Python interpreter (a worker's API calls)", r"python3|libpython"),
 ]
 
 

@@ -1,6 +1,7 @@
 #include "cc/runtime/credit_queue.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace bps {
 

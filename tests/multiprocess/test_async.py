@@ -110,8 +110,9 @@ def losses(result, how, mode, workers):
 def assert_trained_as_well(sync, asynchronous, how, workers):
     """Both runs start from the same weights. Compared by the final loss on the whole training set: the test
     accuracy moves by whole images (0.28 points each) and, asynchronously, with the order the workers' changes
-    happen to reach the servers in (up to 1.5 points between runs); the loss moved by at most 11%, while
-    losing a third of the steps costs 37%."""
+    happen to reach the servers in (0.947 to 0.967 between runs, against 0.961 synchronously). Measured over
+    runs of each script (15 epochs): the asynchronous loss was at most 1.07 times the synchronous one, where
+    a third of the steps fewer costs 1.37 times (async_keras.py) and 1.29 times (async_strategy.py)."""
     sync_loss = losses(sync, how, "sync", workers)[0][0]
     async_results = losses(asynchronous, how, "async", workers)
     # After the last pull every worker holds the servers' weights.

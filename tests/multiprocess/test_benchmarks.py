@@ -438,7 +438,8 @@ def test_message_cost_profile_puts_symbols_in_their_concerns():
     string = "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >"
     assert concern_of(f"libstdc++.so.6 [.] {string}::_M_append") == "frame parsing and encoding"
     assert concern_of(f"libstdc++.so.6 [.] {string}::_M_mutate") == "allocation"
-    assert concern_of("python3.11 [.] _PyEval_EvalFrameDefault").startswith("the Python interpreter")
+    assert concern_of("python3.11 [.] _PyEval_EvalFrameDefault").startswith("Python")
+    assert concern_of("libpython3.11.so.1.0 [.] PyUnicode_DecodeUTF8").startswith("Python")
     assert concern_of(f"libbps_core.so [.] std::_Function_handler<void (), bps::TcpTransport::Send(int, {string}, "
                       "void const*)::{lambda()#1}>::_M_invoke").startswith("dispatch")
     assert concern_of("libbps_core.so [.] bps::AddToAccumulator") == "summing"

@@ -15,7 +15,7 @@ from bps_tf import BytePSStrategy
 from testing.digits import fingerprint, load, training_loss
 
 keras = tf.keras
-EPOCHS = int(os.environ.get("EPOCHS", 40))
+EPOCHS = int(os.environ.get("EPOCHS", 15))
 LEARNING_RATE = float(os.environ.get("LEARNING_RATE", 0.5))
 REPLICA_BATCH = int(os.environ.get("REPLICA_BATCH", 16))
 OPTIMIZER = os.environ.get("OPTIMIZER", "sgd")  # or "adamw", whose weight decay updates each variable too
