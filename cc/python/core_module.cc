@@ -53,32 +53,36 @@ DataType ParseDtype(const std::string& name) {
 
 // `input` and `output`: C-contiguous arrays of one shape and of `dtype` (bps_tf/numpy.py checks them); the
 // caller keeps them alive until the handle completes. Taken as arrays, not addresses: reading an array's
-// address in Python costs more than the rest of a small push_pull's call.
+// address in Python costs more than the rest of a small push_pull's call. `options`: None for a plain sum
+// over every worker, else (op, process_set, backups). (Six arguments at most: pybind11 gathers more on the
+// heap.)
 int64_t PushPullAsync(const py::array& input, py::array& output, const std::string& dtype, std::string name,
-                      int priority, const std::string& op, std::vector<int32_t> process_set, bool backups) {
+                      int priority, const py::object& options) {
   std::shared_ptr<Engine> engine = RequireEngine();
   if (name.empty()) throw py::value_error("push_pull needs a non-empty tensor name");
-  ReduceOp reduce_op;
-  if (!ParseReduceOp(op, &reduce_op)) throw py::value_error("unknown op '" + op + "': use sum, min, max, product or weights");
-  if (!process_set.empty()) {  // (every worker is in the empty set: no error text to build)
-    const Status member = CheckInProcessSet(process_set, engine->rank(), "push_pull of '" + name + "'");
-    if (!member.ok()) throw py::value_error(member.message());
-  }
-  auto completion = std::make_shared<Completion>();
   PushPullRequest request;
+  if (!options.is_none()) {
+    auto [op, process_set, backups] = options.cast<std::tuple<std::string, std::vector<int32_t>, bool>>();
+    if (!ParseReduceOp(op, &request.op)) {
+      throw py::value_error("unknown op '" + op + "': use sum, min, max, product or weights");
+    }
+    if (!process_set.empty()) {  // (every worker is in the empty set: no error text to build)
+      const Status member = CheckInProcessSet(process_set, engine->rank(), "push_pull of '" + name + "'");
+      if (!member.ok()) throw py::value_error(member.message());
+    }
+    request.members = std::move(process_set);
+    request.backups = backups;
+  }
   request.name = std::move(name);
   request.dtype = ParseDtype(dtype);
   request.shape.assign(input.shape(), input.shape() + input.ndim());
   request.input = input.data();
   request.output = output.mutable_data();
   request.priority = priority;
-  request.op = reduce_op;
-  request.members = std::move(process_set);
-  request.backups = backups;
-  request.done = [completion](const Status& s) { completion->Set(s); };
-  int64_t handle = g_handles.Add(completion);
+  HandleTable::Added added = g_handles.Add();
+  request.done = [completion = added.completion](const Status& s) { completion->Set(s); };
   engine->Enqueue(std::move(request));
-  return handle;
+  return added.handle;
 }
 
 bool Poll(int64_t handle) {
@@ -281,8 +285,7 @@ PYBIND11_MODULE(_core, m) {
     if (!s.ok()) throw std::runtime_error(s.message());
   });
   m.def("push_pull_async", &PushPullAsync, py::arg("input"), py::arg("output"), py::arg("dtype"),
-        py::arg("name"), py::arg("priority") = 0, py::arg("op") = "sum",
-        py::arg("process_set") = std::vector<int32_t>(), py::arg("backups") = false);
+        py::arg("name"), py::arg("priority") = 0, py::arg("options") = py::none());
   m.def("poll", &Poll);
   m.def("wait", &Wait);
   m.def("save_compression_states", &SaveCompressionStates);
