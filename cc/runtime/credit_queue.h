@@ -27,6 +27,9 @@ class CreditQueue {
   // window still starts when nothing else is in flight, so nothing waits forever.
   std::vector<ReadyPartition> TakeStartable();
 
+  // Drops every waiting partition (their operations were abandoned).
+  void Clear() { ready_.clear(); }
+
   // A started partition finished: its bytes leave the window.
   void Release(size_t bytes) { in_flight_ -= bytes; }
 

@@ -182,7 +182,9 @@ void Engine::Advance(Tensor* tensor, Callbacks* later) {
       tensor->declaring_since = NowSeconds();
       TensorSpec spec = tensor->spec;
       later->push_back([this, tensor, spec] {
-        client_->Declare(spec, [this, tensor](const StatusOr<PartitionPlan>& plan) { OnDeclared(tensor, plan); });
+        client_->Declare(spec, Gated(gate_, [this, tensor](const StatusOr<PartitionPlan>& plan) {
+                           OnDeclared(tensor, plan);
+                         }));
       });
     }
     return;
@@ -194,6 +196,7 @@ void Engine::Advance(Tensor* tensor, Callbacks* later) {
   Timeline::OfProcess().Span(op->request.name, "QUEUE", op->request.enqueued_at, now);
   tensor->busy = true;
   active_operations_++;
+  Track(op);
   if (op->request.kind != PushPullRequest::Kind::kPushPull) {
     op->remaining = 1;  // this worker's part; MoveCompressionState adds the servers'
     later->push_back([this, op] { MoveCompressionState(op); });
@@ -268,10 +271,10 @@ void Engine::StartPartition(Operation* op, const Partition& part, double queued_
   TraceUntilNow(spec.name, "SCHEDULE", queued_at, part);
   if (index == kReader) {
     ReleaseCredit(bytes);
-    return client_->Fetch(part, round, dtype, output, [this, op, part, started](const Status& status) {
-      TraceUntilNow(op->request.name, "FETCH", started, part);
-      FinishPartition(op, status);
-    });
+    return client_->Fetch(part, round, dtype, output, Gated(gate_, [this, op, part, started](const Status& status) {
+                            TraceUntilNow(op->request.name, "FETCH", started, part);
+                            FinishPartition(op, status);
+                          }));
   }
   if (index == kOutsider) {
     ReleaseCredit(bytes);
@@ -285,16 +288,16 @@ void Engine::StartPartition(Operation* op, const Partition& part, double queued_
   client_->PushPull(
       part, round, Participant{index, count}, dtype, input, output,
       // (May run after `op` is gone. The tensor's name stays as long as the engine: not copied per push.)
-      [this, bytes, name = &spec.name, part, started, sent_at] {
+      Gated(gate_, [this, bytes, name = &spec.name, part, started, sent_at] {
         *sent_at = NowSeconds();
         TraceUntilNow(*name, "PUSH", started, part);
         ReleaseCredit(bytes);
-      },
-      [this, op, part, sent_at](const Status& status) {
+      }),
+      Gated(gate_, [this, op, part, sent_at](const Status& status) {
         // The server's sum, waiting for the other workers' pushes, and the pull of the result.
         TraceUntilNow(op->request.name, "SUM_PULL", *sent_at, part);
         FinishPartition(op, status);
-      },
+      }),
       config_.fusion && op->request.mover == nullptr ? t_fused : nullptr, op->request.mover);
 }
 
@@ -321,19 +324,19 @@ void Engine::PushPullCompressed(Operation* op, const Partition& part, Participan
   auto sent_at = std::make_shared<double>(NowSeconds());
   client_->PushPullEncoded(
       part, round, me, compressor->encoded_push(), compressor->encoded_sum(), compressor->encoded_bytes(),
-      [this, bytes, name = op->request.name, part, sent_at] {  // (may run after `op` is gone)
+      Gated(gate_, [this, bytes, name = op->request.name, part, sent_at] {  // (may run after `op` is gone)
         const double pushed_from = *sent_at;
         *sent_at = NowSeconds();
         TraceUntilNow(name, "PUSH", pushed_from, part);
         ReleaseCredit(bytes);
-      },
-      [this, op, part, sent_at, compressor, output, round](Status status) {
+      }),
+      Gated(gate_, [this, op, part, sent_at, compressor, output, round](Status status) {
         TraceUntilNow(op->request.name, "SUM_PULL", *sent_at, part);
         const double decoding = NowSeconds();
         if (status.ok()) status = compressor->Decompress(reinterpret_cast<float*>(output), round);
         TraceUntilNow(op->request.name, "DECOMPRESS", decoding, part);
         FinishPartition(op, status);
-      });
+      }));
 }
 
 int Engine::ContributorCount(const TensorSpec& spec) const {
@@ -381,7 +384,7 @@ void Engine::MoveCompressionState(Operation* op) {
     }
     for (const Partition& part : tensor->plan.partitions) {
       float* residual = state.server_residual.data() + part.offset;
-      auto done = [this, op](const Status& status) { FinishPartition(op, status); };
+      auto done = Gated(gate_, [this, op](const Status& status) { FinishPartition(op, status); });
       if (save) {
         client_->SaveResidual(part, me, residual, done);
       } else {
@@ -421,6 +424,7 @@ void Engine::FinishPartition(Operation* op, const Status& status) {
       Tensor* tensor = op->tensor;
       tensor->busy = false;
       later.push_back([done = std::move(op->request.done), result = std::move(op->status)] { done(result); });
+      Untrack(op);
       delete op;
       Advance(tensor, &later);
       active_operations_--;
@@ -455,7 +459,44 @@ StatusOr<int> Engine::Finish(bool joined) {
   if (watchdog_) watchdog_->Stop();
   if (owned_transport_) owned_transport_->Shutdown(1);
   client_->FinishMoves();  // what a late reply handed them before the transport stopped
+  if (!gate_->Close(config_.timeout_s)) {
+    BPS_LOG(Error) << "a push_pull's completion callback has not returned within BYTEPS_TIMEOUT; shutting down anyway";
+  }
+  FailUnfinished();
   return finished;
+}
+
+void Engine::Track(Operation* op) {
+  op->next = operations_;
+  if (operations_ != nullptr) operations_->previous = op;
+  operations_ = op;
+}
+
+void Engine::Untrack(Operation* op) {
+  if (op->previous != nullptr) op->previous->next = op->next;
+  else operations_ = op->next;
+  if (op->next != nullptr) op->next->previous = op->previous;
+}
+
+void Engine::FailUnfinished() {
+  std::vector<std::function<void(const Status&)>> unfinished;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (operations_ != nullptr) {
+      Operation* op = operations_;
+      Untrack(op);
+      unfinished.push_back(std::move(op->request.done));
+      delete op;
+    }
+    for (auto& entry : tensors_) {
+      for (PushPullRequest& request : entry.second.queue) unfinished.push_back(std::move(request.done));
+      entry.second.queue.clear();
+    }
+    ready_.Clear();  // (partitions of the operations above)
+    active_operations_ = 0;
+  }
+  const Status why = Aborted("bps_tf shut down before this push_pull completed (it waited BYTEPS_TIMEOUT for it)");
+  for (auto& done : unfinished) done(why);
 }
 
 }  // namespace bps

@@ -19,6 +19,7 @@
 #include "cc/ps/data_mover.h"
 #include "cc/ps/message.h"
 #include "cc/ps/worker_client.h"
+#include "cc/runtime/callback_gate.h"
 #include "cc/runtime/compression_state.h"
 #include "cc/runtime/credit_queue.h"
 #include "cc/runtime/partition_compressor.h"
@@ -132,6 +133,8 @@ class Engine {
     PushPullRequest request;
     size_t remaining;
     Status status;
+    Operation* previous = nullptr;  // the engine's operations in flight (a list through them: no allocation)
+    Operation* next = nullptr;
   };
   using Callbacks = std::vector<std::function<void()>>;
 
@@ -152,6 +155,10 @@ class Engine {
   int ContributorCount(const TensorSpec& spec) const;
   void ReleaseCredit(size_t bytes);
   void FinishPartition(Operation* op, const Status& status);
+  void Track(Operation* op);
+  void Untrack(Operation* op);
+  // After the gate closed: fails the requests that a shutdown left unfinished.
+  void FailUnfinished();
   void Dispatch();
   static void Run(Callbacks& callbacks);
 
@@ -159,12 +166,15 @@ class Engine {
   std::unique_ptr<Transport> owned_transport_;  // null when the client belongs to someone else
   std::shared_ptr<WorkerClient> client_;
   std::unique_ptr<WorkThread> watchdog_;
+  // Every callback handed to client_ goes through it (callback_gate.h); Finish closes it.
+  const std::shared_ptr<CallbackGate> gate_ = std::make_shared<CallbackGate>();
 
   std::mutex mu_;
   std::condition_variable idle_;
   std::map<std::string, Tensor> tensors_;
   CreditQueue ready_;
   size_t active_operations_ = 0;
+  Operation* operations_ = nullptr;  // those in flight, linked
   bool shut_down_ = false;
   std::atomic<bool> local_collectives_{false};
 };

@@ -134,5 +134,26 @@ TEST(EngineTest, LosingAServerFailsEveryWorkerPromptly) {
   EXPECT_LT(NowSeconds() - start, 10.0);
 }
 
+
+// A shutdown that gives up waiting for push_pulls (here worker 1 never pushes) completes each of them with
+// an error before it returns, those queued behind others included: none is left to a callback that could
+// come after the engine is gone.
+TEST(EngineTest, ShutdownCompletesEveryRequestItLeavesUnfinished) {
+  LocalJob job(2, 1, /*timeout_s=*/1);
+  std::vector<float> a(10, 1), b(10, 2), c(10, 3);
+  std::vector<std::future<Status>> pending;
+  pending.push_back(PushPull(job.worker(0), "alone", DataType::kFloat32, {10}, a.data(), a.data()));
+  pending.push_back(PushPull(job.worker(0), "alone", DataType::kFloat32, {10}, b.data(), b.data()));
+  pending.push_back(PushPull(job.worker(0), "alone", DataType::kFloat32, {10}, c.data(), c.data()));
+  pending.push_back(PushPull(job.worker(0), "also alone", DataType::kFloat32, {10}, c.data(), c.data()));
+  job.worker(0).Shutdown().IgnoreError();
+  for (auto& f : pending) {
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+    Status s = f.get();
+    EXPECT_FALSE(s.ok());
+    EXPECT_TRUE(s.code() == Code::kDeadlineExceeded || s.code() == Code::kAborted) << s.ToString();
+  }
+}
+
 }  // namespace
 }  // namespace bps
