@@ -26,6 +26,8 @@ each round's ratios from that round's measurements; each figure's best (least CP
 Every measured process runs at niceness --nice (-20 by default, as root): the scheduler then gives it nearly
 a whole core against other load, which otherwise changes how its threads take turns and so its CPU per
 message (either way: preempted threads find more messages waiting).
+The job's processes run with the malloc bpslaunch preloads (bps_tf/launcher/allocator.py: jemalloc where
+installed); --allocator system measures them with glibc's.
 One JSON line per measurement on stdout, then a table; --output writes everything.
 """
 
@@ -46,6 +48,7 @@ from benchmarks.lib.process_cpu import TICK_S, machine_busy_s, tree_context_swit
 from benchmarks.lib.processes import benchmark_env
 from benchmarks.lib.results import describe_machine, save_result
 from benchmarks.report.tables import human_bytes, markdown
+from bps_tf.launcher import allocator
 from testing.jobs import BPSLAUNCH, REPO_ROOT, free_port, kill_process_groups
 
 FLOOR_TARGET = "//cc/tools:tcp_floor"
@@ -74,6 +77,9 @@ def parse_args():
                              "process can get from the scheduler, so that other load disturbs it less; needs "
                              "root, and is left as it is without)")
     parser.add_argument("--floor-binary", help="a built tcp_floor (default: bazel build " + FLOOR_TARGET + ")")
+    parser.add_argument("--allocator", help="BYTEPS_ALLOCATOR for the job's processes (jemalloc, system or a "
+                                            "library's path; default: bpslaunch's choice, jemalloc where installed); "
+                                            "the floor, which allocates nothing per message, runs as it is")
     parser.add_argument("--timeout", type=float, default=900, help="seconds before everything is stopped")
     parser.add_argument("--output", help="JSON result file (default: print only)")
     return parser.parse_args()
@@ -111,10 +117,12 @@ class Job:
     """Scheduler and server started through bpslaunch (the role runs in that process), the worker started
     directly with pipes to its stdin and stdout; every process killed on exit."""
 
-    def __init__(self, tensors, phases, logs):
+    def __init__(self, tensors, phases, logs, allocator_choice=None):
         base = dict(DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=free_port(), DMLC_NUM_WORKER=1,
                     DMLC_NUM_SERVER=1, DMLC_NODE_HOST="127.0.0.1", BYTEPS_JOB_SECRET=secrets.token_hex(16),
                     BYTEPS_SHARED_MEMORY=0, BYTEPS_FORCE_DISTRIBUTED=1, BYTEPS_FUSION=0)
+        if allocator_choice:
+            base["BYTEPS_ALLOCATOR"] = allocator_choice
         self.logs = Path(logs)
         self.processes = {}
         self.stopped = ""  # why the job was killed before its end, if it was
@@ -123,10 +131,11 @@ class Job:
             self.processes[role] = subprocess.Popen(
                 [BPSLAUNCH], env=benchmark_env(dict(base, DMLC_ROLE=role)), cwd=REPO_ROOT,
                 stdout=self.files[role], stderr=subprocess.STDOUT, start_new_session=True)
+        # (The scheduler and server preload bpslaunch's malloc themselves; the worker, started here, the same.)
         self.processes["worker"] = subprocess.Popen(
             [sys.executable, "-m", "benchmarks.workers.message_cost", "--tensors", str(tensors), "--phases",
-             ",".join(f"{n}:{r}" for n, r in phases)], env=benchmark_env(dict(base, DMLC_ROLE="worker",
-                                                                               DMLC_WORKER_ID=0)),
+             ",".join(f"{n}:{r}" for n, r in phases)],
+            env=allocator.apply(benchmark_env(dict(base, DMLC_ROLE="worker", DMLC_WORKER_ID=0))),
             cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.files["worker"], text=True,
             start_new_session=True)
 
@@ -298,6 +307,10 @@ def main():
     if args.profile and not shutil.which("perf"):
         raise SystemExit("--profile needs perf (Debian: apt-get install linux-perf)")
     sizes = [int(s) for s in args.sizes.split(",") if s]
+    try:
+        allocator.library(dict(BYTEPS_ALLOCATOR=args.allocator or ""))
+    except ValueError as error:
+        raise SystemExit(f"--allocator: {error}") from None
     binary = Path(args.floor_binary) if args.floor_binary else build_floor()
     if not binary.is_file():
         raise SystemExit(f"no floor program at {binary}: build it with bazel build {FLOOR_TARGET}")
@@ -308,7 +321,7 @@ def main():
         phases += [(n, counts[n] // args.tensors) for n in sizes]
     rounds, profiles = [], []
     with tempfile.TemporaryDirectory(prefix="message_cost_") as tmp:
-        job = Job(args.tensors, phases, tmp)
+        job = Job(args.tensors, phases, tmp, args.allocator)
         watchdog = threading.Timer(args.timeout, job.stop, [f"stopped after --timeout {args.timeout} s"])
         watchdog.start()
         try:
@@ -343,6 +356,7 @@ def main():
         print(profile_table(profiles))
     result = {"benchmark": "message_cost", "network": "loopback", "tensors": args.tensors,
               "reply_bytes": REPLY_BYTES, "counted": COUNTED,
+              "job_malloc": allocator.library(dict(BYTEPS_ALLOCATOR=args.allocator or "")) or "glibc",
               "cpu_clock_tick_s": TICK_S, "niceness": niceness, "messages": counts, "rounds": rounds,
               "summary": summary,
               "profiles": profiles, "load_average": os.getloadavg(), "machine": describe_machine()}

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what a build needs on a fresh Debian/Ubuntu machine, skipping what is already there:
-# system packages (Bazel, UCX, OpenSSL, gtest) and the pinned Python environment in .venv. The second
+# system packages (Bazel, UCX, OpenSSL, gtest, jemalloc) and the pinned Python environment in .venv. The second
 # TensorFlow line, which only the tests use, has a script of its own (scripts/setup_tf2.15.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(make bazel-bootstrap libucx-dev ucx-utils libssl-dev libgtest-dev libgmock-dev pkg-config g++ python3-dev python3-venv iproute2)
+APT_PACKAGES=(make bazel-bootstrap libucx-dev ucx-utils libssl-dev libgtest-dev libgmock-dev pkg-config g++ python3-dev python3-venv iproute2
+  libjemalloc2)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

@@ -4,6 +4,7 @@ import functools
 import math
 import os
 import subprocess
+import sys
 import time
 
 from bps_tf.launcher.child_processes import (
@@ -18,6 +19,7 @@ from bps_tf.launcher.child_processes import (
 )
 from bps_tf import tf_environment
 from bps_tf._native import load_core
+from bps_tf.launcher import allocator
 from bps_tf.launcher.output import DRAIN_TIMEOUT_S, PrefixedOutput, is_shown, report, worker_label, worker_rank
 from bps_tf.launcher.role import run_this_role
 from bps_tf.launcher.stop_signals import StopSignals
@@ -30,6 +32,11 @@ def run_cluster_role(command, output_ranks=None):
     output is shown (None: all); both are used by workers only."""
     role = os.environ.get("DMLC_ROLE", "")
     if role in ("scheduler", "server"):
+        if not allocator.in_effect(os.environ):
+            # This process started without the malloc it should preload (launcher/allocator.py): it becomes
+            # one that has it, under the same process id.
+            os.execve(sys.executable, [sys.executable, "-m", "bps_tf.launcher.role"],
+                      allocator.apply(dict(os.environ)))
         return run_this_role()
     if role == "worker":
         return run_worker_command(command, output_ranks=output_ranks)
@@ -117,9 +124,9 @@ def _start_copy(command, local_rank, local_size, label, output, shown):
     if local_size == 1 and shown:
         # Its own group: a terminal's Ctrl-C reaches only us, and we pass it on once, to the whole tree.
         # Its output goes straight to our terminal, which it may recognise as one.
-        return start_in_own_group(command, env=tf_environment.apply(os.environ.copy()))
+        return start_in_own_group(command, env=allocator.apply(tf_environment.apply(os.environ.copy())))
     # Output goes through pipes; unbuffered, each line shows up when it is printed, not at exit.
-    env = tf_environment.apply(dict(os.environ, PYTHONUNBUFFERED="1"))
+    env = allocator.apply(tf_environment.apply(dict(os.environ, PYTHONUNBUFFERED="1")))
     if local_size > 1:
         env["BYTEPS_LOCAL_RANK"] = str(local_rank)
     child = start_in_own_group(command, env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

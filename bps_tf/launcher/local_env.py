@@ -4,6 +4,7 @@ import secrets
 import socket
 
 from bps_tf import tf_environment
+from bps_tf.launcher import allocator
 
 LOOPBACK_ADDRESS = "127.0.0.1"
 
@@ -44,9 +45,9 @@ def role_environment(job_env, role, worker_id=None, local_rank=0, local_size=1):
     """The environment of one process: `role` is scheduler, server or worker.
 
     A worker runs on machine `worker_id` as process `local_rank` of the machine's `local_size`, with the
-    TensorFlow settings of tf_environment.
+    TensorFlow settings of tf_environment. Every process preloads the malloc of launcher/allocator.py.
     """
-    env = dict(job_env, DMLC_ROLE=role)
+    env = allocator.apply(dict(job_env, DMLC_ROLE=role))
     if worker_id is not None:
         tf_environment.apply(env)
         env.update(DMLC_WORKER_ID=str(worker_id), BYTEPS_LOCAL_RANK=str(local_rank),

@@ -2,7 +2,7 @@
 
 import os
 
-from bps_tf.launcher import cluster_managers
+from bps_tf.launcher import allocator, cluster_managers
 from bps_tf.launcher.arguments import parse_arguments
 from bps_tf.launcher.cluster import run_cluster_role
 from bps_tf.launcher.local_job import run_local_job
@@ -13,6 +13,11 @@ from bps_tf.launcher.output import report
 def main(argv=None):
     """Runs bpslaunch with `argv` (default: sys.argv[1:]) and returns its exit code."""
     args = parse_arguments(argv)
+    try:
+        allocator.library(os.environ)  # (each process started from here on preloads it)
+    except ValueError as error:
+        report(str(error))
+        return 1
     # Every process of the job reads them: the servers hold the weights, the workers push changes.
     if args.async_training:
         os.environ["BYTEPS_ENABLE_ASYNC"] = "1"

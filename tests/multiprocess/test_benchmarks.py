@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from benchmarks.lib import netns
+from bps_tf.launcher import allocator
 from testing.jobs import REPO_ROOT, clean_env
 
 can_make_namespaces = os.geteuid() == 0 and shutil.which("ip") and shutil.which("tc")
@@ -404,6 +405,7 @@ def test_message_cost_benchmark_counts_messages_and_compares_with_the_floor(tmp_
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["messages"] == {"4096": 800, "262144": 256}
+    assert result["job_malloc"] == (allocator.find_jemalloc() or "glibc")  # bpslaunch's choice
     assert [(r["round"], r["bytes"]) for r in result["rounds"]] == [(0, 4096), (0, 262144), (1, 4096), (1, 262144)]
     for r in result["rounds"]:
         floor, job = r["floor"], r["job"]

@@ -421,6 +421,11 @@ def install_core(monkeypatch):
 
 
 class TestClusterRoles:
+    @pytest.fixture(autouse=True)
+    def no_preload(self, monkeypatch):
+        # These run the role in the test's own process, which a preload would replace (launcher/allocator.py).
+        monkeypatch.setenv("BYTEPS_ALLOCATOR", "system")
+
     @pytest.mark.timeout(10)
     @pytest.mark.parametrize("role_name", ["scheduler", "server"])
     def test_scheduler_and_server_run_in_this_process(self, role_name, install_core, monkeypatch):

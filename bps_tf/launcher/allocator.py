@@ -1,0 +1,68 @@
+"""The malloc bps_tf's processes run with (BYTEPS_ALLOCATOR), preloaded by bpslaunch into each process it starts.
+
+A push_pull's requests, callbacks and frames are made on the caller's thread and freed on the transport's
+thread when the reply comes. glibc's malloc serves such memory slowly (the freeing thread's cache fills, the
+allocating thread's stays empty, both meet in the arena under its lock); jemalloc hands it back cheaply. With
+jemalloc a worker spends about a third less CPU on a small push_pull (docs/performance.md section 7), so
+bpslaunch preloads it where it is installed (Debian and Ubuntu: `apt-get install libjemalloc2`), as PyTorch's
+CPU launcher does with tcmalloc and jemalloc. TensorFlow's own CPU tensors come from its BFC allocator
+(tf_environment), not from malloc.
+
+BYTEPS_ALLOCATOR: "jemalloc" (the default: preloaded if installed, glibc's malloc otherwise; set explicitly,
+it must be installed), "system" (glibc's malloc, nothing preloaded), or the path of a malloc library to preload.
+A malloc the user preloads already (LD_PRELOAD naming jemalloc, tcmalloc or mimalloc) is kept.
+
+This module imports nothing heavy: the launcher uses it before any process starts.
+"""
+
+import ctypes.util
+import os
+
+VARIABLE = "BYTEPS_ALLOCATOR"
+JEMALLOC = "jemalloc"
+SYSTEM = "system"
+_KNOWN_MALLOCS = ("jemalloc", "tcmalloc", "mimalloc")
+
+
+def find_jemalloc():
+    """The loader's name of the installed jemalloc (libjemalloc.so.2), or None."""
+    return ctypes.util.find_library(JEMALLOC)
+
+
+def library(environ, find=None):
+    """The library to preload for `environ` (None: glibc's malloc). Raises ValueError for a setting that
+    cannot be served, saying what to do. `find`: finds jemalloc (default find_jemalloc)."""
+    find = find or find_jemalloc
+    choice = environ.get(VARIABLE, "").strip()
+    if choice == SYSTEM:
+        return None
+    if choice in ("", JEMALLOC):
+        found = find()
+        if found is None and choice == JEMALLOC:
+            raise ValueError(f"{VARIABLE}=jemalloc, but jemalloc is not installed: install it (Debian and "
+                             f"Ubuntu: apt-get install libjemalloc2) or set {VARIABLE}=system")
+        return found
+    if not os.path.isfile(choice):
+        raise ValueError(f"{VARIABLE}={choice!r}: not a file; give jemalloc, system, or the path of a malloc "
+                         "library (a .so) to preload")
+    return choice
+
+
+def _preloads(environ):
+    return [entry for entry in environ.get("LD_PRELOAD", "").replace(":", " ").split() if entry]
+
+
+def apply(environ, find=None):
+    """Adds the chosen malloc to LD_PRELOAD in `environ` (unless a malloc is preloaded already); returns
+    `environ`."""
+    chosen = library(environ, find)
+    preloads = _preloads(environ)
+    if chosen is None or any(m in os.path.basename(p) for p in preloads for m in _KNOWN_MALLOCS):
+        return environ
+    environ["LD_PRELOAD"] = " ".join([chosen] + preloads)
+    return environ
+
+
+def in_effect(environ):
+    """Whether `environ` (this process's, if it is os.environ) preloads what `apply` would."""
+    return apply(dict(environ)).get("LD_PRELOAD", "") == environ.get("LD_PRELOAD", "")
