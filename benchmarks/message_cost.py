@@ -132,10 +132,12 @@ class Job:
                 [BPSLAUNCH], env=benchmark_env(dict(base, DMLC_ROLE=role)), cwd=REPO_ROOT,
                 stdout=self.files[role], stderr=subprocess.STDOUT, start_new_session=True)
         # (The scheduler and server preload bpslaunch's malloc themselves; the worker, started here, the same.)
+        worker_env = allocator.apply(benchmark_env(dict(base, DMLC_ROLE="worker", DMLC_WORKER_ID=0)))
+        self.worker_preload = worker_env.get("LD_PRELOAD")
         self.processes["worker"] = subprocess.Popen(
             [sys.executable, "-m", "benchmarks.workers.message_cost", "--tensors", str(tensors), "--phases",
              ",".join(f"{n}:{r}" for n, r in phases)],
-            env=allocator.apply(benchmark_env(dict(base, DMLC_ROLE="worker", DMLC_WORKER_ID=0))),
+            env=worker_env,
             cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.files["worker"], text=True,
             start_new_session=True)
 
@@ -356,7 +358,7 @@ def main():
         print(profile_table(profiles))
     result = {"benchmark": "message_cost", "network": "loopback", "tensors": args.tensors,
               "reply_bytes": REPLY_BYTES, "counted": COUNTED,
-              "job_malloc": allocator.library(dict(BYTEPS_ALLOCATOR=args.allocator or "")) or "glibc",
+              "job_malloc": job.worker_preload or "glibc",
               "cpu_clock_tick_s": TICK_S, "niceness": niceness, "messages": counts, "rounds": rounds,
               "summary": summary,
               "profiles": profiles, "load_average": os.getloadavg(), "machine": describe_machine()}

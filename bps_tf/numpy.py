@@ -101,7 +101,7 @@ def push_pull_async(array, name, average=True, priority=0, out=None, op="sum", p
         if not output.flags.writeable:
             raise ValueError(f"push_pull of '{name}': out is read-only; pass a writable array (or none)")
     # (None: a plain sum over every worker, what a training step pushes, converted in C++ at no cost.)
-    options = (None if op == "sum" and not process_set and not backups
+    options = (None if op == "sum" and len(process_set) == 0 and not backups
                else (op, [int(r) for r in process_set], bool(backups)))
     handle = _core.push_pull_async(array, output, dtype, name, int(priority), options)
     return Handle(handle, array, output, (len(process_set) or size()) if average else None)

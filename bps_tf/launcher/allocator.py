@@ -16,6 +16,7 @@ This module imports nothing heavy: the launcher uses it before any process start
 """
 
 import ctypes.util
+import functools
 import os
 
 VARIABLE = "BYTEPS_ALLOCATOR"
@@ -24,8 +25,10 @@ SYSTEM = "system"
 _KNOWN_MALLOCS = ("jemalloc", "tcmalloc", "mimalloc")
 
 
+@functools.lru_cache(maxsize=None)
 def find_jemalloc():
-    """The loader's name of the installed jemalloc (libjemalloc.so.2), or None."""
+    """The loader's name of the installed jemalloc (libjemalloc.so.2), or None (looked up once: it runs
+    ldconfig)."""
     return ctypes.util.find_library(JEMALLOC)
 
 
@@ -45,7 +48,10 @@ def library(environ, find=None):
     if not os.path.isfile(choice):
         raise ValueError(f"{VARIABLE}={choice!r}: not a file; give jemalloc, system, or the path of a malloc "
                          "library (a .so) to preload")
-    return choice
+    if any(c in choice for c in " :"):  # LD_PRELOAD separates its entries with them
+        raise ValueError(f"{VARIABLE}={choice!r}: LD_PRELOAD cannot name a path with a space or a colon; "
+                         "link the library from a path without them")
+    return os.path.abspath(choice)  # (every process resolves it alike, whatever its working directory)
 
 
 def _preloads(environ):

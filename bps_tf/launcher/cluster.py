@@ -35,8 +35,9 @@ def run_cluster_role(command, output_ranks=None):
         if not allocator.in_effect(os.environ):
             # This process started without the malloc it should preload (launcher/allocator.py): it becomes
             # one that has it, under the same process id.
-            os.execve(sys.executable, [sys.executable, "-m", "bps_tf.launcher.role"],
-                      allocator.apply(dict(os.environ)))
+            # (With this process's module path, so that it finds the same bps_tf.)
+            env = allocator.apply(dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p)))
+            os.execve(sys.executable, [sys.executable, "-m", "bps_tf.launcher.role"], env)
         return run_this_role()
     if role == "worker":
         return run_worker_command(command, output_ranks=output_ranks)

@@ -112,11 +112,15 @@ void Await(const std::shared_ptr<Completion>& completion) {
 }
 
 void Wait(int64_t handle) {
-  auto completion = g_handles.Get(handle);
-  if (!completion) throw py::value_error("unknown push_pull handle " + std::to_string(handle));
-  Await(completion);
+  Status status;
+  {
+    auto completion = g_handles.Get(handle);
+    if (!completion) throw py::value_error("unknown push_pull handle " + std::to_string(handle));
+    Await(completion);
+    status = completion->status;
+  }  // (not held while removed: a completion nobody else holds is recycled)
   g_handles.Remove(handle);
-  Check(completion->status);
+  Check(status);
 }
 
 // Saves or loads compression states, each in order with its tensor's push_pulls; waits for all of them.

@@ -1,8 +1,8 @@
 // The way into an engine for the callbacks it hands its client. The client (the worker's connections, its
 // requests in flight) outlives an engine in elastic jobs and across shutdown() and init(), so a callback
 // may come after a shutdown that gave up waiting for it (a reply that came late, a send that failed long
-// after): once the engine closes its gate, such a callback does nothing, and the engine is not destroyed
-// while one runs.
+// after): once the engine closes its gate, such a callback does nothing, and closing waits (up to a
+// timeout) for those already running.
 #pragma once
 
 #include <atomic>

@@ -167,15 +167,8 @@ void Engine::Enqueue(PushPullRequest request) {
 // Called with mu_ held; callbacks to run after unlocking go to `later`.
 void Engine::Advance(Tensor* tensor, Callbacks* later) {
   if (tensor->busy || tensor->queue.empty()) return;
-  if (!tensor->error.ok()) {
-    Status error = tensor->error;
-    for (auto& request : tensor->queue) {
-      auto done = request.done;
-      later->push_back([done, error] { done(error); });
-    }
-    tensor->queue.clear();
-    return;
-  }
+  if (!abandoned_.ok()) return FailQueued(tensor, abandoned_, later);
+  if (!tensor->error.ok()) return FailQueued(tensor, tensor->error, later);
   if (!tensor->declared) {
     if (!tensor->declaring) {
       tensor->declaring = true;
@@ -213,6 +206,14 @@ void Engine::Advance(Tensor* tensor, Callbacks* later) {
     ready_.Add(ReadyPartition{op->request.priority, part.key, bytes,
                               [this, op, part, now] { StartPartition(op, part, now); }});
   }
+}
+
+void Engine::FailQueued(Tensor* tensor, const Status& why, Callbacks* later) {
+  for (auto& request : tensor->queue) {
+    auto done = request.done;
+    later->push_back([done, why] { done(why); });
+  }
+  tensor->queue.clear();
 }
 
 void Engine::OnDeclared(Tensor* tensor, const StatusOr<PartitionPlan>& plan) {
@@ -271,7 +272,9 @@ void Engine::StartPartition(Operation* op, const Partition& part, double queued_
   TraceUntilNow(spec.name, "SCHEDULE", queued_at, part);
   if (index == kReader) {
     ReleaseCredit(bytes);
+    op->in_client++;
     return client_->Fetch(part, round, dtype, output, Gated(gate_, [this, op, part, started](const Status& status) {
+                            op->in_client--;
                             TraceUntilNow(op->request.name, "FETCH", started, part);
                             FinishPartition(op, status);
                           }));
@@ -283,6 +286,7 @@ void Engine::StartPartition(Operation* op, const Partition& part, double queued_
   const int count = ContributorCount(spec);
   if (spec.compression.on()) return PushPullCompressed(op, part, Participant{index, count}, input, output, bytes, started);
   auto sent_at = std::make_shared<double>(started);
+  op->in_client++;
   // The credit covers the push only: the sum waits on the other workers, and holding credit across that
   // wait would let two workers that started different tensors first wait on each other forever.
   client_->PushPull(
@@ -294,6 +298,7 @@ void Engine::StartPartition(Operation* op, const Partition& part, double queued_
         ReleaseCredit(bytes);
       }),
       Gated(gate_, [this, op, part, sent_at](const Status& status) {
+        op->in_client--;
         // The server's sum, waiting for the other workers' pushes, and the pull of the result.
         TraceUntilNow(op->request.name, "SUM_PULL", *sent_at, part);
         FinishPartition(op, status);
@@ -322,6 +327,7 @@ void Engine::PushPullCompressed(Operation* op, const Partition& part, Participan
   compressor->Compress(reinterpret_cast<const float*>(input), round);
   TraceUntilNow(op->request.name, "COMPRESS", started, part);
   auto sent_at = std::make_shared<double>(NowSeconds());
+  op->in_client++;
   client_->PushPullEncoded(
       part, round, me, compressor->encoded_push(), compressor->encoded_sum(), compressor->encoded_bytes(),
       Gated(gate_, [this, bytes, name = op->request.name, part, sent_at] {  // (may run after `op` is gone)
@@ -331,6 +337,7 @@ void Engine::PushPullCompressed(Operation* op, const Partition& part, Participan
         ReleaseCredit(bytes);
       }),
       Gated(gate_, [this, op, part, sent_at, compressor, output, round](Status status) {
+        op->in_client--;
         TraceUntilNow(op->request.name, "SUM_PULL", *sent_at, part);
         const double decoding = NowSeconds();
         if (status.ok()) status = compressor->Decompress(reinterpret_cast<float*>(output), round);
@@ -384,7 +391,11 @@ void Engine::MoveCompressionState(Operation* op) {
     }
     for (const Partition& part : tensor->plan.partitions) {
       float* residual = state.server_residual.data() + part.offset;
-      auto done = Gated(gate_, [this, op](const Status& status) { FinishPartition(op, status); });
+      op->in_client++;
+      auto done = Gated(gate_, [this, op](const Status& status) {
+        op->in_client--;
+        FinishPartition(op, status);
+      });
       if (save) {
         client_->SaveResidual(part, me, residual, done);
       } else {
@@ -459,10 +470,26 @@ StatusOr<int> Engine::Finish(bool joined) {
   if (watchdog_) watchdog_->Stop();
   if (owned_transport_) owned_transport_->Shutdown(1);
   client_->FinishMoves();  // what a late reply handed them before the transport stopped
-  if (!gate_->Close(config_.timeout_s)) {
-    BPS_LOG(Error) << "a push_pull's completion callback has not returned within BYTEPS_TIMEOUT; shutting down anyway";
+  // What is still unfinished now will not finish: nothing more starts, and the client's requests fail
+  // (answered through the gate, which is still open).
+  const Status why = Aborted("bps_tf shut down before this request completed (shutdown() waits BYTEPS_TIMEOUT "
+                             "for those in flight): wait for every push_pull before shutdown(), and look for an "
+                             "error on the other workers");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    abandoned_ = why;
   }
-  FailUnfinished();
+  client_->FailRequests(why);
+  if (!gate_->Close(config_.timeout_s)) {
+    // Completing requests now could complete one twice: left as they are.
+    BPS_LOG(Error) << "a callback into bps_tf's engine has not returned within BYTEPS_TIMEOUT; shutting down "
+                   << "without completing the requests left";
+    return finished;
+  }
+  const size_t left = FailUnfinished(why);
+  if (left > 0) {
+    BPS_LOG(Error) << left << " push_pulls are left unfinished: the connections still use their memory";
+  }
   return finished;
 }
 
@@ -478,25 +505,28 @@ void Engine::Untrack(Operation* op) {
   if (op->next != nullptr) op->next->previous = op->previous;
 }
 
-void Engine::FailUnfinished() {
-  std::vector<std::function<void(const Status&)>> unfinished;
+size_t Engine::FailUnfinished(const Status& why) {
+  Callbacks later;
+  size_t left = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    while (operations_ != nullptr) {
-      Operation* op = operations_;
-      Untrack(op);
-      unfinished.push_back(std::move(op->request.done));
-      delete op;
+    ready_.Clear();  // (partitions of the operations below, which no longer start)
+    for (Operation* op = operations_; op != nullptr;) {
+      Operation* next = op->next;
+      if (op->in_client.load() > 0) {
+        ++left;  // its memory may still be written or sent from: never completed, so the caller keeps it
+      } else {
+        Untrack(op);
+        later.push_back([done = std::move(op->request.done), why] { done(why); });
+        delete op;
+        active_operations_--;
+      }
+      op = next;
     }
-    for (auto& entry : tensors_) {
-      for (PushPullRequest& request : entry.second.queue) unfinished.push_back(std::move(request.done));
-      entry.second.queue.clear();
-    }
-    ready_.Clear();  // (partitions of the operations above)
-    active_operations_ = 0;
+    for (auto& entry : tensors_) FailQueued(&entry.second, why, &later);
   }
-  const Status why = Aborted("bps_tf shut down before this push_pull completed (it waited BYTEPS_TIMEOUT for it)");
-  for (auto& done : unfinished) done(why);
+  Run(later);
+  return left;
 }
 
 }  // namespace bps

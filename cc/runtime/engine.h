@@ -131,8 +131,10 @@ class Engine {
   struct Operation {
     Tensor* tensor;
     PushPullRequest request;
-    size_t remaining;
+    size_t remaining;  // parts (partitions, or a state move's pieces) not finished yet
     Status status;
+    // Parts handed to the client and not answered yet: the transport may still use their memory.
+    std::atomic<int> in_client{0};
     Operation* previous = nullptr;  // the engine's operations in flight (a list through them: no allocation)
     Operation* next = nullptr;
   };
@@ -157,8 +159,11 @@ class Engine {
   void FinishPartition(Operation* op, const Status& status);
   void Track(Operation* op);
   void Untrack(Operation* op);
-  // After the gate closed: fails the requests that a shutdown left unfinished.
-  void FailUnfinished();
+  // After the gate closed: fails the requests that a shutdown left unfinished, those whose memory no
+  // transport holds any more; returns how many it had to leave.
+  size_t FailUnfinished(const Status& why);
+  // Fails the requests queued for `tensor`, which will not start (with mu_ held; callbacks go to `later`).
+  static void FailQueued(Tensor* tensor, const Status& why, Callbacks* later);
   void Dispatch();
   static void Run(Callbacks& callbacks);
 
@@ -175,6 +180,8 @@ class Engine {
   CreditQueue ready_;
   size_t active_operations_ = 0;
   Operation* operations_ = nullptr;  // those in flight, linked
+  // Set when a shutdown gave up waiting: queued requests fail instead of starting.
+  Status abandoned_;
   bool shut_down_ = false;
   std::atomic<bool> local_collectives_{false};
 };

@@ -30,11 +30,19 @@ def test_system_preloads_nothing():
     assert "LD_PRELOAD" not in allocator.apply({"BYTEPS_ALLOCATOR": "system"}, find=found())
 
 
-def test_a_library_given_by_path_is_preloaded(tmp_path):
+def test_a_library_given_by_path_is_preloaded_by_its_absolute_path(tmp_path, monkeypatch):
     library = tmp_path / "libmymalloc.so"
     library.write_bytes(b"")
-    env = allocator.apply({"BYTEPS_ALLOCATOR": str(library)}, find=found())
+    monkeypatch.chdir(tmp_path)
+    env = allocator.apply({"BYTEPS_ALLOCATOR": "libmymalloc.so"}, find=found())
     assert env["LD_PRELOAD"] == str(library)
+
+
+def test_a_path_ld_preload_cannot_carry_is_refused(tmp_path):
+    library = tmp_path / "my malloc.so"
+    library.write_bytes(b"")
+    with pytest.raises(ValueError, match="space or a colon"):
+        allocator.library({"BYTEPS_ALLOCATOR": str(library)})
 
 
 def test_a_path_that_is_no_file_is_refused(tmp_path):
