@@ -75,7 +75,7 @@ class WorkerClient : public MessageHandler {
   // Fails requests that have waited longer than BYTEPS_TIMEOUT. Called periodically by the engine.
   void FailExpiredRequests() { operations_.FailExpired(); }
   // Fails every request in flight with `why` (an engine ends with some unfinished): at once those the
-  // transport is done with, the others once it is; a reply that comes later finds none and is dropped.
+  // transport is done with (a reply that comes later finds none and is dropped), the others once it is.
   void FailRequests(const Status& why) { requests_.FailAll(why); }
 
   void* PayloadDestination(PeerId from, const std::string& header, size_t length) override {

@@ -258,6 +258,10 @@ void Engine::Dispatch() {
 }
 
 void Engine::StartPartition(Operation* op, const Partition& part, double queued_at) {
+  if (abandoning_) {  // (taken from the queue just before a shutdown gave up)
+    ReleaseCredit(PushedBytes(op->request, part, op->tensor->spec.dtype));
+    return FinishPartition(op, abandoned_);  // (set before abandoning_, never again)
+  }
   const DataType dtype = op->tensor->spec.dtype;
   const size_t element = DataTypeSize(dtype);
   const bool all_zeros = AllZeros(op->request, part);
@@ -464,21 +468,20 @@ StatusOr<int> Engine::Finish(bool joined) {
     if (!idle) {
       BPS_LOG(Warning) << "shutting down with " << active_operations_ << " push_pulls unfinished";
     }
+    // What has not started by now does not: queued requests fail, waiting partitions are dropped.
+    abandoned_ = Aborted("bps_tf shut down before this request completed (shutdown() waits up to BYTEPS_TIMEOUT "
+                         "for those in flight): wait for every push_pull before shutdown(), and look for an "
+                         "error on the other workers");
+    abandoning_ = true;
+    ready_.Clear();
   }
+  const Status why = abandoned_;
   client_->FinishMoves();  // the GPU copies under way, and their callbacks into this engine
   StatusOr<int> finished = client_->EndGeneration(joined);
   if (watchdog_) watchdog_->Stop();
   if (owned_transport_) owned_transport_->Shutdown(1);
   client_->FinishMoves();  // what a late reply handed them before the transport stopped
-  // What is still unfinished now will not finish: nothing more starts, and the client's requests fail
-  // (answered through the gate, which is still open).
-  const Status why = Aborted("bps_tf shut down before this request completed (shutdown() waits BYTEPS_TIMEOUT "
-                             "for those in flight): wait for every push_pull before shutdown(), and look for an "
-                             "error on the other workers");
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    abandoned_ = why;
-  }
+  // The client's requests fail (answered through the gate, which is still open).
   client_->FailRequests(why);
   if (!gate_->Close(config_.timeout_s)) {
     // Completing requests now could complete one twice: left as they are.
@@ -489,6 +492,9 @@ StatusOr<int> Engine::Finish(bool joined) {
   const size_t left = FailUnfinished(why);
   if (left > 0) {
     BPS_LOG(Error) << left << " push_pulls are left unfinished: the connections still use their memory";
+    // Nor is the engine's memory they use freed (a compressed push sends from its compressor's buffers):
+    // the tensors are kept, on purpose, for the rest of the process.
+    new std::map<std::string, Tensor>(std::move(tensors_));
   }
   return finished;
 }

@@ -180,8 +180,9 @@ class Engine {
   CreditQueue ready_;
   size_t active_operations_ = 0;
   Operation* operations_ = nullptr;  // those in flight, linked
-  // Set when a shutdown gave up waiting: queued requests fail instead of starting.
+  // Set by a shutdown once it waited for what was in flight: queued requests fail instead of starting.
   Status abandoned_;
+  std::atomic<bool> abandoning_{false};  // (abandoned_ is set: read without mu_ where a partition starts)
   bool shut_down_ = false;
   std::atomic<bool> local_collectives_{false};
 };
