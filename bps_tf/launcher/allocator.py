@@ -63,7 +63,8 @@ def apply(environ, find=None):
     `environ`."""
     chosen = library(environ, find)
     preloads = _preloads(environ)
-    if chosen is None or any(m in os.path.basename(p) for p in preloads for m in _KNOWN_MALLOCS):
+    preloaded = chosen in preloads or any(m in os.path.basename(p) for p in preloads for m in _KNOWN_MALLOCS)
+    if chosen is None or preloaded:
         return environ
     environ["LD_PRELOAD"] = " ".join([chosen] + preloads)
     return environ

@@ -167,7 +167,7 @@ void Engine::Enqueue(PushPullRequest request) {
 // Called with mu_ held; callbacks to run after unlocking go to `later`.
 void Engine::Advance(Tensor* tensor, Callbacks* later) {
   if (tensor->busy || tensor->queue.empty()) return;
-  if (!abandoned_.ok()) return FailQueued(tensor, abandoned_, later);
+  if (abandoned_) return FailQueued(tensor, Abandoned(), later);
   if (!tensor->error.ok()) return FailQueued(tensor, tensor->error, later);
   if (!tensor->declared) {
     if (!tensor->declaring) {
@@ -258,9 +258,9 @@ void Engine::Dispatch() {
 }
 
 void Engine::StartPartition(Operation* op, const Partition& part, double queued_at) {
-  if (abandoning_) {  // (taken from the queue just before a shutdown gave up)
+  if (abandoned_) {  // (taken from the queue just before a shutdown gave up)
     ReleaseCredit(PushedBytes(op->request, part, op->tensor->spec.dtype));
-    return FinishPartition(op, abandoned_);  // (set before abandoning_, never again)
+    return FinishPartition(op, Abandoned());
   }
   const DataType dtype = op->tensor->spec.dtype;
   const size_t element = DataTypeSize(dtype);
@@ -469,13 +469,10 @@ StatusOr<int> Engine::Finish(bool joined) {
       BPS_LOG(Warning) << "shutting down with " << active_operations_ << " push_pulls unfinished";
     }
     // What has not started by now does not: queued requests fail, waiting partitions are dropped.
-    abandoned_ = Aborted("bps_tf shut down before this request completed (shutdown() waits up to BYTEPS_TIMEOUT "
-                         "for those in flight): wait for every push_pull before shutdown(), and look for an "
-                         "error on the other workers");
-    abandoning_ = true;
+    abandoned_ = true;
     ready_.Clear();
   }
-  const Status why = abandoned_;
+  const Status why = Abandoned();
   client_->FinishMoves();  // the GPU copies under way, and their callbacks into this engine
   StatusOr<int> finished = client_->EndGeneration(joined);
   if (watchdog_) watchdog_->Stop();
@@ -499,6 +496,12 @@ StatusOr<int> Engine::Finish(bool joined) {
   return finished;
 }
 
+Status Engine::Abandoned() {
+  return Aborted("bps_tf shut down before this request completed (shutdown() waits up to BYTEPS_TIMEOUT for "
+                 "those in flight): wait for every push_pull before shutdown(), and look for an error on the "
+                 "other workers");
+}
+
 void Engine::Track(Operation* op) {
   op->next = operations_;
   if (operations_ != nullptr) operations_->previous = op;
@@ -516,7 +519,6 @@ size_t Engine::FailUnfinished(const Status& why) {
   size_t left = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ready_.Clear();  // (partitions of the operations below, which no longer start)
     for (Operation* op = operations_; op != nullptr;) {
       Operation* next = op->next;
       if (op->in_client.load() > 0) {

@@ -164,6 +164,8 @@ class Engine {
   size_t FailUnfinished(const Status& why);
   // Fails the requests queued for `tensor`, which will not start (with mu_ held; callbacks go to `later`).
   static void FailQueued(Tensor* tensor, const Status& why, Callbacks* later);
+  // What a request that a shutdown gave up on fails with.
+  static Status Abandoned();
   void Dispatch();
   static void Run(Callbacks& callbacks);
 
@@ -180,9 +182,8 @@ class Engine {
   CreditQueue ready_;
   size_t active_operations_ = 0;
   Operation* operations_ = nullptr;  // those in flight, linked
-  // Set by a shutdown once it waited for what was in flight: queued requests fail instead of starting.
-  Status abandoned_;
-  std::atomic<bool> abandoning_{false};  // (abandoned_ is set: read without mu_ where a partition starts)
+  // Set by a shutdown once it waited for what was in flight: what has not started fails with Abandoned().
+  std::atomic<bool> abandoned_{false};
   bool shut_down_ = false;
   std::atomic<bool> local_collectives_{false};
 };

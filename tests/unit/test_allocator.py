@@ -72,3 +72,11 @@ def test_every_process_of_a_local_job_gets_it(monkeypatch):
     for role in ("scheduler", "server"):
         assert role_environment(job, role)["LD_PRELOAD"] == JEMALLOC
     assert role_environment(job, "worker", 0)["LD_PRELOAD"] == JEMALLOC
+
+
+def test_a_library_preloaded_already_is_not_added_twice(tmp_path):
+    library = tmp_path / "libmymalloc.so"
+    library.write_bytes(b"")
+    env = {"BYTEPS_ALLOCATOR": str(library), "LD_PRELOAD": str(library)}
+    assert allocator.apply(dict(env), find=found()) == env
+    assert allocator.in_effect(env)
