@@ -14,7 +14,7 @@ from pathlib import Path
 from benchmarks.lib import cluster_job
 from benchmarks.lib.measure import bounds
 from benchmarks.lib.netns import QUEUE, EmulatedCluster
-from benchmarks.lib.processes import parse_env_items
+from benchmarks.lib.processes import parse_env_items, with_the_rings_malloc
 from benchmarks.lib.results import describe_machine, save_result
 from benchmarks.report.tables import push_pull_table
 
@@ -32,7 +32,9 @@ def parse_args():
     parser.add_argument("--colocate", action="store_true", help="server i on worker i's host")
     parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="bytes, comma-separated")
     parser.add_argument("--budget-mb", type=float, default=256, help="bytes timed per size and method")
-    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="extra environment for every process; glibc's malloc unless BYTEPS_ALLOCATOR is "
+                             "given (the ring runs in the same processes)")
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--output", help="JSON result file (default: print only)")
     return parser.parse_args()
@@ -40,7 +42,7 @@ def parse_args():
 
 def main():
     args = parse_args()
-    extra = parse_env_items(args.env)
+    extra = with_the_rings_malloc(parse_env_items(args.env))
     limits = bounds(args.rate, args.workers, args.servers, args.colocate)
     hosts = cluster_job.hosts_for(args.workers, args.servers, args.colocate)
     emulated = EmulatedCluster(hosts, args.rate, args.delay, args.switch_queue)

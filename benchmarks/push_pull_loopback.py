@@ -10,7 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.lib.processes import benchmark_env, parse_env_items
+from benchmarks.lib.processes import benchmark_env, parse_env_items, with_the_rings_malloc
 from benchmarks.lib.results import describe_machine, save_result
 from benchmarks.report.tables import push_pull_table
 from testing.jobs import BPSLAUNCH, REPO_ROOT, free_ports
@@ -25,7 +25,8 @@ def parse_args():
     parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="bytes, comma-separated")
     parser.add_argument("--budget-mb", type=float, default=512, help="bytes timed per size and method")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                        help="extra environment for every process (e.g. BYTEPS_PARTITION_BYTES=1024000)")
+                        help="extra environment for every process (e.g. BYTEPS_PARTITION_BYTES=1024000); glibc's "
+                             "malloc unless BYTEPS_ALLOCATOR is given (the ring runs in the same processes)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds before the whole job is stopped")
     parser.add_argument("--output", help="JSON result file (default: print only)")
     return parser.parse_args()
@@ -33,7 +34,7 @@ def parse_args():
 
 def main():
     args = parse_args()
-    extra = parse_env_items(args.env)
+    extra = with_the_rings_malloc(parse_env_items(args.env))
     cluster = ",".join(f"127.0.0.1:{p}" for p in free_ports(args.workers))
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "result.json"
