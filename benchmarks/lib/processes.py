@@ -13,7 +13,7 @@ def benchmark_env(extra=()):
 def with_the_rings_malloc(settings):
     """`settings` with glibc's malloc unless they name one (BYTEPS_ALLOCATOR). benchmarks.workers.push_pull
     times TF's ring in the same processes as bps_tf, which bpslaunch starts with jemalloc preloaded; TF's ring
-    runs slower with it (16 MB on loopback: 39-50 ms against 24), which would flatter bps_tf's ratio."""
+    runs slower with it (16 MB on loopback: 44-51 ms against 23-26), which would flatter bps_tf's ratio."""
     return {"BYTEPS_ALLOCATOR": "system", **settings}
 
 

@@ -12,11 +12,10 @@ BYTEPS_ALLOCATOR: "jemalloc" (the default: preloaded if installed, glibc's mallo
 it must be installed), "system" (glibc's malloc, nothing preloaded), or the path of a malloc library to preload.
 A malloc the user preloads already (LD_PRELOAD naming jemalloc, tcmalloc or mimalloc) is kept.
 
-With jemalloc preloaded and no MALLOC_CONF of the user's, freed memory stays with the process for reuse
-(`dirty_decay_ms:-1`: a process keeps its peak, as glibc's malloc keeps its heap). jemalloc's default hands a
-freed block of more than 8 MB back to the kernel at once, so the next large NumPy array of the same size
-faults in every page again: a 16 MB array written took 1.8 ms against glibc's 1.0 ms, and a 16 MB NumPy
-push_pull half as long again.
+What jemalloc costs: in a process with NumPy, it hands a freed NumPy array of more than 8 MB back to the kernel
+at once, where glibc's malloc keeps blocks of up to 32 MB for the next, so a NumPy push_pull of 16 MB (which
+makes a new output array each call) runs 1.3-1.7 times as long as with glibc. Keeping freed memory
+(MALLOC_CONF=dirty_decay_ms:-1) avoids that but doubled a worker's peak memory, so it is not the default.
 
 This module imports nothing heavy: the launcher uses it before any process starts.
 """
@@ -29,7 +28,6 @@ VARIABLE = "BYTEPS_ALLOCATOR"
 JEMALLOC = "jemalloc"
 SYSTEM = "system"
 _KNOWN_MALLOCS = ("jemalloc", "tcmalloc", "mimalloc")
-JEMALLOC_CONF = "dirty_decay_ms:-1"
 
 
 @functools.lru_cache(maxsize=None)
@@ -66,16 +64,14 @@ def _preloads(environ):
 
 
 def apply(environ, find=None):
-    """Adds the chosen malloc to LD_PRELOAD in `environ` (unless a malloc is preloaded already), with
-    JEMALLOC_CONF for a jemalloc when the user set no MALLOC_CONF; returns `environ`."""
+    """Adds the chosen malloc to LD_PRELOAD in `environ` (unless a malloc is preloaded already); returns
+    `environ`."""
     chosen = library(environ, find)
     preloads = _preloads(environ)
     preloaded = chosen in preloads or any(m in os.path.basename(p) for p in preloads for m in _KNOWN_MALLOCS)
     if chosen is None or preloaded:
         return environ
     environ["LD_PRELOAD"] = " ".join([chosen] + preloads)
-    if JEMALLOC in os.path.basename(chosen):
-        environ.setdefault("MALLOC_CONF", JEMALLOC_CONF)
     return environ
 
 

@@ -17,18 +17,6 @@ def test_jemalloc_is_preloaded_by_default_where_installed():
     assert allocator.apply({}, find=found())["LD_PRELOAD"] == JEMALLOC
 
 
-def test_jemalloc_keeps_freed_memory_unless_the_user_configured_it():
-    assert allocator.apply({}, find=found())["MALLOC_CONF"] == "dirty_decay_ms:-1"
-    assert allocator.apply({"MALLOC_CONF": "narenas:2"}, find=found())["MALLOC_CONF"] == "narenas:2"
-
-
-def test_other_mallocs_get_no_jemalloc_settings(tmp_path):
-    library = tmp_path / "libtcmalloc.so"
-    library.write_bytes(b"")
-    assert "MALLOC_CONF" not in allocator.apply({"BYTEPS_ALLOCATOR": str(library)}, find=found())
-    assert "MALLOC_CONF" not in allocator.apply({"BYTEPS_ALLOCATOR": "system"}, find=found())
-
-
 def test_without_jemalloc_the_default_leaves_the_environment_as_it_is():
     assert allocator.apply({"PATH": "/bin"}, find=found(None)) == {"PATH": "/bin"}
 
