@@ -14,7 +14,7 @@ from pathlib import Path
 from benchmarks.lib import cluster_job
 from benchmarks.lib.measure import bounds
 from benchmarks.lib.netns import QUEUE, EmulatedCluster
-from benchmarks.lib.processes import parse_env_items, with_the_rings_malloc
+from benchmarks.lib.processes import job_malloc, parse_env_items, with_the_rings_malloc
 from benchmarks.lib.results import describe_machine, save_result
 from benchmarks.report.tables import push_pull_table
 
@@ -57,8 +57,8 @@ def main():
                             args.colocate)
         result = json.loads(raw.read_text())
     result.update(benchmark="push_pull", network="emulated", servers=args.servers, colocate=args.colocate,
-                  delay=args.delay, switch_queue=args.switch_queue, env=extra, bounds=limits,
-                  machine=describe_machine())
+                  delay=args.delay, switch_queue=args.switch_queue, env=extra, job_malloc=job_malloc(extra),
+                  bounds=limits, machine=describe_machine())
     print(f"link {args.rate}: raw TCP goodput {limits['tcp_goodput_bytes_s'] / 1e6:.0f} MB/s "
           f"(nominal {limits['link_bytes_s'] / 1e6:.0f} MB/s)")
     print(push_pull_table(result))

@@ -10,7 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.lib.processes import benchmark_env, parse_env_items, with_the_rings_malloc
+from benchmarks.lib.processes import benchmark_env, job_malloc, parse_env_items, with_the_rings_malloc
 from benchmarks.lib.results import describe_machine, save_result
 from benchmarks.report.tables import push_pull_table
 from testing.jobs import BPSLAUNCH, REPO_ROOT, free_ports
@@ -45,7 +45,7 @@ def main():
         subprocess.run(command, env=benchmark_env(extra), cwd=REPO_ROOT, check=True, timeout=args.timeout + 30)
         result = json.loads(raw.read_text())
     result.update(benchmark="push_pull", network="loopback", servers=args.servers, env=extra,
-                  machine=describe_machine())
+                  job_malloc=job_malloc(extra), machine=describe_machine())
     print(push_pull_table(result))
     save_result(args.output, result)
 

@@ -1,6 +1,7 @@
 """Starting a benchmark's processes: the environment they get (testing.jobs's, which also gives the checkout's
 root, `bpslaunch` and free ports) and settings given as NAME=VALUE."""
 
+from bps_tf.launcher import allocator
 from testing.jobs import clean_env
 
 
@@ -13,8 +14,14 @@ def benchmark_env(extra=()):
 def with_the_rings_malloc(settings):
     """`settings` with glibc's malloc unless they name one (BYTEPS_ALLOCATOR). benchmarks.workers.push_pull
     times TF's ring in the same processes as bps_tf, which bpslaunch starts with jemalloc preloaded; TF's ring
-    runs slower with it (16 MB on loopback: 44-51 ms against 23-26), which would flatter bps_tf's ratio."""
+    runs slower with it (16 MB on loopback: 48-51 ms against 23-26), which would flatter bps_tf's ratio."""
     return {"BYTEPS_ALLOCATOR": "system", **settings}
+
+
+def job_malloc(settings):
+    """The malloc bpslaunch gives the processes of a job started with `settings`: what it preloads, or
+    "glibc"."""
+    return allocator.apply(benchmark_env(settings)).get("LD_PRELOAD") or "glibc"
 
 
 def parse_env_items(items):

@@ -14,7 +14,7 @@ A malloc the user preloads already (LD_PRELOAD naming jemalloc, tcmalloc or mima
 
 What jemalloc costs: in a process with NumPy, it hands a freed NumPy array of more than 8 MB back to the kernel
 at once, where glibc's malloc keeps blocks of up to 32 MB for the next, so a NumPy push_pull of 16 MB (which
-makes a new output array each call) runs 1.3-1.7 times as long as with glibc. Keeping freed memory
+makes a new output array each call) runs 1.3-1.6 times as long as with glibc. Keeping freed memory
 (MALLOC_CONF=dirty_decay_ms:-1) avoids that but doubled a worker's peak memory, so it is not the default.
 
 This module imports nothing heavy: the launcher uses it before any process starts.

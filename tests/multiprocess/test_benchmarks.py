@@ -30,6 +30,9 @@ def test_loopback_push_pull_benchmark_plot_and_page_table(tmp_path):
     result = json.loads(out.read_text())
     assert [row["bytes"] for row in result["results"]] == [4096, 65536]
     assert all(row[k]["median_s"] > 0 for row in result["results"] for k in ("bps_tf", "bps_core", "tf_ring"))
+    # TF's ring runs in the same processes: both get glibc's malloc unless --env names one
+    assert result["env"]["BYTEPS_ALLOCATOR"] == "system"
+    assert result["job_malloc"] == (os.environ.get("LD_PRELOAD") or "glibc")
     assert "| 64 KB |" in done.stdout
     plotted = run_module("benchmarks.report.plots", tmp_path / "performance", timeout=60)
     assert plotted.returncode == 0, plotted.stderr[-3000:]

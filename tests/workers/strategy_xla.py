@@ -170,7 +170,8 @@ def check_auto_compiles_where_one_device_would(strategy):
 
 
 def check_push_pulls_were_compiled():
-    # bytes: on a GPU, XLA also dumps compiled kernels (not UTF-8) under names ending in .txt
+    # bytes: the workers share the dump's folder, and one may be writing a file (cut mid-character) as the
+    # other reads it
     dumped = b"".join(open(path, "rb").read() for path in glob.glob(os.path.join(os.environ["XLA_DUMP_DIR"], "*.txt")))
     assert b"bps_tf_push_pull_start" in dumped and b"bps_tf_push_pull_done" in dumped, "no push_pull in XLA's HLO"
 
