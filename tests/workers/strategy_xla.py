@@ -1,7 +1,7 @@
 """BytePSStrategy under XLA, on N workers x D logical CPU devices: Keras fit with jit_compile=True, a
 strategy.run loop whose replica function is compiled with XLA and one whose whole step is, mixed precision,
 sparse gradients and the Horovod API's DistributedOptimizer, each ending with the weights of single-process XLA
-training; jit_compile="auto"; the push_pulls ran inside the compiled computations (XLA_FLAGS dumps them to
+training; gradients compressed to float16 pushing half the bytes; jit_compile="auto"; the push_pulls ran inside the compiled computations (XLA_FLAGS dumps them to
 $XLA_DUMP_DIR, where their custom calls are looked for); and what XLA cannot do is refused with a clear
 message."""
 
@@ -143,6 +143,31 @@ def check_mixed_precision(strategy):
     assert_identical_everywhere(model.get_weights(), "mixed-xla")
 
 
+def check_fp16_compression():
+    """Compression.fp16 under XLA: the gradients travel as float16, half the bytes of uncompressed ones, and
+    training goes on alike on every worker."""
+    import bps_tf.numpy
+
+    x, y = data()
+
+    def bytes_pushed_by_an_epoch(compression):
+        with BytePSStrategy(compression=compression).scope():
+            keras.utils.set_random_seed(11)
+            model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(64, activation="tanh"),
+                                      keras.layers.Dense(1)])
+            model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", jit_compile=True)
+        model.fit(x, y, batch_size=GLOBAL_BATCH, epochs=1, shuffle=False, verbose=0)  # compiles
+        before = bps_tf.numpy.communication_counters()["bytes_pushed"]
+        history = model.fit(x, y, batch_size=GLOBAL_BATCH, epochs=2, shuffle=False, verbose=0)
+        assert history.history["loss"][-1] < history.history["loss"][0], history.history
+        assert_identical_everywhere(model.get_weights(), f"xla-{compression.__name__}")
+        return bps_tf.numpy.communication_counters()["bytes_pushed"] - before
+
+    uncompressed = bytes_pushed_by_an_epoch(bps_tf.Compression.none)
+    halved = bytes_pushed_by_an_epoch(bps_tf.Compression.fp16)
+    assert 0.45 * uncompressed < halved < 0.55 * uncompressed, (halved, uncompressed)
+
+
 def check_gather_is_refused(strategy):
     @tf.function(jit_compile=True)
     def gather(values):
@@ -183,6 +208,7 @@ def main():
     check_custom_loops(strategy)
     check_horovod_api()
     check_mixed_precision(strategy)
+    check_fp16_compression()
     check_gather_is_refused(strategy)
     check_auto_compiles_where_one_device_would(strategy)
     check_push_pulls_were_compiled()
