@@ -1,9 +1,9 @@
 """BytePSStrategy under XLA, on N workers x D logical CPU devices: Keras fit with jit_compile=True, a
 strategy.run loop whose replica function is compiled with XLA and one whose whole step is, mixed precision,
 sparse gradients and the Horovod API's DistributedOptimizer, each ending with the weights of single-process XLA
-training; gradients compressed to float16 pushing half the bytes; jit_compile="auto"; the push_pulls ran inside the compiled computations (XLA_FLAGS dumps them to
-$XLA_DUMP_DIR, where their custom calls are looked for); and what XLA cannot do is refused with a clear
-message."""
+training; gradients compressed to float16 pushing half the bytes; jit_compile="auto"; the push_pulls ran
+inside the compiled computations (XLA_FLAGS dumps them to $XLA_DUMP_DIR, where their custom calls are looked
+for); and what XLA cannot do is refused with a clear message."""
 
 import glob
 import os
