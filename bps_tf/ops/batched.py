@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from bps_tf import compat
 from bps_tf.ops import naming
+from bps_tf.ops.compression import Compression
 from bps_tf.ops.library import ops
 from bps_tf.ops.wire_dtypes import from_wire, to_wire
 from bps_tf.process import backup_workers
@@ -24,12 +25,16 @@ def refuse_backups_under_xla():
                          "compile the model with jit_compile=False (or unset BYTEPS_BACKUP_WORKERS)")
 
 
-def push_pull_batch(tensors, names, priorities):
+def push_pull_batch(tensors, names, priorities, compression=Compression.none):
     """Sums across every worker of `tensors` (under `names`, or names derived as push_pull derives them when
-    None), higher `priorities` first. Gradients: refused with backup workers, which XLA's calls do not carry."""
+    None, from the tensors as given), higher `priorities` first. `compression` casts before the push and back
+    after (Compression.fp16; the core's codecs encode one tensor at a time, outside a batch). Gradients:
+    refused with backup workers, which XLA's calls do not carry."""
     refuse_backups_under_xla()
     full_names = [naming.tensor_name(t, n, "push_pull") for t, n in zip(tensors, names)]
-    wired = [to_wire(t, f"push_pull of '{n}'") for t, n in zip(tensors, full_names)]
+    sent = [compression.compress(t) for t in tensors]
+    wired = [to_wire(c, f"push_pull of '{n}'") for (c, _), n in zip(sent, full_names)]
     sums = ops.byteps_push_pull_group([w for w, _ in wired], tensor_names=full_names,
                                       priorities=[int(p) for p in priorities])
-    return [from_wire(s, original) for s, (_, original) in zip(sums, wired)]
+    return [compression.decompress(from_wire(s, original), context)
+            for s, (_, original), (_, context) in zip(sums, wired, sent)]

@@ -181,11 +181,8 @@ class BytePSCrossDeviceOps(_CrossDeviceOps):
     def _reduce_groups(self, reduce_op, groups, names, compression, backups=False):
         count = len(groups)
         if xla.sums_together(groups, compression):
-            # (a wire codec never comes here; fp16 casts in the computation itself)
-            sent = [compression.compress(g[0]) for g in groups]
-            summed = push_pull_batch([tensor for tensor, _ in sent], names, range(count, 0, -1))
-            return [self._finish_mean(reduce_op, compression.decompress(s, context))
-                    for s, (_, context) in zip(summed, sent)]
+            summed = push_pull_batch([g[0] for g in groups], names, range(count, 0, -1), compression)
+            return [self._finish_mean(reduce_op, s) for s in summed]
         return [self._reduce_one(reduce_op, g, count - i, n, compression, backups)
                 for i, (g, n) in enumerate(zip(groups, names))]
 

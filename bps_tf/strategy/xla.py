@@ -8,8 +8,9 @@ What stays outside XLA is refused when the step is traced, with what to do inste
 - several devices in one process: XLA compiles each GPU's replica on its own and cannot reach variables on
   other devices, so one process's replicas cannot be summed together before the servers; run one process
   per GPU (`bpslaunch --local-size N`).
-- on GPUs, gradient compression, min/max/product reductions, process sets and asynchronous training's
-  weights (the core runs them on CPU tensors); sparse gradients are reduced dense inside XLA.
+- on GPUs, the core's gradient compression (onebit, topk, randomk; fp16 is a cast inside the computation
+  and runs), min/max/product reductions, process sets and asynchronous training's weights (the core runs
+  them on CPU tensors); sparse gradients are reduced dense inside XLA.
 - all_gather (Keras's predict gathers outside the compiled step, so it is not affected).
 """
 
@@ -70,7 +71,8 @@ def runs_on_one_gpu(strategy):
 
 def sums_together(groups, compression):
     """True if these local values (checked by check_reduction) are summed as one batch inside XLA: every
-    sum starts before any is waited for. Compressed tensors go one by one (the core encodes CPU tensors)."""
+    sum starts before any is waited for. Tensors the core's codecs encode go one by one (it encodes CPU
+    tensors); fp16 casts within the batch."""
     return active() and not any(wire_codec(compression) is not None and wire_codec(compression).applies_to(g[0])
                                 for g in groups)
 

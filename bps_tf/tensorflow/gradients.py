@@ -58,7 +58,7 @@ def _reduce_all(gradients, names, reduction):
         # Inside XLA: one batch, every sum started before any is waited for (bps_tf/ops/batched.py).
         factor = reduction.gradient_predivide_factor
         summed = push_pull_batch([g / factor if factor != 1.0 else g for g in gradients], names,
-                                 range(count, 0, -1))
+                                 range(count, 0, -1), reduction.compression)
         if reduction.op == Average:
             factor = factor / process_sets.set_size(reduction.process_set)
         return [s * tf.cast(factor, s.dtype) if factor != 1.0 else s for s in summed]
