@@ -114,15 +114,21 @@ def check_custom_loops(strategy):
     assert_close(loop_weights(strategy, compile_whole_step=True), reference, "loop-step-compiled")
 
 
+def my_rows():
+    """The rows of data() this worker trains on with the Horovod API: its consecutive share of each global
+    batch, and the share's size."""
+    rank, per_worker = bps_tf.rank(), GLOBAL_BATCH // bps_tf.size()
+    rows = [np.arange(step * GLOBAL_BATCH + rank * per_worker, step * GLOBAL_BATCH + (rank + 1) * per_worker)
+            for step in range(STEPS)]
+    return np.concatenate(rows), per_worker
+
+
 def check_horovod_api():
     """DistributedOptimizer in a plain Keras model compiled with XLA: the gradients' push_pulls inside it."""
     import bps_tf.keras as hvd
 
     x, y = data()
-    rank, size = hvd.rank(), hvd.size()
-    per_worker = GLOBAL_BATCH // size
-    mine = np.concatenate([np.arange(step * GLOBAL_BATCH + rank * per_worker, step * GLOBAL_BATCH + (rank + 1) *
-                                     per_worker) for step in range(STEPS)])
+    mine, per_worker = my_rows()
     model = make_model()
     model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse", jit_compile=True)
     model.fit(x[mine], y[mine], batch_size=per_worker, epochs=1, shuffle=False, verbose=0)
@@ -167,10 +173,7 @@ def check_fp16_compression():
     import bps_tf.keras as hvd
 
     x, y = data()
-    rank, size = bps_tf.rank(), bps_tf.size()
-    per_worker = GLOBAL_BATCH // size
-    mine = np.concatenate([np.arange(step * GLOBAL_BATCH + rank * per_worker, step * GLOBAL_BATCH + (rank + 1) *
-                                     per_worker) for step in range(STEPS)])
+    mine, per_worker = my_rows()
     epochs = 2
 
     def under_the_strategy(compression):
@@ -222,7 +225,8 @@ def check_auto_compiles_where_one_device_would(strategy):
 def check_push_pulls_were_compiled():
     # bytes: the workers share the dump's folder, and one may be writing a file (cut mid-character) as the
     # other reads it
-    dumped = b"".join(open(path, "rb").read() for path in glob.glob(os.path.join(os.environ["XLA_DUMP_DIR"], "*.txt")))
+    paths = glob.glob(os.path.join(os.environ["XLA_DUMP_DIR"], "*.txt"))
+    dumped = b"".join(open(path, "rb").read() for path in paths)
     assert b"bps_tf_push_pull_start" in dumped and b"bps_tf_push_pull_done" in dumped, "no push_pull in XLA's HLO"
 
 
