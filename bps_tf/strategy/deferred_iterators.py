@@ -5,9 +5,82 @@ Making an iterator costs more than the rest of an epoch's fixed work under ByteP
 instantiates the input pipeline's functions and starts its threads, about 10 ms of CPU for an array
 dataset). So under BytePSStrategy an epoch iterator's iterators are made when a step first takes one: the
 same iterators, in the same order, minus the unused ones.
+
+Deleting an iterator joins its pipeline's threads, and one of them may be in a timed wait that the
+cancellation does not cut short: 5 to 100 ms without CPU, on the thread that drops the last reference, which
+is Keras's training thread at the first step of the next epoch (or at the end of fit). Every other worker
+then waits for this one in that step's push_pull. So each iterator made here is deleted on a thread of its
+own once nothing else holds it (TensorFlow releases the GIL while it deletes, so training goes on).
 """
 
+import atexit
+import sys
+import threading
+
 from bps_tf import compat
+
+
+def _count_of_one_holder():
+    """What sys.getrefcount says of an object held by one list only (whether it counts its own argument
+    differs between Python versions)."""
+    held = [object()]
+    return sys.getrefcount(held[0])
+
+
+class _Releaser:
+    """Holds iterators until it is their last holder, then drops them on its own thread."""
+
+    _ALONE = _count_of_one_holder()
+
+    _FIRST_POLL_S = 0.002
+    _LAST_POLL_S = 1.0  # an iterator that stays in use (steps_per_epoch) is looked at this often
+    _STOP_TIMEOUT_S = 10.0
+
+    def __init__(self):
+        self._lock = threading.Condition()
+        self._held = []
+        self._thread = None
+        self._stopping = False
+
+    def hold(self, iterator):
+        with self._lock:
+            if self._stopping:
+                return  # interpreter exit: the caller's references decide, as without this class
+            self._held.append(iterator)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="bps_tf-iterator-release", daemon=True)
+                self._thread.start()
+                atexit.register(self._stop)
+            self._lock.notify()
+
+    def _stop(self):
+        """At exit, before daemon threads are frozen: no deletion may be left running under the interpreter's
+        finalization. What is still held is dropped by the interpreter, as it would have been."""
+        with self._lock:
+            self._stopping = True
+            self._lock.notify()
+        self._thread.join(self._STOP_TIMEOUT_S)
+
+    def _run(self):
+        poll_s = self._FIRST_POLL_S
+        while True:
+            with self._lock:
+                while not self._held and not self._stopping:
+                    self._lock.wait()
+                    poll_s = self._FIRST_POLL_S
+                if self._stopping:
+                    return
+                unused = [k for k in range(len(self._held)) if sys.getrefcount(self._held[k]) <= self._ALONE]
+                released = [self._held[k] for k in unused]
+                self._held = [self._held[k] for k in range(len(self._held)) if k not in unused]
+            released.clear()  # the last references: the deletions run here, outside the lock
+            with self._lock:
+                if self._held and not self._stopping:
+                    self._lock.wait(poll_s)
+                    poll_s = min(2 * poll_s, self._LAST_POLL_S)
+
+
+_releaser = _Releaser()
 
 
 class _Deferred:
@@ -21,6 +94,7 @@ class _Deferred:
     def made(self):
         if self._iterator is None:
             self._iterator = iter(self._dataset)
+            _releaser.hold(self._iterator)
         return self._iterator
 
     def __iter__(self):
