@@ -10,10 +10,12 @@ Deleting an iterator joins its pipeline's threads, and one of them may be in a t
 cancellation does not cut short: 6 to 114 ms without CPU here, on the thread that drops the last reference, which
 is Keras's training thread at the first step of the next epoch (or at the end of fit). Every other worker
 then waits for this one in that step's push_pull. So the iterators made here are deleted by one thread of
-bps_tf's, each once nothing else holds it (TensorFlow releases the GIL while it deletes, so training goes on).
+bps_tf's, each once nothing else holds it (TensorFlow releases the GIL while it deletes, so training goes on);
+those still held when the process exits are deleted at exit, and beyond 16 waiting the caller deletes.
 """
 
 import atexit
+import gc
 import os
 import sys
 import threading
@@ -30,7 +32,8 @@ def _count_of_one_holder():
 
 
 class _Releaser:
-    """Holds iterators until it is their last holder, then drops them on its own thread."""
+    """Holds iterators until it is their last holder, then drops them on its own thread (at exit, on the
+    exiting one)."""
 
     _ALONE = _count_of_one_holder()
     _FIRST_POLL_S = 0.002
@@ -43,7 +46,8 @@ class _Releaser:
         os.register_at_fork(after_in_child=self._reset)
 
     def _reset(self):
-        """A new state (and, in a forked child, no thread: the parent's did not come along)."""
+        """A lock and no thread (in a forked child: the parent's thread did not come along). What is held
+        stays: dropping it in the fork hook would delete those iterators right there."""
         self._cond = threading.Condition()
         self._held = getattr(self, "_held", [])
         self._new = False  # an iterator came since the thread last looked: look again soon
@@ -64,8 +68,9 @@ class _Releaser:
 
     def _stop(self):
         """At exit, while every module is still there: the thread ends (a deletion it is running finishes
-        first), and what is still held is deleted here. Deleting a running pipeline (a generator's) while the
-        interpreter takes its modules apart can hang the process."""
+        first, within _STOP_TIMEOUT_S), and what is still held is deleted here, with any reference cycle
+        that also holds it (an interrupted elastic attempt's). Deleting a running pipeline (a generator's)
+        while the interpreter takes its modules apart can hang the process."""
         with self._cond:
             self._stopping = True
             self._cond.notify()
@@ -75,6 +80,7 @@ class _Releaser:
         with self._cond:
             held, self._held = self._held, []
         del held
+        gc.collect()
 
     def _run(self):
         poll_s = self._FIRST_POLL_S
