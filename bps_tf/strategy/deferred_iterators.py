@@ -11,7 +11,7 @@ cancellation does not cut short: 6 to 114 ms without CPU here, on the thread tha
 is Keras's training thread at the first step of the next epoch (or at the end of fit). Every other worker
 then waits for this one in that step's push_pull. So the iterators made here are deleted by one thread of
 bps_tf's, each once nothing else holds it (TensorFlow releases the GIL while it deletes, so training goes on);
-those still held when the process exits are deleted at exit, and beyond 16 waiting the caller deletes.
+those still held when the process exits are deleted at exit.
 """
 
 import atexit
@@ -38,7 +38,6 @@ class _Releaser:
     _ALONE = _count_of_one_holder()
     _FIRST_POLL_S = 0.002
     _LAST_POLL_S = 1.0  # an iterator that stays in use (steps_per_epoch) is looked at this often
-    _MAX_HELD = 16  # beyond: the caller deletes, as without this class (deletions faster than they come)
     _STOP_TIMEOUT_S = 10.0
 
     def __init__(self):
@@ -56,7 +55,7 @@ class _Releaser:
 
     def hold(self, iterator):
         with self._cond:
-            if self._stopping or len(self._held) >= self._MAX_HELD:
+            if self._stopping:
                 return
             self._held.append(iterator)
             self._new = True
