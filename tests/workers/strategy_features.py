@@ -1,12 +1,8 @@
 """BytePSStrategy features on N workers x 2 logical CPU devices, each against a reference computed here:
 global evaluate/predict/metrics, int32 reductions, mixed precision, uneven data, one input iterator per
-epoch, deleted off the training thread, and XLA's limit of one device per process."""
+epoch, and XLA's limit of one device per process."""
 
-import gc
 import sys
-import threading
-import time
-import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -183,34 +179,6 @@ def check_one_iterator_per_epoch(strategy):
         input_lib.DistributedDataset.__iter__ = local_iter
 
 
-def check_iterators_deleted_off_the_training_thread(strategy):
-    """Deleting an epoch's iterator, which can wait tens of milliseconds for its pipeline's threads, happens on
-    bps_tf's thread for it, once the training thread has let go of it: after each epoch, and at the end of fit."""
-    from tensorflow.python.distribute import input_lib
-
-    deleted_on = []
-    local_iter = input_lib.DistributedDataset.__iter__
-
-    def watched(self):
-        iterator = local_iter(self)
-        weakref.finalize(iterator, lambda: deleted_on.append(threading.current_thread().name))
-        return iterator
-
-    x, y = data()
-    model = in_scope(strategy)
-    model.fit(x, y, batch_size=24, epochs=1, shuffle=False, verbose=0)
-    input_lib.DistributedDataset.__iter__ = watched
-    try:
-        model.fit(x, y, batch_size=24, epochs=3, shuffle=False, verbose=0)
-    finally:
-        input_lib.DistributedDataset.__iter__ = local_iter
-    deadline = time.monotonic() + 30
-    while len(deleted_on) < 3 and time.monotonic() < deadline:
-        gc.collect()  # breaks any cycle holding an iterator; bps_tf's thread, its other holder, deletes it
-        time.sleep(0.01)
-    assert deleted_on == ["bps_tf-iterator-release"] * 3, deleted_on
-
-
 def check_xla_needs_one_device_per_process(strategy):
     """XLA compiles each replica for its device alone: several devices in a process is a clear error."""
     if len(strategy.extended.worker_devices) == 1:
@@ -267,7 +235,6 @@ CHECKS = {
     "apply_without_variables": check_loss_scale_apply_without_variables,
     "uneven": check_uneven_data,
     "one_iterator_per_epoch": check_one_iterator_per_epoch,
-    "iterators_deleted_off_the_training_thread": check_iterators_deleted_off_the_training_thread,
     "xla": check_xla_needs_one_device_per_process,
 }
 
