@@ -4,10 +4,12 @@ first is thrown away unused, one iterator made for nothing per epoch (so at leas
 Making an iterator costs more than the rest of an epoch's fixed work under BytePSStrategy (TensorFlow
 instantiates the input pipeline's functions and starts its threads, about 10 ms of CPU for an array
 dataset). So under BytePSStrategy an epoch iterator's iterators are made when a step first takes one: the
-same iterators, in the same order, minus the unused ones.
+same iterators, in the same order, minus the unused ones; their resources are deleted off the training
+thread (bps_tf/strategy/iterator_release.py).
 """
 
 from bps_tf import compat
+from bps_tf.strategy import iterator_release
 
 
 class _Deferred:
@@ -21,6 +23,7 @@ class _Deferred:
     def made(self):
         if self._iterator is None:
             self._iterator = iter(self._dataset)
+            iterator_release.release_off_this_thread(self._iterator)
         return self._iterator
 
     def __iter__(self):

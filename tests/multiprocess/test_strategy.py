@@ -19,6 +19,14 @@ def test_keras_3_with_several_devices_per_worker():
 
 
 @pytest.mark.timeout(300)
+def test_a_job_ends_right_after_fitting_from_a_generator():
+    """fit from a slow Python generator leaves its pipeline running; the workers exit at once after it, and
+    deleting that pipeline must not hang their exit."""
+    result = run_local("generator_fit_exit.py", 2, 1, timeout=120, TF_USE_LEGACY_KERAS=0)
+    assert_job_ok(result, 2, "generator fit done")
+
+
+@pytest.mark.timeout(300)
 def test_one_device_per_worker_still_reduces_across_workers():
     """The single-replica shortcut of MirroredStrategy must not skip communication."""
     result = run_local("strategy_equivalence.py", 2, 1, 1, TF_USE_LEGACY_KERAS=0)

@@ -1,8 +1,12 @@
 """BytePSStrategy features on N workers x 2 logical CPU devices, each against a reference computed here:
 global evaluate/predict/metrics, int32 reductions, mixed precision, uneven data, one input iterator per
-epoch, and XLA's limit of one device per process."""
+epoch, its resources deleted off the training thread, and XLA's limit of one device per process."""
 
+import gc
 import sys
+import threading
+import time
+import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -179,6 +183,42 @@ def check_one_iterator_per_epoch(strategy):
         input_lib.DistributedDataset.__iter__ = local_iter
 
 
+def check_iterator_resources_deleted_off_the_training_thread(strategy):
+    """Deleting an input iterator's resources, which can wait tens of milliseconds for its pipeline's threads,
+    happens on bps_tf's thread for it once the training thread has let go of the iterator: every resource an
+    epoch's iterator makes, after each epoch and at the end of fit, and after a collection of the reference
+    cycles that hold one."""
+    from tensorflow.python.ops import gen_dataset_ops
+
+    deleted_on = []
+    makers = {name: getattr(gen_dataset_ops, name)
+              for name in ("anonymous_iterator_v3", "anonymous_multi_device_iterator_v3")}
+
+    def watched(make):
+        def made(*args, **kwargs):
+            handle = make(*args, **kwargs)
+            weakref.finalize(handle, lambda: deleted_on.append(threading.current_thread().name))
+            return handle
+        return made
+
+    x, y = data()
+    model = in_scope(strategy)
+    model.fit(x, y, batch_size=24, epochs=1, shuffle=False, verbose=0)
+    for name, make in makers.items():
+        setattr(gen_dataset_ops, name, watched(make))
+    try:
+        model.fit(x, y, batch_size=24, epochs=3, shuffle=False, verbose=0)
+    finally:
+        for name, make in makers.items():
+            setattr(gen_dataset_ops, name, make)
+    per_iterator = 1 + len(strategy.extended.worker_devices)  # the multi-device resource and one per device
+    deadline = time.monotonic() + 30
+    while len(deleted_on) < 3 * per_iterator and time.monotonic() < deadline:
+        gc.collect()  # breaks any cycle that holds an iterator; bps_tf's thread, the resources' holder, deletes them
+        time.sleep(0.01)
+    assert deleted_on == ["bps_tf-iterator-release"] * (3 * per_iterator), deleted_on
+
+
 def check_xla_needs_one_device_per_process(strategy):
     """XLA compiles each replica for its device alone: several devices in a process is a clear error."""
     if len(strategy.extended.worker_devices) == 1:
@@ -235,6 +275,7 @@ CHECKS = {
     "apply_without_variables": check_loss_scale_apply_without_variables,
     "uneven": check_uneven_data,
     "one_iterator_per_epoch": check_one_iterator_per_epoch,
+    "iterators_deleted_off_the_training_thread": check_iterator_resources_deleted_off_the_training_thread,
     "xla": check_xla_needs_one_device_per_process,
 }
 
