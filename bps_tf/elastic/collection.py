@@ -6,7 +6,9 @@ tf.data's autotuning thread: up to seconds after a long fit (the longer the fit,
 Collected on the training thread, that wait would stall the worker at some later point, in the middle of a
 collective the other workers wait for. So Python's automatic collection is paused from the interruption,
 and once the next generation is synchronised the garbage is collected on a thread of its own: TensorFlow
-releases the GIL while it waits, and Python runs no other collection until that one is done. That thread
+releases the GIL while it waits, and Python runs no other collection until that one is done (under
+BytePSStrategy with Keras 3 the collection only drops the cycles' references to such an iterator, and
+bps_tf/strategy/iterator_release.py, which also holds its resources, deletes them). That thread
 first lets training resume (SETTLE_S): the collection's own work holds the GIL, and would slow the
 Python-heavy start of the next attempt (Keras traces its train function again) if it ran at once."""
 

@@ -28,7 +28,9 @@ from bps_tf.compat, which checks it against the supported Keras versions.
 - Backup workers: a worker behind the rounds already complete skips its steps' compute and takes their sums
   (bps_tf/strategy/stragglers.py).
 - An epoch's iterators of the distributed dataset are made when a step first uses them: Keras makes one at
-  the end of every epoch that the next epoch replaces unused (bps_tf/strategy/deferred_iterators.py).
+  the end of every epoch that the next epoch replaces unused (bps_tf/strategy/deferred_iterators.py); and
+  their resources are deleted on threads of bps_tf's, not on the training thread, where deleting them stalls
+  every worker (bps_tf/strategy/iterator_release.py).
 """
 
 import tempfile
