@@ -4,8 +4,9 @@ first is thrown away unused, one iterator made for nothing per epoch (so at leas
 Making an iterator costs more than the rest of an epoch's fixed work under BytePSStrategy (TensorFlow
 instantiates the input pipeline's functions and starts its threads, about 10 ms of CPU for an array
 dataset). So under BytePSStrategy an epoch iterator's iterators are made when a step first takes one: the
-same iterators, in the same order, minus the unused ones; their resources are deleted off the training
-thread (bps_tf/strategy/iterator_release.py).
+same iterators, in the same order, minus the unused ones. Those of arrays and tf.data datasets have their
+resources deleted off the training thread (bps_tf/strategy/iterator_release.py); those that read Python
+objects (generators, PyDatasets) are deleted as Keras drops them, before the next one reads.
 """
 
 from bps_tf import compat
@@ -16,14 +17,17 @@ class _Deferred:
     """An iterator of `dataset`, made when first asked for, then the same one every time. It is an iterator
     itself (Python's iter() insists), whose next() is the made iterator's."""
 
-    def __init__(self, dataset):
+    def __init__(self, dataset, release_off_thread):
         self._dataset = dataset
+        self._release_off_thread = release_off_thread
         self._iterator = None
 
     def made(self):
         if self._iterator is None:
-            self._iterator = iter(self._dataset)
-            iterator_release.release_off_this_thread(self._iterator)
+            iterator = iter(self._dataset)
+            if self._release_off_thread:
+                iterator_release.release_off_this_thread(iterator)
+            self._iterator = iterator
         return self._iterator
 
     def __iter__(self):
@@ -36,21 +40,23 @@ class _Deferred:
 class _DeferredIterable:
     """What Keras calls iter() on in place of the distributed dataset: iter() gives a _Deferred."""
 
-    def __init__(self, dataset):
+    def __init__(self, dataset, release_off_thread):
         self._dataset = dataset
+        self._release_off_thread = release_off_thread
 
     def __iter__(self):
-        return _Deferred(self._dataset)
+        return _Deferred(self._dataset, self._release_off_thread)
 
 
 def install(is_bps_strategy):
     local_get_iterator = compat.target("TFEpochIterator._get_iterator")
     local_next = compat.target("TFEpochIterator.__next__")
+    runs_no_python = (compat.target("ArrayDataAdapter"), compat.target("TFDatasetAdapter"))
 
     def _get_iterator(self):
         dataset = local_get_iterator(self)
         if is_bps_strategy(getattr(self, "_distribute_strategy", None)):
-            return _DeferredIterable(dataset)
+            return _DeferredIterable(dataset, isinstance(getattr(self, "data_adapter", None), runs_no_python))
         return dataset
 
     def __next__(self):

@@ -19,11 +19,12 @@ def test_keras_3_with_several_devices_per_worker():
 
 
 @pytest.mark.timeout(300)
-def test_a_job_ends_right_after_fitting_from_a_generator():
-    """fit from a slow Python generator leaves its pipeline running; the workers exit at once after it, and
-    deleting that pipeline must not hang their exit."""
-    result = run_local("generator_fit_exit.py", 2, 1, timeout=120, TF_USE_LEGACY_KERAS=0)
-    assert_job_ok(result, 2, "generator fit done")
+def test_fits_from_one_generator_follow_each_other_and_the_job_ends_right_after():
+    """fit twice and evaluate on one Python generator: each pipeline stops reading it before the next starts
+    (no "generator already executing"); the last is still running when the workers exit, which must not
+    hang."""
+    result = run_local("generator_fits.py", 2, 1, timeout=120, TF_USE_LEGACY_KERAS=0)
+    assert_job_ok(result, 2, "generator fits done")
 
 
 @pytest.mark.timeout(300)

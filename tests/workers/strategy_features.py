@@ -185,21 +185,23 @@ def check_one_iterator_per_epoch(strategy):
 
 def check_iterator_resources_deleted_off_the_training_thread(strategy):
     """Deleting an input iterator's resources, which can wait tens of milliseconds for its pipeline's threads,
-    happens on bps_tf's thread for it once the training thread has let go of the iterator: every resource an
-    epoch's iterator makes, after each epoch and at the end of fit, and after a collection of the reference
-    cycles that hold one."""
+    happens on bps_tf's deleting threads once the training thread has let go of the iterator: every resource
+    an epoch's iterator makes, after each epoch and at the end of fit, and after a collection of the
+    reference cycles that hold one."""
     from tensorflow.python.ops import gen_dataset_ops
 
-    deleted_on = []
+    made, deleted_on = [], []
     makers = {name: getattr(gen_dataset_ops, name)
               for name in ("anonymous_iterator_v3", "anonymous_multi_device_iterator_v3")}
 
     def watched(make):
-        def made(*args, **kwargs):
+        def watched_make(*args, **kwargs):
             handle = make(*args, **kwargs)
+            made.append(name)
             weakref.finalize(handle, lambda: deleted_on.append(threading.current_thread().name))
             return handle
-        return made
+        name = make.__name__
+        return watched_make
 
     x, y = data()
     model = in_scope(strategy)
@@ -211,12 +213,12 @@ def check_iterator_resources_deleted_off_the_training_thread(strategy):
     finally:
         for name, make in makers.items():
             setattr(gen_dataset_ops, name, make)
-    per_iterator = 1 + len(strategy.extended.worker_devices)  # the multi-device resource and one per device
+    assert made.count("anonymous_multi_device_iterator_v3") == 3, made  # one iterator per epoch
     deadline = time.monotonic() + 30
-    while len(deleted_on) < 3 * per_iterator and time.monotonic() < deadline:
-        gc.collect()  # breaks any cycle that holds an iterator; bps_tf's thread, the resources' holder, deletes them
+    while len(deleted_on) < len(made) and time.monotonic() < deadline:
+        gc.collect()  # breaks any cycle that holds an iterator; bps_tf, the resources' other holder, deletes them
         time.sleep(0.01)
-    assert deleted_on == ["bps_tf-iterator-release"] * (3 * per_iterator), deleted_on
+    assert deleted_on == ["bps_tf-iterator-delete"] * len(made), (made, deleted_on)
 
 
 def check_xla_needs_one_device_per_process(strategy):

@@ -1,6 +1,6 @@
-"""Keras fit under BytePSStrategy from a Python generator (a pipeline still running when fit returns, as
-with a PyDataset or a data loader), then the process ends at once: it must exit, not hang deleting that
-pipeline while the interpreter takes its modules apart."""
+"""Keras fit under BytePSStrategy from a Python generator (a pipeline still running when fit returns, as with
+a PyDataset or a data loader): fit twice and evaluate on the same generator, whose pipelines must each stop
+reading it before the next starts, then the process ends at once, which must not hang in that pipeline."""
 
 import itertools
 import time
@@ -26,9 +26,12 @@ def main():
     with strategy.scope():
         model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
         model.compile(optimizer="sgd", loss="mse")
-    history = model.fit(batches(), steps_per_epoch=50, epochs=3, verbose=0)
-    assert len(history.history["loss"]) == 3, history.history
-    print(f"rank {bps_tf.rank()}: generator fit done", flush=True)
+    source = batches()
+    for _ in range(2):
+        history = model.fit(source, steps_per_epoch=10, epochs=2, verbose=0)
+        assert len(history.history["loss"]) == 2, history.history
+    model.evaluate(source, steps=5, verbose=0)
+    print(f"rank {bps_tf.rank()}: generator fits done", flush=True)
 
 
 if __name__ == "__main__":
