@@ -136,10 +136,8 @@ TARGETS = (
            ("self", "force")),
     Target("DistributedIterator", STRATEGY, "tensorflow", "tensorflow.python.distribute.input_lib",
            "DistributedIterator", "with stragglers a fit step does not wait for every worker to agree that data "
-           "remains (fit agrees the epoch's length first)", assigns=("_enable_get_next_as_optional",)),
-    Target("DistributedIterator.parts", STRATEGY, "tensorflow", "tensorflow.python.distribute.input_lib",
-           "DistributedIterator", "an epoch's input resources are deleted off the training thread",
-           assigns=("_iterators",)),
+           "remains (fit agrees the epoch's length first); an epoch's input resources are deleted off the "
+           "training thread", assigns=("_enable_get_next_as_optional", "_iterators")),
     Target("SingleWorkerOwnedDatasetIterator", STRATEGY, "tensorflow", "tensorflow.python.distribute.input_lib",
            "_SingleWorkerOwnedDatasetIterator", "an epoch's input resources are deleted off the training thread",
            assigns=("_iterator",)),

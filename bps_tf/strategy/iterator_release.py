@@ -30,12 +30,10 @@ from tensorflow.python.framework import ops
 from bps_tf import compat
 
 # Where a distributed iterator keeps its parts (lists or single objects) and their resource handles. The
-# classes that set them are checked against the installed TensorFlow.
+# classes that set them are among the strategy's targets, checked against the installed TensorFlow.
+compat.check_part(compat.STRATEGY)
 _PARTS = ("_iterators", "_iterator", "_device_iterators")
 _HANDLES = ("_iterator_resource", "_multi_device_iterator_resource")
-for _key in ("DistributedIterator.parts", "SingleWorkerOwnedDatasetIterator", "OwnedMultiDeviceIterator",
-             "OwnedIterator"):
-    compat.target(_key)
 
 
 def resource_handles(iterator):

@@ -194,20 +194,19 @@ def check_iterator_resources_deleted_off_the_training_thread(strategy):
     makers = {name: getattr(gen_dataset_ops, name)
               for name in ("anonymous_iterator_v3", "anonymous_multi_device_iterator_v3")}
 
-    def watched(make):
+    def watched(name, make):
         def watched_make(*args, **kwargs):
             handle = make(*args, **kwargs)
             made.append(name)
             weakref.finalize(handle, lambda: deleted_on.append(threading.current_thread().name))
             return handle
-        name = make.__name__
         return watched_make
 
     x, y = data()
     model = in_scope(strategy)
     model.fit(x, y, batch_size=24, epochs=1, shuffle=False, verbose=0)
     for name, make in makers.items():
-        setattr(gen_dataset_ops, name, watched(make))
+        setattr(gen_dataset_ops, name, watched(name, make))
     try:
         model.fit(x, y, batch_size=24, epochs=3, shuffle=False, verbose=0)
     finally:
