@@ -150,19 +150,47 @@ StatusOr<bool> KeyRound::Add(int rank, uint32_t round) {
     return Counted();
   }
   data_from_ = data_from_ == kNobody ? rank : kSeveral;
-  if (!accumulator_set_) {
+  if (wide_sum_) {
+    AddWide(rank);
+  } else if (!accumulator_set_) {
     accumulator_set_ = true;
-    if (!wide_sum_) {
-      // The first push is the sum so far: take its buffer instead of copying it. The worker's next push
-      // (after this round's result reached it) lands in the old accumulator, of the same size.
-      std::swap(sum_, receive_[rank]);
-    } else {
-      StoreToAccumulator(helpers_, dtype_, accumulator(), receive_[rank].data, num_elements_);
-    }
+    // The first push is the sum so far: take its buffer instead of copying it. The worker's next push
+    // (after this round's result reached it) lands in the old accumulator, of the same size.
+    std::swap(sum_, receive_[rank]);
   } else {
     CombineIntoAccumulator(helpers_, op_, dtype_, accumulator(), receive_[rank].data, num_elements_);
   }
   return Counted();
+}
+
+// Without backups a round's first push waits in its receive buffer (its worker pushes nothing more before
+// the round completes) and is combined with the second in one pass; the push that completes the round is
+// combined straight into the result. A round of two pushes then reads each once and writes the result once.
+void KeyRound::AddWide(int rank) {
+  const void* pushed = receive_[rank].data;
+  const bool completes = backups_ == 0 && static_cast<int>(pushed_.size()) == contributions_needed();
+  if (completes && (pending_ != kNobody || accumulator_set_)) {
+    void* result = results_[accumulating_round() % results_.size()].data;
+    if (pending_ != kNobody) {
+      CombineTwoAndLoad(helpers_, op_, dtype_, receive_[pending_].data, pushed, result, num_elements_);
+    } else {
+      CombineAndLoad(helpers_, op_, dtype_, wide_sum_.get(), pushed, result, num_elements_);
+    }
+    pending_ = kNobody;
+    result_written_ = true;
+  } else if (pending_ != kNobody) {
+    CombineTwoIntoAccumulator(helpers_, op_, dtype_, wide_sum_.get(), receive_[pending_].data, pushed,
+                              num_elements_);
+    pending_ = kNobody;
+    accumulator_set_ = true;
+  } else if (accumulator_set_) {
+    CombineIntoAccumulator(helpers_, op_, dtype_, wide_sum_.get(), pushed, num_elements_);
+  } else if (backups_ == 0 && !completes) {
+    pending_ = rank;
+  } else {
+    accumulator_set_ = true;
+    StoreToAccumulator(helpers_, dtype_, wide_sum_.get(), pushed, num_elements_);
+  }
 }
 
 StatusOr<bool> KeyRound::AddZeros(int rank, uint32_t round) {
@@ -185,6 +213,11 @@ StatusOr<bool> KeyRound::AddAbsent(int rank, uint32_t round) {
 void KeyRound::ClearAccumulatorIfUnset() {
   if (accumulator_set_) return;
   accumulator_set_ = true;
+  if (pending_ != kNobody) {  // a waiting first push is the sum so far
+    StoreToAccumulator(helpers_, dtype_, accumulator(), receive_[pending_].data, num_elements_);
+    pending_ = kNobody;
+    return;
+  }
   std::memset(accumulator(), 0, num_elements_ * DataTypeSize(AccumulatorType(dtype_)));
 }
 
@@ -234,12 +267,15 @@ void KeyRound::ScaleForBackups() {
 }
 
 void KeyRound::CompleteRound() {
-  ClearAccumulatorIfUnset();  // (only when every contribution was absent: a result nobody will pull)
+  // (Clearing: only when every contribution was absent, a result nobody will pull; or a waiting first push.)
+  if (!result_written_) ClearAccumulatorIfUnset();
   if (backups_ > 0) ScaleForBackups();
   const uint32_t round = accumulating_round();
   Buffer& slot = results_[round % results_.size()];
   if (compression_.on()) {
     EncodeResult();
+  } else if (result_written_) {
+    result_written_ = false;
   } else if (!wide_sum_) {
     // Same layout: swap buffers instead of copying. The slot's old sum was received by every worker already.
     std::swap(sum_, slot);

@@ -136,6 +136,7 @@ class KeyRound {
     if (dense_) return dense_.get();
     return wide_sum_ ? wide_sum_.get() : sum_.data;
   }
+  void AddWide(int rank);
   Status DecodeInto(int rank);
   void EncodeResult();
 
@@ -178,6 +179,10 @@ class KeyRound {
   static constexpr int kSeveral = -2;
   int data_from_ = kNobody;
   bool accumulator_set_ = false;  // the accumulating round's accumulator holds a value (data or zeros)
+  // Wide accumulators (AddWide): the rank whose push is the round's only one so far, left in its receive
+  // buffer (kNobody: none); and whether the push that completed the round wrote the result already.
+  int pending_ = kNobody;
+  bool result_written_ = false;
   std::vector<int> result_from_;  // per slot of results_
   uint32_t completed_round_ = 0;
   double round_started_at_ = 0;

@@ -1,5 +1,8 @@
 #include "cc/reducer/parallel_reducer.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "cc/reducer/cpu_reducer.h"
 
 namespace bps {
@@ -20,6 +23,23 @@ void Split(ChunkHelpers* helpers, DataType dtype, Acc* acc, Other* other, size_t
   });
 }
 
+// Runs fn(begin, end) over [0, n) in chunks, as Split does.
+template <typename Fn>
+void ForChunks(ChunkHelpers* helpers, DataType dtype, size_t n, Fn fn) {
+  if (helpers == nullptr) return fn(size_t(0), n);
+  helpers->Run(n, kParallelGrainBytes / DataTypeSize(AccumulatorType(dtype)), kAlignElements, fn);
+}
+
+// Bytes of accumulator that one block of a fused call keeps in the core's cache (well inside any L1).
+constexpr size_t kBlockBytes = 16 << 10;
+
+// Runs step(begin, count) over [begin, end) in blocks of at most kBlockBytes of accumulator.
+template <typename Step>
+void ForBlocks(DataType dtype, size_t begin, size_t end, Step step) {
+  const size_t block = kBlockBytes / DataTypeSize(AccumulatorType(dtype));
+  for (size_t i = begin; i < end; i += block) step(i, std::min(block, end - i));
+}
+
 }  // namespace
 
 void StoreToAccumulator(ChunkHelpers* helpers, DataType dtype, void* acc, const void* src, size_t n) {
@@ -36,6 +56,53 @@ void CombineIntoAccumulator(ChunkHelpers* helpers, ReduceOp op, DataType dtype, 
 void LoadFromAccumulator(ChunkHelpers* helpers, DataType dtype, const void* acc, void* dst, size_t n) {
   Split(helpers, dtype, static_cast<const char*>(acc), static_cast<char*>(dst), n,
         [dtype](const char* a, char* d, size_t count) { LoadFromAccumulator(dtype, a, d, count); });
+}
+
+void CombineTwoIntoAccumulator(ChunkHelpers* helpers, ReduceOp op, DataType dtype, void* acc, const void* a,
+                               const void* b, size_t n) {
+  const size_t wide = DataTypeSize(AccumulatorType(dtype)), narrow = DataTypeSize(dtype);
+  char* out = static_cast<char*>(acc);
+  const char* first = static_cast<const char*>(a);
+  const char* second = static_cast<const char*>(b);
+  ForChunks(helpers, dtype, n, [&](size_t begin, size_t end) {
+    ForBlocks(dtype, begin, end, [&](size_t i, size_t count) {
+      StoreToAccumulator(dtype, out + i * wide, first + i * narrow, count);
+      CombineIntoAccumulator(op, dtype, out + i * wide, second + i * narrow, count);
+    });
+  });
+}
+
+void CombineAndLoad(ChunkHelpers* helpers, ReduceOp op, DataType dtype, const void* acc, const void* src,
+                    void* dst, size_t n) {
+  const size_t wide = DataTypeSize(AccumulatorType(dtype)), narrow = DataTypeSize(dtype);
+  const char* sum = static_cast<const char*>(acc);
+  const char* in = static_cast<const char*>(src);
+  char* out = static_cast<char*>(dst);
+  ForChunks(helpers, dtype, n, [&](size_t begin, size_t end) {
+    // The block's accumulator is combined in a copy: the accumulator itself is never written back.
+    alignas(64) char block[kBlockBytes];
+    ForBlocks(dtype, begin, end, [&](size_t i, size_t count) {
+      std::memcpy(block, sum + i * wide, count * wide);
+      CombineIntoAccumulator(op, dtype, block, in + i * narrow, count);
+      LoadFromAccumulator(dtype, block, out + i * narrow, count);
+    });
+  });
+}
+
+void CombineTwoAndLoad(ChunkHelpers* helpers, ReduceOp op, DataType dtype, const void* a, const void* b,
+                       void* dst, size_t n) {
+  const size_t narrow = DataTypeSize(dtype);
+  const char* first = static_cast<const char*>(a);
+  const char* second = static_cast<const char*>(b);
+  char* out = static_cast<char*>(dst);
+  ForChunks(helpers, dtype, n, [&](size_t begin, size_t end) {
+    alignas(64) char block[kBlockBytes];
+    ForBlocks(dtype, begin, end, [&](size_t i, size_t count) {
+      StoreToAccumulator(dtype, block, first + i * narrow, count);
+      CombineIntoAccumulator(op, dtype, block, second + i * narrow, count);
+      LoadFromAccumulator(dtype, block, out + i * narrow, count);
+    });
+  });
 }
 
 }  // namespace bps

@@ -60,6 +60,43 @@ TEST(ParallelReducerTest, SameBytesAsSerial) {
   }
 }
 
+// The fused calls give exactly the bytes of the separate serial calls they stand for, split or not.
+TEST(ParallelReducerTest, FusedCallsGiveTheSeparateCallsBytes) {
+  ChunkHelpers helpers(3);
+  for (DataType dtype : kAllTypes) {
+    const DataType wide = AccumulatorType(dtype);
+    const size_t wide_size = DataTypeSize(wide), size = DataTypeSize(dtype);
+    for (size_t n : Sizes(dtype)) {
+      for (ReduceOp op : kAllOps) {
+        SCOPED_TRACE(std::string(DataTypeName(dtype)) + " " + ReduceOpName(op) + ", " + std::to_string(n) +
+                     " elements");
+        std::vector<char> a = RandomBytes(dtype, n, 3), b = RandomBytes(dtype, n, 4), c = RandomBytes(dtype, n, 5);
+        // Separate serial calls: acc = op(a, b); two = load(acc); three = load(op(acc, c)).
+        std::vector<char> acc((n + 1) * wide_size), two((n + 1) * size), three((n + 1) * size);
+        StoreToAccumulator(dtype, Elements(acc, wide), Elements(a, dtype), n);
+        CombineIntoAccumulator(op, dtype, Elements(acc, wide), Elements(b, dtype), n);
+        LoadFromAccumulator(dtype, Elements(acc, wide), Elements(two, dtype), n);
+        std::vector<char> acc_then_c = acc;
+        CombineIntoAccumulator(op, dtype, Elements(acc_then_c, wide), Elements(c, dtype), n);
+        LoadFromAccumulator(dtype, Elements(acc_then_c, wide), Elements(three, dtype), n);
+        for (ChunkHelpers* pool : {static_cast<ChunkHelpers*>(nullptr), &helpers}) {
+          std::vector<char> fused_acc(acc.size());
+          CombineTwoIntoAccumulator(pool, op, dtype, Elements(fused_acc, wide), Elements(a, dtype),
+                                    Elements(b, dtype), n);
+          ASSERT_EQ(0, std::memcmp(acc.data() + wide_size, fused_acc.data() + wide_size, n * wide_size));
+          std::vector<char> out(two.size());
+          CombineTwoAndLoad(pool, op, dtype, Elements(a, dtype), Elements(b, dtype), Elements(out, dtype), n);
+          ASSERT_EQ(0, std::memcmp(two.data() + size, out.data() + size, n * size));
+          const std::vector<char> acc_before = fused_acc;
+          CombineAndLoad(pool, op, dtype, Elements(fused_acc, wide), Elements(c, dtype), Elements(out, dtype), n);
+          ASSERT_EQ(0, std::memcmp(three.data() + size, out.data() + size, n * size));
+          ASSERT_EQ(acc_before, fused_acc) << "CombineAndLoad leaves the accumulator as it was";
+        }
+      }
+    }
+  }
+}
+
 // No helpers (a server with one summing thread) and a null pool are the serial calls.
 TEST(ParallelReducerTest, WithoutHelpers) {
   ChunkHelpers none(0);
