@@ -23,6 +23,7 @@ def parse_args():
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--servers", type=int, default=1)
     parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="bytes, comma-separated")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float16"])
     parser.add_argument("--budget-mb", type=float, default=512, help="bytes timed per size and method")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         help="extra environment for every process (e.g. BYTEPS_PARTITION_BYTES=1024000); glibc's "
@@ -41,7 +42,7 @@ def main():
         command = [BPSLAUNCH, "--local", "--workers", str(args.workers), "--servers", str(args.servers),
                    "--timeout", str(args.timeout), "--", sys.executable, "-m", "benchmarks.workers.push_pull",
                    "--sizes", args.sizes, "--tf-cluster", cluster, "--budget-mb", str(args.budget_mb),
-                   "--output", str(raw)]
+                   "--dtype", args.dtype, "--output", str(raw)]
         subprocess.run(command, env=benchmark_env(extra), cwd=REPO_ROOT, check=True, timeout=args.timeout + 30)
         result = json.loads(raw.read_text())
     result.update(benchmark="push_pull", network="loopback", servers=args.servers, env=extra,

@@ -1,7 +1,7 @@
 """One worker of the push_pull microbenchmark (started by benchmarks/push_pull_loopback.py or
 push_pull_cluster.py).
 
-For each size, the same float32 tensor is summed over all workers by bps_tf (the TensorFlow op, and the
+For each size, the same tensor (float32 unless --dtype says otherwise) is summed over all workers by bps_tf (the TensorFlow op, and the
 NumPy API underneath it) and by TensorFlow's RING all-reduce (MultiWorkerMirroredStrategy), in this same
 process, one after the other, so both see the same machine at the same moment. Rank 0 writes the JSON.
 """
@@ -22,6 +22,8 @@ def parse_args():
     parser.add_argument("--tf-cluster", required=True, help="host:port of each worker's TF server, in rank order")
     parser.add_argument("--output", required=True, help="JSON file written by rank 0")
     parser.add_argument("--budget-mb", type=float, default=512, help="bytes timed per size and method (sets repeats)")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float16"],
+                        help="the tensors' dtype (16-bit floats are summed in float32 by the servers)")
     parser.add_argument("--threads", type=int, default=0, help="TF intra/inter-op threads (0: TF's default)")
     return parser.parse_args()
 
@@ -52,11 +54,12 @@ def main():
     assert bps.rank() == rank and bps.size() == len(cluster), "TF cluster and bps_tf job disagree"
     size = bps.size()
     all_reduce = tf_ring.ring_all_reduce(strategy)
-    value_of_rank = lambda r: float(r + 1)  # small integers: every method's float32 sum is exact
+    value_of_rank = lambda r: float(r + 1)  # small integers: every method's sum is exact in every dtype
 
     rows = []
     for nbytes in (int(s) for s in args.sizes.split(",")):
-        array = np.full(nbytes // 4, value_of_rank(rank), np.float32)
+        dtype = tf.as_dtype(args.dtype)
+        array = np.full(nbytes // dtype.size, value_of_rank(rank), dtype.as_numpy_dtype)
         tensor = tf.constant(array)
         repeats = repeats_for(nbytes, int(args.budget_mb * (1 << 20)))
         check_sum(bps.push_pull(tensor, name=f"tf/{nbytes}", op=bps.Sum), size, value_of_rank)
@@ -76,7 +79,7 @@ def main():
     bps.shutdown()
     if rank == 0:
         with open(args.output, "w") as out:
-            json.dump({"workers": size, "results": rows}, out, indent=1)
+            json.dump({"workers": size, "dtype": args.dtype, "results": rows}, out, indent=1)
 
 
 if __name__ == "__main__":
