@@ -83,6 +83,7 @@ KeyRound::Buffer KeyRound::PrivateBuffer(size_t size) const {
 }
 
 void* KeyRound::ReceiveBuffer(int rank) {
+  if (pending_.load() == rank) return nullptr;
   if (!receive_[rank].data) receive_[rank] = PrivateBuffer(wire_bytes_);
   return receive_[rank].data;
 }
@@ -163,23 +164,25 @@ StatusOr<bool> KeyRound::Add(int rank, uint32_t round) {
   return Counted();
 }
 
-// Without backups a round's first push waits in its receive buffer (its worker pushes nothing more before
-// the round completes) and is combined with the second in one pass; the push that completes the round is
-// combined straight into the result. A round of two pushes then reads each once and writes the result once.
+// A round's first push waits in its receive buffer (ReceiveBuffer keeps any other push of its worker out
+// until the round completes) and is combined with the second in one pass; the push that completes the round
+// is combined straight into the result. A round of two pushes then reads each once and writes the result
+// once. Not with backups: their sums are scaled before the result is written, and a round that has its
+// contributions may still wait for the window.
 void KeyRound::AddWide(int rank) {
   const void* pushed = receive_[rank].data;
   const bool completes = backups_ == 0 && static_cast<int>(pushed_.size()) == contributions_needed();
   if (completes && (pending_ != kNobody || accumulator_set_)) {
     void* result = results_[accumulating_round() % results_.size()].data;
     if (pending_ != kNobody) {
-      CombineTwoAndLoad(helpers_, op_, dtype_, receive_[pending_].data, pushed, result, num_elements_);
+      CombineTwoAndLoad(helpers_, op_, dtype_, receive_[pending_.load()].data, pushed, result, num_elements_);
     } else {
       CombineAndLoad(helpers_, op_, dtype_, wide_sum_.get(), pushed, result, num_elements_);
     }
     pending_ = kNobody;
     result_written_ = true;
   } else if (pending_ != kNobody) {
-    CombineTwoIntoAccumulator(helpers_, op_, dtype_, wide_sum_.get(), receive_[pending_].data, pushed,
+    CombineTwoIntoAccumulator(helpers_, op_, dtype_, wide_sum_.get(), receive_[pending_.load()].data, pushed,
                               num_elements_);
     pending_ = kNobody;
     accumulator_set_ = true;
@@ -214,7 +217,7 @@ void KeyRound::ClearAccumulatorIfUnset() {
   if (accumulator_set_) return;
   accumulator_set_ = true;
   if (pending_ != kNobody) {  // a waiting first push is the sum so far
-    StoreToAccumulator(helpers_, dtype_, accumulator(), receive_[pending_].data, num_elements_);
+    StoreToAccumulator(helpers_, dtype_, accumulator(), receive_[pending_.load()].data, num_elements_);
     pending_ = kNobody;
     return;
   }

@@ -26,6 +26,7 @@
 // worker that has pushed round p is done with every sum before p, the ordering the buffer swaps rely on.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -62,7 +63,9 @@ class KeyRound {
   // What a push and a pulled result carry: bytes(), or their encoded size.
   size_t wire_bytes() const { return wire_bytes_; }
 
-  // Where worker `rank`'s pushed data should land.
+  // Where worker `rank`'s pushed data should land; null while its push of the accumulating round waits
+  // there to be combined (wide accumulators, AddWide): another push of that worker before the round
+  // completes is refused anyway, and must not overwrite it. Called on the transport thread.
   void* ReceiveBuffer(int rank);
   // Whether the buffers below are in the shared arena.
   bool shared() const { return results_[0].shared(); }
@@ -180,8 +183,9 @@ class KeyRound {
   int data_from_ = kNobody;
   bool accumulator_set_ = false;  // the accumulating round's accumulator holds a value (data or zeros)
   // Wide accumulators (AddWide): the rank whose push is the round's only one so far, left in its receive
-  // buffer (kNobody: none); and whether the push that completed the round wrote the result already.
-  int pending_ = kNobody;
+  // buffer (kNobody: none; read by ReceiveBuffer on the transport thread); and whether the push that
+  // completed the round wrote the result already.
+  std::atomic<int> pending_{kNobody};
   bool result_written_ = false;
   std::vector<int> result_from_;  // per slot of results_
   uint32_t completed_round_ = 0;

@@ -125,6 +125,26 @@ TEST(KeyRoundWideTest, EveryOrderOfPushesGivesTheSerialCallsBytes) {
   }
 }
 
+// A worker whose push waits to be combined gets no buffer for another push (one the server refuses anyway:
+// a worker pushes again only after its round completes), so the waiting data stays as it was pushed.
+TEST(KeyRoundWideTest, AWaitingPushKeepsItsBufferUntilTheRoundCompletes) {
+  KeyRound key(DataType::kFloat16, 3, 2);
+  const std::vector<uint16_t> one(3, 0x3C00), two(3, 0x4000);  // 1.0 and 2.0
+  std::memcpy(key.ReceiveBuffer(0), one.data(), 6);
+  ASSERT_TRUE(key.Add(0, 1).ok());
+  EXPECT_EQ(key.ReceiveBuffer(0), nullptr) << "worker 0's round-1 push waits in its buffer";
+  EXPECT_FALSE(key.Add(0, 2).ok()) << "a push of the next round before this one completes is refused";
+  ASSERT_NE(key.ReceiveBuffer(1), nullptr);
+  std::memcpy(key.ReceiveBuffer(1), two.data(), 6);
+  auto completed = key.Add(1, 1);
+  ASSERT_TRUE(completed.ok() && completed.value());
+  const std::vector<uint16_t> three(3, 0x4200);
+  EXPECT_EQ(0, std::memcmp(key.result(1), three.data(), 6)) << "1 + 2, with nothing of the refused push";
+  EXPECT_NE(key.ReceiveBuffer(0), nullptr) << "the round completed: worker 0 may push again";
+  EXPECT_EQ(key.result_sole_contributor(1), -1);
+  EXPECT_FALSE(key.result_is_zero(1));
+}
+
 TEST(KeyRoundWideTest, SharedBuffersGiveTheSameBytes) {
   auto arena = SharedArena::Create(size_t(64) << 20);
   ASSERT_TRUE(arena.ok()) << arena.status().ToString();

@@ -458,7 +458,13 @@ void Server::HandlePushMany(PeerId from, const Message& m, void* payload) {
       } else if (bytes > 0) {
         std::lock_guard<std::mutex> lock(keys_mu_);
         try {
-          std::memcpy(entry->round->ReceiveBuffer(push.sender), data, bytes);
+          void* destination = entry->round->ReceiveBuffer(push.sender);
+          if (destination == nullptr) {
+            error = FailedPrecondition("worker " + std::to_string(push.sender) + " pushed key " +
+                                       std::to_string(push.key) + " again before its round completed");
+          } else {
+            std::memcpy(destination, data, bytes);
+          }
         } catch (const std::bad_alloc&) {
           error = Unavailable("the server has no memory for key " + std::to_string(push.key));
         }

@@ -11,27 +11,27 @@ namespace {
 // Chunks start at multiples of this many elements (whole cache lines for every dtype).
 constexpr size_t kAlignElements = 64;
 
-// Runs step(acc + begin, other + begin, end - begin) over [0, n) in chunks; `acc` holds accumulator
-// elements, `other` dtype elements (char or const char, as the call reads or writes them).
-template <typename Acc, typename Other, typename Step>
-void Split(ChunkHelpers* helpers, DataType dtype, Acc* acc, Other* other, size_t n, Step step) {
-  const size_t acc_size = DataTypeSize(AccumulatorType(dtype));
-  const size_t other_size = DataTypeSize(dtype);
-  if (helpers == nullptr) return step(acc, other, n);
-  helpers->Run(n, kParallelGrainBytes / acc_size, kAlignElements, [&](size_t begin, size_t end) {
-    step(acc + begin * acc_size, other + begin * other_size, end - begin);
-  });
-}
-
-// Runs fn(begin, end) over [0, n) in chunks, as Split does.
+// Runs fn(begin, end) over [0, n) in chunks: on the helpers, or fn(0, n) here without them.
 template <typename Fn>
 void ForChunks(ChunkHelpers* helpers, DataType dtype, size_t n, Fn fn) {
   if (helpers == nullptr) return fn(size_t(0), n);
   helpers->Run(n, kParallelGrainBytes / DataTypeSize(AccumulatorType(dtype)), kAlignElements, fn);
 }
 
-// Bytes of accumulator that one block of a fused call keeps in the core's cache (well inside any L1).
-constexpr size_t kBlockBytes = 16 << 10;
+// Runs step(acc + begin, other + begin, end - begin) over [0, n) in chunks; `acc` holds accumulator
+// elements, `other` dtype elements (char or const char, as the call reads or writes them).
+template <typename Acc, typename Other, typename Step>
+void Split(ChunkHelpers* helpers, DataType dtype, Acc* acc, Other* other, size_t n, Step step) {
+  const size_t acc_size = DataTypeSize(AccumulatorType(dtype));
+  const size_t other_size = DataTypeSize(dtype);
+  ForChunks(helpers, dtype, n, [&](size_t begin, size_t end) {
+    step(acc + begin * acc_size, other + begin * other_size, end - begin);
+  });
+}
+
+// Bytes of accumulator in one block of a fused call: with its inputs and output (up to 2.5 times as many
+// bytes in all), well inside any core's L1 cache.
+constexpr size_t kBlockBytes = 8 << 10;
 
 // Runs step(begin, count) over [begin, end) in blocks of at most kBlockBytes of accumulator.
 template <typename Step>
