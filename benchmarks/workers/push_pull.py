@@ -1,9 +1,9 @@
 """One worker of the push_pull microbenchmark (started by benchmarks/push_pull_loopback.py or
 push_pull_cluster.py).
 
-For each size, the same tensor (float32 unless --dtype says otherwise) is summed over all workers by bps_tf (the TensorFlow op, and the
-NumPy API underneath it) and by TensorFlow's RING all-reduce (MultiWorkerMirroredStrategy), in this same
-process, one after the other, so both see the same machine at the same moment. Rank 0 writes the JSON.
+For each size, the same tensor (float32, or --dtype) is summed over all workers by bps_tf (the TensorFlow op,
+and the NumPy API underneath it) and by TensorFlow's RING all-reduce (MultiWorkerMirroredStrategy), in this
+same process, one after the other, so both see the same machine at the same moment. Rank 0 writes the JSON.
 """
 
 import argparse
@@ -56,9 +56,9 @@ def main():
     all_reduce = tf_ring.ring_all_reduce(strategy)
     value_of_rank = lambda r: float(r + 1)  # small integers: every method's sum is exact in every dtype
 
+    dtype = tf.as_dtype(args.dtype)
     rows = []
     for nbytes in (int(s) for s in args.sizes.split(",")):
-        dtype = tf.as_dtype(args.dtype)
         array = np.full(nbytes // dtype.size, value_of_rank(rank), dtype.as_numpy_dtype)
         tensor = tf.constant(array)
         repeats = repeats_for(nbytes, int(args.budget_mb * (1 << 20)))

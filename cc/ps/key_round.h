@@ -9,6 +9,8 @@
 // is never replaced before every worker has received it.
 // The same ordering lets the first push of a round become the accumulator (buffers swapped, not copied):
 // the buffer that worker receives into next was the result of round r-1, which every worker has received.
+// With a wider accumulator (16-bit floats) the first push waits in its receive buffer until the round
+// completes; ReceiveBuffer hands that buffer to no other push meanwhile.
 //
 // With a SharedArena the receive buffers and results live in memory that workers on the server's host map:
 // such a worker copies its push into ReceiveOffset(rank) itself and copies the sum out of result_offset().
