@@ -7,6 +7,8 @@ TF215_PY := $(abspath .venv-tf2.15)/bin/python
 BAZEL_CACHE ?= $(HOME)/.cache/bps_tf/bazel-disk
 BAZEL_FLAGS := --repo_env=PYTHON_BIN_PATH=$(PY) --disk_cache=$(BAZEL_CACHE)
 CORE_TARGETS := //cc:libbps_core.so //cc/python:_core.so //cc/tf:_bps_ops.so
+# The server's tests again under AddressSanitizer: buffers shared with transports, threads and other processes.
+ASAN_TESTS := //cc/ps:server_test //cc/ps:elastic_servers_test //cc/ps:key_round_test //cc/ps:key_round_wide_test
 CUDA_TARGETS := //cc/cuda:cuda //cc/cuda:gpu_local_test //cc/cuda:gpu_job //cc/cuda:gpu_bench //cc/tf:_bps_ops.so
 
 .PHONY: demo test setup setup-slurm build build-tf2.15 wheel wheels wheels-check test-cc test-py
@@ -51,6 +53,7 @@ build-tf2.15: build
 # scripts/gpu_check.sh).
 test-cc: setup
 	bazel test $(BAZEL_FLAGS) //cc/...
+	bazel test $(BAZEL_FLAGS) --config=asan $(ASAN_TESTS)
 	@if scripts/has_cuda.sh; then bazel build $(BAZEL_FLAGS) --config=cuda $(CUDA_TARGETS) && \
 	  bazel test $(BAZEL_FLAGS) --config=cuda //cc/cuda:local_rendezvous_test; \
 	else echo "no nvcc: CUDA build skipped"; fi

@@ -215,12 +215,14 @@ void Server::HandleKeyPlan(const Message& m) {
       }
       auto it = keys_.find(spec.key);
       if (it == keys_.end()) {
-        keys_[spec.key].spec = spec;
-      } else if (it->second.spec.dtype != spec.dtype || it->second.spec.count != spec.count ||
-                 it->second.spec.participants != spec.participants || it->second.spec.scope != spec.scope ||
-                 it->second.spec.op != spec.op || it->second.spec.members != spec.members ||
-                 it->second.spec.root != spec.root || it->second.spec.compression != spec.compression ||
-                 it->second.spec.backups != spec.backups) {
+        auto entry = std::make_shared<ServerKey>();
+        entry->spec = spec;
+        keys_.emplace(spec.key, std::move(entry));
+      } else if (const KeySpec& planned = it->second->spec;
+                 planned.dtype != spec.dtype || planned.count != spec.count ||
+                 planned.participants != spec.participants || planned.scope != spec.scope ||
+                 planned.op != spec.op || planned.members != spec.members || planned.root != spec.root ||
+                 planned.compression != spec.compression || planned.backups != spec.backups) {
         result = InvalidArgument("key " + std::to_string(spec.key) + " is planned twice, differently");
         break;
       }
@@ -244,18 +246,18 @@ std::set<int> Server::JoinedContributors(const KeySpec& spec) {
 }
 
 void Server::HandleWorkerFinished(int rank, bool joined) {
-  std::vector<std::pair<uint64_t, ServerKey*>> keys;
+  std::vector<std::pair<uint64_t, std::shared_ptr<ServerKey>>> keys;
   {
     std::lock_guard<std::mutex> lock(keys_mu_);
     generation_.WorkerFinished(rank, joined);
-    for (auto& entry : keys_) keys.emplace_back(entry.first, &entry.second);
+    keys.assign(keys_.begin(), keys_.end());
   }
   for (auto& key : keys) {
     if (key.second->spec.op == ReduceOp::kWeights) {
       SendAsyncReplies(async_->Finished(key.second->spec, FinishedContributors(key.second->spec)));
       continue;
     }
-    SumThreadFor(key.first).Post([this, key] { settler_.Settle(key.first, key.second); });
+    SumThreadFor(key.first).Post([this, key] { settler_.Settle(key.first, key.second.get()); });
   }
 }
 
@@ -286,8 +288,8 @@ void Server::HandleReset(bool dropped) {
     if (dropped) {
       const Status gone = Aborted(kRoundDropped);
       for (auto& key : keys_) {
-        for (const ParkedPull& pull : key.second.parked) settler_.ReplyError(pull, key.first, gone);
-        key.second.parked.clear();
+        for (const ParkedPull& pull : key.second->parked) settler_.ReplyError(pull, key.first, gone);
+        key.second->parked.clear();
       }
       Retired retired;
       retired.keys.swap(keys_);
@@ -309,7 +311,7 @@ void Server::ReleaseRetired(PeerId peer) {
   }
 }
 
-ServerKey* Server::CheckedKey(PeerId from, const Message& m, Status* error, bool fetch) {
+std::shared_ptr<ServerKey> Server::CheckedKey(PeerId from, const Message& m, Status* error, bool fetch) {
   std::lock_guard<std::mutex> lock(keys_mu_);
   const std::optional<int> identified = generation_.RankOf(from);
   if (!identified) return nullptr;  // not a worker: no reply either
@@ -324,7 +326,7 @@ ServerKey* Server::CheckedKey(PeerId from, const Message& m, Status* error, bool
                                 ", which no tensor of this generation has");
     return nullptr;
   }
-  ServerKey& entry = it->second;
+  ServerKey& entry = *it->second;
   const KeySpec& spec = entry.spec;
   const int expected = ContributionIndex(spec.scope, spec.members, spec.root, rank, generation_.local_size());
   if (fetch ? (spec.scope != TensorScope::kPublished || expected != kReader)
@@ -350,7 +352,19 @@ ServerKey* Server::CheckedKey(PeerId from, const Message& m, Status* error, bool
       return nullptr;
     }
   }
-  return &entry;
+  return it->second;
+}
+
+std::shared_ptr<ServerKey> Server::TakeReceiving(PeerId from, const void* payload) {
+  std::lock_guard<std::mutex> lock(keys_mu_);
+  auto range = receiving_.equal_range(payload);
+  for (auto it = range.first; it != range.second; ++it) {
+    if (it->second.first != from) continue;
+    std::shared_ptr<ServerKey> entry = std::move(it->second.second);
+    receiving_.erase(it);
+    return entry;
+  }
+  return nullptr;
 }
 
 void* Server::PayloadDestination(PeerId from, const std::string& header, size_t length) {
@@ -361,24 +375,28 @@ void* Server::PayloadDestination(PeerId from, const std::string& header, size_t 
   const bool residual = push.type == MessageType::kLoadResidual;
   if (push.type != MessageType::kPush && !residual) return nullptr;
   Status error;
-  ServerKey* entry = CheckedKey(from, push, &error);
+  std::shared_ptr<ServerKey> entry = CheckedKey(from, push, &error);
   if (entry == nullptr) return nullptr;
   KeyRound& round = *entry->round;
   if (length != (residual ? round.num_elements() * sizeof(float) : round.wire_bytes())) return nullptr;
   if (residual && !round.has_residual()) return nullptr;
   std::lock_guard<std::mutex> lock(keys_mu_);
+  void* destination = nullptr;
   try {
-    return residual ? static_cast<void*>(round.ResidualInbox()) : round.ReceiveBuffer(push.sender);
+    destination = residual ? static_cast<void*>(round.ResidualInbox()) : round.ReceiveBuffer(push.sender);
   } catch (const std::bad_alloc&) {
     return nullptr;  // answered with an error: the payload could not be received
   }
+  if (destination != nullptr) receiving_.emplace(destination, std::make_pair(from, std::move(entry)));
+  return destination;
 }
 
 // A push is also the request for the round's sum: the reply goes out when every worker has pushed. No
 // separate acknowledgement or pull request crosses the network, so nothing small waits behind data.
 void Server::HandlePush(PeerId from, const Message& m, void* payload) {
+  const std::shared_ptr<ServerKey> received = payload != nullptr ? TakeReceiving(from, payload) : nullptr;
   Status error;
-  ServerKey* entry = CheckedKey(from, m, &error);
+  std::shared_ptr<ServerKey> entry = CheckedKey(from, m, &error);
   if (entry == nullptr && error.ok()) {
     dropped_.Warn("server dropped a push from " + transport_->PeerName(from) + ": not an identified worker");
     return;
@@ -388,13 +406,15 @@ void Server::HandlePush(PeerId from, const Message& m, void* payload) {
                             " put its push in shared memory, but this key is not shared");
   } else if (entry != nullptr && payload == nullptr && m.num_elements > 0 && !m.zeros && !m.in_shared) {
     error = InvalidArgument("push payload of worker " + std::to_string(m.sender) + " could not be received");
+  } else if (entry != nullptr && payload != nullptr && received != entry) {
+    error = Aborted(kRoundDropped);  // the generation ended while the payload arrived: it went to the old key
   }
   ParkedPull pull{from, m.sender, m.share, m.request_id, m.round, NowSeconds()};
   if (!error.ok()) return settler_.ReplyError(pull, m.key, error);
-  if (entry->spec.op == ReduceOp::kWeights) return AsyncPush(entry, pull, m.zeros);
+  if (entry->spec.op == ReduceOp::kWeights) return AsyncPush(entry.get(), pull, m.zeros);
   const uint64_t key = m.key;
   const bool zeros = m.zeros;
-  auto sum = [this, key, entry, zeros, pull] { SumPush(key, entry, pull.rank, zeros, pull); };
+  auto sum = [this, key, entry, zeros, pull] { SumPush(key, entry.get(), pull.rank, zeros, pull); };
   // A small push, or one that is the whole sum (one worker), is summed here, on the transport's thread, when
   // its summing thread is idle: waking that thread would cost more than the sum. A large push with others to
   // add goes to the summing thread, so reading goes on meanwhile.
@@ -440,7 +460,7 @@ void Server::HandlePushMany(PeerId from, const Message& m, void* payload) {
     at += bytes;
     ParkedPull pull{from, push.sender, ShareMode::kNone, push.request_id, push.round, NowSeconds(), fused, i};
     Status error;
-    ServerKey* entry = CheckedKey(from, push, &error);
+    std::shared_ptr<ServerKey> entry = CheckedKey(from, push, &error);
     if (entry != nullptr) {
       const size_t expected = push.zeros ? 0 : entry->round->wire_bytes();
       if (entry->spec.op == ReduceOp::kWeights) {
@@ -478,13 +498,13 @@ void Server::HandlePushMany(PeerId from, const Message& m, void* payload) {
     }
     const uint64_t key = push.key;
     const bool zeros = push.zeros;
-    SumThreadFor(key).Post([this, key, entry, zeros, pull] { SumPush(key, entry, pull.rank, zeros, pull); });
+    SumThreadFor(key).Post([this, key, entry, zeros, pull] { SumPush(key, entry.get(), pull.rank, zeros, pull); });
   }
 }
 
 void Server::HandleFetch(PeerId from, const Message& m) {
   Status error;
-  ServerKey* entry = CheckedKey(from, m, &error, /*fetch=*/true);
+  std::shared_ptr<ServerKey> entry = CheckedKey(from, m, &error, /*fetch=*/true);
   if (entry == nullptr && error.ok()) {
     dropped_.Warn("server dropped a fetch from " + transport_->PeerName(from) + ": not an identified worker");
     return;
@@ -493,15 +513,16 @@ void Server::HandleFetch(PeerId from, const Message& m) {
   if (entry == nullptr) return settler_.ReplyError(pull, m.key, error);
   const uint64_t key = m.key;
   SumThreadFor(key).Post([this, key, entry, pull] {
-    if (pull.round <= entry->round->completed_round()) return settler_.Answer(key, entry, pull);
+    if (pull.round <= entry->round->completed_round()) return settler_.Answer(key, entry.get(), pull);
     entry->parked.push_back(pull);
-    settler_.FailIfWaitingOnFinished(key, entry);
+    settler_.FailIfWaitingOnFinished(key, entry.get());
   });
 }
 
 void Server::HandleResidual(PeerId from, const Message& m, void* payload) {
+  const std::shared_ptr<ServerKey> received = payload != nullptr ? TakeReceiving(from, payload) : nullptr;
   Status error;
-  ServerKey* entry = CheckedKey(from, m, &error);
+  std::shared_ptr<ServerKey> entry = CheckedKey(from, m, &error);
   if (entry == nullptr && error.ok()) {
     dropped_.Warn("server dropped a residual request from " + transport_->PeerName(from) +
                   ": not an identified worker");
@@ -513,6 +534,8 @@ void Server::HandleResidual(PeerId from, const Message& m, void* payload) {
                             "error feedback");
   } else if (entry != nullptr && load && payload == nullptr) {
     error = InvalidArgument("the residual loaded by worker " + std::to_string(m.sender) + " could not be received");
+  } else if (entry != nullptr && payload != nullptr && received != entry) {
+    error = Aborted(kRoundDropped);  // the generation ended while the payload arrived
   }
   ParkedPull pull{from, m.sender, ShareMode::kNone, m.request_id, m.round};
   if (!error.ok()) return settler_.ReplyError(pull, m.key, error);
@@ -589,16 +612,14 @@ void Server::SumPush(uint64_t key, ServerKey* entry, int rank, bool zeros, const
 void Server::CheckStaleRounds(size_t thread_index) {
   const double now = NowSeconds();
   if (thread_index == 0) SendAsyncReplies(async_->Expire(now));
-  std::vector<std::pair<uint64_t, ServerKey*>> mine;
+  std::vector<std::pair<uint64_t, std::shared_ptr<ServerKey>>> mine;
   {
     std::lock_guard<std::mutex> lock(keys_mu_);
     for (auto& entry : keys_) {
-      if (entry.first % sum_threads_.size() == thread_index && entry.second.round) {
-        mine.emplace_back(entry.first, &entry.second);
-      }
+      if (entry.first % sum_threads_.size() == thread_index && entry.second->round) mine.push_back(entry);
     }
   }
-  for (auto& item : mine) settler_.FailIfStale(item.first, item.second, now);
+  for (auto& item : mine) settler_.FailIfStale(item.first, item.second.get(), now);
 }
 
 void Server::OnPeerLost(PeerId peer, const Status& why) {
@@ -623,6 +644,9 @@ void Server::OnPeerLost(PeerId peer, const Status& why) {
     return;
   }
   std::lock_guard<std::mutex> lock(keys_mu_);
+  for (auto it = receiving_.begin(); it != receiving_.end();) {
+    it = it->second.first == peer ? receiving_.erase(it) : std::next(it);
+  }
   fused_inboxes_.Forget(peer);
   generation_.Forget(peer);
   ReleaseRetired(peer);

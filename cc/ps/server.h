@@ -24,6 +24,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cc/common/chunk_helpers.h"
@@ -67,8 +68,11 @@ class Server : public MessageHandler {
   void HandleWorkerFinished(int rank, bool joined);
   void HandleReset(bool dropped);
   // Dropped keys whose buffers `holders` may still use; freed once none does (see above).
+  // A key's entry is shared with the tasks and the payload being received that use it, so that a generation's
+  // end (a peer that lies may push after it) never frees what they still touch.
+  using KeyEntries = std::map<uint64_t, std::shared_ptr<ServerKey>>;
   struct Retired {
-    std::map<uint64_t, ServerKey> keys;
+    KeyEntries keys;
     std::set<PeerId> holders;
   };
   // `peer` identified again or is gone: it holds no dropped keys any more. With keys_mu_ held.
@@ -76,7 +80,10 @@ class Server : public MessageHandler {
   void CreateSharedArena();
   // The key a push (or, `fetch`, a fetch) from `from` goes to, checked against its plan and the connection's
   // rank. nullptr with `error` OK: the connection is no identified worker (no answer is due).
-  ServerKey* CheckedKey(PeerId from, const Message& m, Status* error, bool fetch = false);
+  std::shared_ptr<ServerKey> CheckedKey(PeerId from, const Message& m, Status* error, bool fetch = false);
+  // The key whose buffer `from`'s payload at `payload` was received into (PayloadDestination), handed over
+  // once.
+  std::shared_ptr<ServerKey> TakeReceiving(PeerId from, const void* payload);
   WorkThread& SumThreadFor(uint64_t key) { return *sum_threads_[key % sum_threads_.size()]; }
   void HandlePush(PeerId from, const Message& m, void* payload);
   // PUSH_MANY: each member as a PUSH, its payload copied out of the message's into its key's buffer; the
@@ -130,7 +137,10 @@ class Server : public MessageHandler {
   // Guards what follows; a ServerKey's round is used by its summing thread's tasks once created.
   std::mutex keys_mu_;
   ServerGeneration generation_;  // the workers, set by each address book before any of them can connect
-  std::map<uint64_t, ServerKey> keys_;
+  KeyEntries keys_;
+  // Payloads in flight (a transport may receive several of one connection at once), by destination: the
+  // connection and the key whose buffer it is, kept until the message is handled.
+  std::unordered_multimap<const void*, std::pair<PeerId, std::shared_ptr<ServerKey>>> receiving_;
   FusedInboxes fused_inboxes_;  // PUSH_MANY payloads being received
   std::vector<Retired> retired_;
   RoundSettler settler_;

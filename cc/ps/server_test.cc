@@ -357,6 +357,31 @@ TEST_F(ServerTest, AWorkerThatFinishedFailsTheRoundsWaitingOnItAtOnce) {
       << reply->second.status().message();
 }
 
+// A transport writes a payload between asking where it goes and handing the message over, and the
+// generation may end meanwhile (a worker that lies pushes after saying it finished): the buffer it writes
+// stays the server's until the message is handled, and the push is refused. (The in-memory transport
+// numbers the server's links in order: its scheduler's is 0, the first worker's 1.)
+TEST_F(ServerTest, APayloadArrivingAcrossTheGenerationsEndLandsInMemoryTheServerStillHolds) {
+  Inbox* inbox = NewInbox();
+  Status identified;
+  Worker(inbox, 0, kToken0, &identified);
+  ASSERT_TRUE(identified.ok());
+  const PeerId worker_at_server = 1;
+  const std::string header = Push(0, 4).Encode();
+  void* destination = server_->PayloadDestination(worker_at_server, header, 4 * sizeof(float));
+  ASSERT_NE(destination, nullptr);
+  Message reset;
+  reset.type = MessageType::kReset;
+  scheduler_->Send(to_server_, reset.Encode(), nullptr, 0, nullptr);
+  ASSERT_TRUE(scheduler_inbox_.Next(MessageType::kResetReply));
+  const float late[4] = {1, 2, 3, 4};
+  std::memcpy(destination, late, sizeof(late));  // the key is gone from the server's table, not its memory
+  server_->OnMessage(worker_at_server, header, destination, sizeof(late));
+  auto reply = inbox->Next(MessageType::kPullReply);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->second.status().code(), Code::kFailedPrecondition) << reply->second.status().ToString();
+}
+
 
 class ShortTimeoutServerTest : public ServerTest {
  protected:
