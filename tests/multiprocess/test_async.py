@@ -201,7 +201,11 @@ def test_an_asynchronous_elastic_job_goes_on_without_a_killed_worker_and_takes_i
     """kill -9 of one of 3 asynchronous workers mid-epoch: the two others step again within 5 s, the killed one
     is started again and rejoins (its first pushes and the survivors' initialise the servers of the new
     generation; none is made before the state is synchronised), and after a last step that changes nothing
-    every worker holds the servers' weights, trained as well as synchronous training within 2 points."""
+    every worker holds the servers' weights, trained as well as synchronous training. Compared by the loss on
+    the whole training set, as the other asynchronous tests (assert_trained_as_well): the test accuracy moves
+    by whole images and with the order in which the workers' changes reach the servers (with the Horovod API
+    0.972-0.989 over 20 such runs, once 0.953, against 0.978 synchronously), while the loss stayed at
+    0.064-0.076 (each worker steps on its own batch), under the strategy 0.156-0.157, against 0.150."""
     with ElasticJob("elastic_keras.py", [api, "{log_dir}", 20], workers=3, servers=1, min_workers=2, max_workers=3,
                     max_restarts=1, TF_USE_LEGACY_KERAS=0, BYTEPS_ENABLE_ASYNC=1) as job:
         job.wait_for_step(1, lambda s: s[1] == 3 and 3 <= s[2] <= 8)
@@ -212,8 +216,8 @@ def test_an_asynchronous_elastic_job_goes_on_without_a_killed_worker_and_takes_i
         job.wait_for_step(0, lambda s: s[0] > killed_at and s[3] == 3, timeout=120)  # the restarted one is in
         code, out = job.wait(timeout=200)
     assert code == 0, out[-6000:]
-    ends = re.findall(r"rank (\d): weights (\w+) accuracy ([0-9.]+) epochs (\d+) size (\d)", out)
+    ends = re.findall(r"rank (\d): weights (\w+) accuracy ([0-9.]+) epochs (\d+) size (\d) loss ([0-9.]+)", out)
     assert sorted(int(e[0]) for e in ends) == [0, 1, 2], out[-4000:]
     assert len({e[1] for e in ends}) == 1, f"weights differ: {ends}"
-    reference = float(re.search(r"rank 0: uninterrupted accuracy ([0-9.]+)", out).group(1))
-    assert float(ends[0][2]) >= reference - 0.02, (ends, reference)
+    reference = float(re.search(r"rank 0: uninterrupted accuracy [0-9.]+ loss ([0-9.]+)", out).group(1))
+    assert float(ends[0][5]) <= 1.2 * reference, (ends, reference)

@@ -5,8 +5,8 @@ worker its own shuffle of the data) or under BytePSStrategy (one global batch th
 test kills workers meanwhile.
 
 Every worker logs each completed step to LOG_DIR/steps.<worker id> ("<time> <epoch> <batch> <size>"); at the
-end each prints its weights' fingerprint and test accuracy, and rank 0 also the accuracy of the same
-training uninterrupted in one process (the same number of steps of the same global batch).
+end each prints its weights' fingerprint, test accuracy and loss on the whole training set, and rank 0 also
+those of the same training uninterrupted in one process (the same number of steps of the same global batch).
 
 With HOLD (a fourth argument "hold"), a worker holds every report that it is ready for the next generation
 until the file LOG_DIR/release exists: a survivor slow to report ready, as a tf-keras worker is while a
@@ -42,7 +42,7 @@ import tensorflow as tf
 import bps_tf.keras as hvd
 from bps_tf import BytePSStrategy, process
 from bps_tf.elastic.generations import servers, workers_waiting
-from testing.digits import fingerprint, load
+from testing.digits import fingerprint, load, training_loss
 
 keras = tf.keras
 PER_WORKER_BATCH = 32
@@ -93,13 +93,13 @@ def accuracy(model, x, y):
 
 
 def uninterrupted(x, y, x_test, y_test, global_batch, steps, epochs, learning_rate):
-    """The same training in one process without any interruption."""
+    """The same training in one process without any interruption: its model."""
     model = build_model()
     model.compile(optimizer=make_optimizer(learning_rate), loss="sparse_categorical_crossentropy",
                   metrics=METRICS)
     data = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=3).repeat().batch(global_batch)
     model.fit(data, steps_per_epoch=steps, epochs=epochs, verbose=0)
-    return accuracy(model, x_test, y_test)
+    return model
 
 
 def hold_ready_reports(release, timeout_s=120):
@@ -209,10 +209,11 @@ def main():
         take_the_servers_weights(model, x[:global_batch], y[:global_batch])
     rank = hvd.rank()
     print(f"rank {rank}: weights {fingerprint(model.get_weights())} accuracy {accuracy(model, x_test, y_test):.4f} "
-          f"epochs {state.epoch} size {hvd.size()}", flush=True)
+          f"epochs {state.epoch} size {hvd.size()} loss {training_loss(model):.4f}", flush=True)
     if rank == 0:
         reference = uninterrupted(x, y, x_test, y_test, global_batch, steps, epochs, LEARNING_RATE)
-        print(f"rank 0: uninterrupted accuracy {reference:.4f}", flush=True)
+        print(f"rank 0: uninterrupted accuracy {accuracy(reference, x_test, y_test):.4f} "
+              f"loss {training_loss(reference):.4f}", flush=True)
     hvd.shutdown()
 
 
