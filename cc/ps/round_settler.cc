@@ -66,12 +66,16 @@ void RoundSettler::Answer(uint64_t key, ServerKey* entry, const ParkedPull& pull
       payload = false;
     }
   }
-  Deliver(pull, reply, payload ? round.result(pull.round) : nullptr, payload ? round.wire_bytes() : 0);
+  Deliver(pull, reply, payload ? round.result(pull.round) : nullptr, payload ? round.wire_bytes() : 0,
+          entry->weak_from_this().lock());
 }
 
-void RoundSettler::Deliver(const ParkedPull& pull, const Message& reply, const void* payload, size_t bytes) {
-  if (pull.fused) return pull.fused->Set(pull.member, reply, payload, bytes);
-  transport_->Send(pull.peer, reply.Encode(), payload, bytes, nullptr);
+void RoundSettler::Deliver(const ParkedPull& pull, const Message& reply, const void* payload, size_t bytes,
+                           std::shared_ptr<const void> owner) {
+  if (pull.fused) return pull.fused->Set(pull.member, reply, payload, bytes);  // copies the payload
+  SendCallback keep;
+  if (payload != nullptr && owner) keep = [owner](const Status&) {};  // the buffer lives until it is sent
+  transport_->Send(pull.peer, reply.Encode(), payload, bytes, std::move(keep));
 }
 
 void RoundSettler::FailIfWaitingOnFinished(uint64_t key, ServerKey* entry) {

@@ -35,8 +35,9 @@ struct ParkedPull {
   bool late = false;  // backup workers: the push came after its round had its contributions (dropped)
 };
 
-// A key a server sums: its plan, its rounds, and who waits on them.
-struct ServerKey {
+// A key a server sums: its plan, its rounds, and who waits on them. Owned by a shared_ptr in a server (a
+// reply sent from its buffers keeps it until the transport is done with them).
+struct ServerKey : std::enable_shared_from_this<ServerKey> {
   KeySpec spec;
   std::unique_ptr<KeyRound> round;  // made on the first push
   std::vector<ParkedPull> parked;   // waiting for their round's sum; summing thread only
@@ -73,8 +74,10 @@ class RoundSettler {
   void ReplyError(const ParkedPull& pull, uint64_t key, const Status& error);
 
  private:
-  // Sends `reply` to the pusher, or hands it to the fused reply it belongs to.
-  void Deliver(const ParkedPull& pull, const Message& reply, const void* payload, size_t bytes);
+  // Sends `reply` to the pusher, or hands it to the fused reply it belongs to; `owner` (may be null) holds
+  // `payload`'s memory, kept until the transport has sent it.
+  void Deliver(const ParkedPull& pull, const Message& reply, const void* payload, size_t bytes,
+               std::shared_ptr<const void> owner = nullptr);
 
   const Config& config_;
   Transport* const transport_;

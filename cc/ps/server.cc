@@ -355,16 +355,13 @@ std::shared_ptr<ServerKey> Server::CheckedKey(PeerId from, const Message& m, Sta
   return it->second;
 }
 
-std::shared_ptr<ServerKey> Server::TakeReceiving(PeerId from, const void* payload) {
+std::shared_ptr<ServerKey> Server::TakeReceiving(PeerId from, const Message& m) {
   std::lock_guard<std::mutex> lock(keys_mu_);
-  auto range = receiving_.equal_range(payload);
-  for (auto it = range.first; it != range.second; ++it) {
-    if (it->second.first != from) continue;
-    std::shared_ptr<ServerKey> entry = std::move(it->second.second);
-    receiving_.erase(it);
-    return entry;
-  }
-  return nullptr;
+  auto it = receiving_.find({from, m.key, m.request_id});
+  if (it == receiving_.end()) return nullptr;
+  std::shared_ptr<ServerKey> entry = std::move(it->second);
+  receiving_.erase(it);
+  return entry;
 }
 
 void* Server::PayloadDestination(PeerId from, const std::string& header, size_t length) {
@@ -381,20 +378,19 @@ void* Server::PayloadDestination(PeerId from, const std::string& header, size_t 
   if (length != (residual ? round.num_elements() * sizeof(float) : round.wire_bytes())) return nullptr;
   if (residual && !round.has_residual()) return nullptr;
   std::lock_guard<std::mutex> lock(keys_mu_);
-  void* destination = nullptr;
   try {
-    destination = residual ? static_cast<void*>(round.ResidualInbox()) : round.ReceiveBuffer(push.sender);
+    void* destination = residual ? static_cast<void*>(round.ResidualInbox()) : round.ReceiveBuffer(push.sender);
+    if (destination != nullptr) receiving_[{from, push.key, push.request_id}] = std::move(entry);
+    return destination;
   } catch (const std::bad_alloc&) {
     return nullptr;  // answered with an error: the payload could not be received
   }
-  if (destination != nullptr) receiving_.emplace(destination, std::make_pair(from, std::move(entry)));
-  return destination;
 }
 
 // A push is also the request for the round's sum: the reply goes out when every worker has pushed. No
 // separate acknowledgement or pull request crosses the network, so nothing small waits behind data.
 void Server::HandlePush(PeerId from, const Message& m, void* payload) {
-  const std::shared_ptr<ServerKey> received = payload != nullptr ? TakeReceiving(from, payload) : nullptr;
+  const std::shared_ptr<ServerKey> received = TakeReceiving(from, m);  // also when its payload was lost
   Status error;
   std::shared_ptr<ServerKey> entry = CheckedKey(from, m, &error);
   if (entry == nullptr && error.ok()) {
@@ -520,7 +516,7 @@ void Server::HandleFetch(PeerId from, const Message& m) {
 }
 
 void Server::HandleResidual(PeerId from, const Message& m, void* payload) {
-  const std::shared_ptr<ServerKey> received = payload != nullptr ? TakeReceiving(from, payload) : nullptr;
+  const std::shared_ptr<ServerKey> received = TakeReceiving(from, m);
   Status error;
   std::shared_ptr<ServerKey> entry = CheckedKey(from, m, &error);
   if (entry == nullptr && error.ok()) {
@@ -557,7 +553,8 @@ void Server::HandleResidual(PeerId from, const Message& m, void* payload) {
     reply.num_elements = round.num_elements();
     // The residual stays as it is until this worker pushes again, which it does after the reply.
     const size_t bytes = load ? 0 : round.num_elements() * sizeof(float);
-    transport_->Send(pull.peer, reply.Encode(), load ? nullptr : round.residual(), bytes, nullptr);
+    transport_->Send(pull.peer, reply.Encode(), load ? nullptr : round.residual(), bytes,
+                     [entry](const Status&) {});  // the residual lives until it is sent
   });
 }
 
@@ -644,9 +641,7 @@ void Server::OnPeerLost(PeerId peer, const Status& why) {
     return;
   }
   std::lock_guard<std::mutex> lock(keys_mu_);
-  for (auto it = receiving_.begin(); it != receiving_.end();) {
-    it = it->second.first == peer ? receiving_.erase(it) : std::next(it);
-  }
+  receiving_.erase(receiving_.lower_bound({peer, 0, 0}), receiving_.lower_bound({peer + 1, 0, 0}));
   fused_inboxes_.Forget(peer);
   generation_.Forget(peer);
   ReleaseRetired(peer);

@@ -24,7 +24,7 @@
 #include <mutex>
 #include <set>
 #include <string>
-#include <unordered_map>
+#include <tuple>
 #include <vector>
 
 #include "cc/common/chunk_helpers.h"
@@ -67,10 +67,10 @@ class Server : public MessageHandler {
   void HandleKeyPlan(const Message& m);
   void HandleWorkerFinished(int rank, bool joined);
   void HandleReset(bool dropped);
-  // Dropped keys whose buffers `holders` may still use; freed once none does (see above).
-  // A key's entry is shared with the tasks and the payload being received that use it, so that a generation's
-  // end (a peer that lies may push after it) never frees what they still touch.
+  // A key's entry is shared with the tasks, the payloads being received and the replies being sent that use
+  // it, so that a generation's end (a peer that lies may push after it) never frees what they still touch.
   using KeyEntries = std::map<uint64_t, std::shared_ptr<ServerKey>>;
+  // Dropped keys whose buffers `holders` may still use; dropped from here once none does (see above).
   struct Retired {
     KeyEntries keys;
     std::set<PeerId> holders;
@@ -81,9 +81,9 @@ class Server : public MessageHandler {
   // The key a push (or, `fetch`, a fetch) from `from` goes to, checked against its plan and the connection's
   // rank. nullptr with `error` OK: the connection is no identified worker (no answer is due).
   std::shared_ptr<ServerKey> CheckedKey(PeerId from, const Message& m, Status* error, bool fetch = false);
-  // The key whose buffer `from`'s payload at `payload` was received into (PayloadDestination), handed over
-  // once.
-  std::shared_ptr<ServerKey> TakeReceiving(PeerId from, const void* payload);
+  // The key whose buffer the payload of `from`'s message `m` was received into (PayloadDestination), handed
+  // over once; null if none was.
+  std::shared_ptr<ServerKey> TakeReceiving(PeerId from, const Message& m);
   WorkThread& SumThreadFor(uint64_t key) { return *sum_threads_[key % sum_threads_.size()]; }
   void HandlePush(PeerId from, const Message& m, void* payload);
   // PUSH_MANY: each member as a PUSH, its payload copied out of the message's into its key's buffer; the
@@ -138,9 +138,9 @@ class Server : public MessageHandler {
   std::mutex keys_mu_;
   ServerGeneration generation_;  // the workers, set by each address book before any of them can connect
   KeyEntries keys_;
-  // Payloads in flight (a transport may receive several of one connection at once), by destination: the
-  // connection and the key whose buffer it is, kept until the message is handled.
-  std::unordered_multimap<const void*, std::pair<PeerId, std::shared_ptr<ServerKey>>> receiving_;
+  // Payloads in flight (a transport may receive several of one connection at once), by connection, key and
+  // request: the key whose buffer each lands in, kept until its message is handled (or the connection lost).
+  std::map<std::tuple<PeerId, uint64_t, uint64_t>, std::shared_ptr<ServerKey>> receiving_;
   FusedInboxes fused_inboxes_;  // PUSH_MANY payloads being received
   std::vector<Retired> retired_;
   RoundSettler settler_;

@@ -382,6 +382,38 @@ TEST_F(ServerTest, APayloadArrivingAcrossTheGenerationsEndLandsInMemoryTheServer
   EXPECT_EQ(reply->second.status().code(), Code::kFailedPrecondition) << reply->second.status().ToString();
 }
 
+// The same, but the next generation plans the key again before the message is handled (the connection still
+// speaks for its worker): the payload went to the old key's buffer, so the new key must not sum what its own
+// buffer holds in its place.
+TEST_F(ServerTest, APayloadReceivedForTheKeyOfAnEndedGenerationIsNotSummedByItsSuccessor) {
+  Inbox* inbox = NewInbox();
+  Status identified;
+  Worker(inbox, 0, kToken0, &identified);
+  ASSERT_TRUE(identified.ok());
+  const PeerId worker_at_server = 1;
+  const std::string header = Push(0, 4).Encode();
+  void* destination = server_->PayloadDestination(worker_at_server, header, 4 * sizeof(float));
+  ASSERT_NE(destination, nullptr);
+  Message reset;
+  reset.type = MessageType::kReset;
+  scheduler_->Send(to_server_, reset.Encode(), nullptr, 0, nullptr);
+  ASSERT_TRUE(scheduler_inbox_.Next(MessageType::kResetReply));
+  KeyPlanBody plan;
+  plan.keys.push_back(KeySpec{kKey, DataType::kFloat32, 4, 2, TensorScope::kProcess});
+  Message key_plan;
+  key_plan.type = MessageType::kKeyPlan;
+  key_plan.text = plan.Encode();
+  scheduler_->Send(to_server_, key_plan.Encode(), nullptr, 0, nullptr);
+  auto planned = scheduler_inbox_.Next(MessageType::kKeyPlanReply);
+  ASSERT_TRUE(planned && planned->second.status().ok());
+  const float late[4] = {1, 2, 3, 4};
+  std::memcpy(destination, late, sizeof(late));
+  server_->OnMessage(worker_at_server, header, destination, sizeof(late));
+  auto reply = inbox->Next(MessageType::kPullReply);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->second.status().code(), Code::kAborted) << reply->second.status().ToString();
+}
+
 
 class ShortTimeoutServerTest : public ServerTest {
  protected:

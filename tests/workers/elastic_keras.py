@@ -92,7 +92,12 @@ def accuracy(model, x, y):
     return float(np.mean(np.argmax(np.asarray(model(x, training=False)), axis=1) == y))
 
 
-def uninterrupted(x, y, x_test, y_test, global_batch, steps, epochs, learning_rate):
+def loss(model):
+    """The loss on the whole training set."""
+    return training_loss(lambda images: model(images, training=False))
+
+
+def uninterrupted(x, y, global_batch, steps, epochs, learning_rate):
     """The same training in one process without any interruption: its model."""
     model = build_model()
     model.compile(optimizer=make_optimizer(learning_rate), loss="sparse_categorical_crossentropy",
@@ -209,11 +214,11 @@ def main():
         take_the_servers_weights(model, x[:global_batch], y[:global_batch])
     rank = hvd.rank()
     print(f"rank {rank}: weights {fingerprint(model.get_weights())} accuracy {accuracy(model, x_test, y_test):.4f} "
-          f"epochs {state.epoch} size {hvd.size()} loss {training_loss(model):.4f}", flush=True)
+          f"epochs {state.epoch} size {hvd.size()} loss {loss(model):.4f}", flush=True)
     if rank == 0:
-        reference = uninterrupted(x, y, x_test, y_test, global_batch, steps, epochs, LEARNING_RATE)
+        reference = uninterrupted(x, y, global_batch, steps, epochs, LEARNING_RATE)
         print(f"rank 0: uninterrupted accuracy {accuracy(reference, x_test, y_test):.4f} "
-              f"loss {training_loss(reference):.4f}", flush=True)
+              f"loss {loss(reference):.4f}", flush=True)
     hvd.shutdown()
 
 
