@@ -311,8 +311,22 @@ void Server::ReleaseRetired(PeerId peer) {
   }
 }
 
-std::shared_ptr<ServerKey> Server::CheckedKey(PeerId from, const Message& m, Status* error, bool fetch) {
+std::shared_ptr<ServerKey> Server::CheckedKey(PeerId from, const Message& m, Status* error, bool fetch,
+                                              std::shared_ptr<ServerKey>* received) {
   std::lock_guard<std::mutex> lock(keys_mu_);
+  if (received != nullptr) {
+    auto in_flight = receiving_.find(from);
+    if (in_flight != receiving_.end()) {
+      std::vector<Receiving>& payloads = in_flight->second;
+      for (Receiving& payload : payloads) {
+        if (payload.key != m.key || payload.request_id != m.request_id) continue;
+        *received = std::move(payload.entry);
+        payload = std::move(payloads.back());
+        payloads.pop_back();
+        break;
+      }
+    }
+  }
   const std::optional<int> identified = generation_.RankOf(from);
   if (!identified) return nullptr;  // not a worker: no reply either
   const int rank = *identified;
@@ -355,15 +369,6 @@ std::shared_ptr<ServerKey> Server::CheckedKey(PeerId from, const Message& m, Sta
   return it->second;
 }
 
-std::shared_ptr<ServerKey> Server::TakeReceiving(PeerId from, const Message& m) {
-  std::lock_guard<std::mutex> lock(keys_mu_);
-  auto it = receiving_.find({from, m.key, m.request_id});
-  if (it == receiving_.end()) return nullptr;
-  std::shared_ptr<ServerKey> entry = std::move(it->second);
-  receiving_.erase(it);
-  return entry;
-}
-
 void* Server::PayloadDestination(PeerId from, const std::string& header, size_t length) {
   auto m = Message::Decode(header);
   if (!m.ok()) return nullptr;
@@ -380,7 +385,7 @@ void* Server::PayloadDestination(PeerId from, const std::string& header, size_t 
   std::lock_guard<std::mutex> lock(keys_mu_);
   try {
     void* destination = residual ? static_cast<void*>(round.ResidualInbox()) : round.ReceiveBuffer(push.sender);
-    if (destination != nullptr) receiving_[{from, push.key, push.request_id}] = std::move(entry);
+    if (destination != nullptr) receiving_[from].push_back({push.key, push.request_id, std::move(entry)});
     return destination;
   } catch (const std::bad_alloc&) {
     return nullptr;  // answered with an error: the payload could not be received
@@ -390,9 +395,9 @@ void* Server::PayloadDestination(PeerId from, const std::string& header, size_t 
 // A push is also the request for the round's sum: the reply goes out when every worker has pushed. No
 // separate acknowledgement or pull request crosses the network, so nothing small waits behind data.
 void Server::HandlePush(PeerId from, const Message& m, void* payload) {
-  const std::shared_ptr<ServerKey> received = TakeReceiving(from, m);  // also when its payload was lost
+  std::shared_ptr<ServerKey> received;  // taken also when the payload was lost
   Status error;
-  std::shared_ptr<ServerKey> entry = CheckedKey(from, m, &error);
+  std::shared_ptr<ServerKey> entry = CheckedKey(from, m, &error, /*fetch=*/false, &received);
   if (entry == nullptr && error.ok()) {
     dropped_.Warn("server dropped a push from " + transport_->PeerName(from) + ": not an identified worker");
     return;
@@ -516,9 +521,9 @@ void Server::HandleFetch(PeerId from, const Message& m) {
 }
 
 void Server::HandleResidual(PeerId from, const Message& m, void* payload) {
-  const std::shared_ptr<ServerKey> received = TakeReceiving(from, m);
+  std::shared_ptr<ServerKey> received;
   Status error;
-  std::shared_ptr<ServerKey> entry = CheckedKey(from, m, &error);
+  std::shared_ptr<ServerKey> entry = CheckedKey(from, m, &error, /*fetch=*/false, &received);
   if (entry == nullptr && error.ok()) {
     dropped_.Warn("server dropped a residual request from " + transport_->PeerName(from) +
                   ": not an identified worker");
@@ -641,7 +646,7 @@ void Server::OnPeerLost(PeerId peer, const Status& why) {
     return;
   }
   std::lock_guard<std::mutex> lock(keys_mu_);
-  receiving_.erase(receiving_.lower_bound({peer, 0, 0}), receiving_.lower_bound({peer + 1, 0, 0}));
+  receiving_.erase(peer);
   fused_inboxes_.Forget(peer);
   generation_.Forget(peer);
   ReleaseRetired(peer);

@@ -24,7 +24,7 @@
 #include <mutex>
 #include <set>
 #include <string>
-#include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "cc/common/chunk_helpers.h"
@@ -79,11 +79,10 @@ class Server : public MessageHandler {
   void ReleaseRetired(PeerId peer);
   void CreateSharedArena();
   // The key a push (or, `fetch`, a fetch) from `from` goes to, checked against its plan and the connection's
-  // rank. nullptr with `error` OK: the connection is no identified worker (no answer is due).
-  std::shared_ptr<ServerKey> CheckedKey(PeerId from, const Message& m, Status* error, bool fetch = false);
-  // The key whose buffer the payload of `from`'s message `m` was received into (PayloadDestination), handed
-  // over once; null if none was.
-  std::shared_ptr<ServerKey> TakeReceiving(PeerId from, const Message& m);
+  // rank. nullptr with `error` OK: the connection is no identified worker (no answer is due). `received`
+  // (unless null) takes the key whose buffer the message's payload went to (PayloadDestination), or null.
+  std::shared_ptr<ServerKey> CheckedKey(PeerId from, const Message& m, Status* error, bool fetch = false,
+                                        std::shared_ptr<ServerKey>* received = nullptr);
   WorkThread& SumThreadFor(uint64_t key) { return *sum_threads_[key % sum_threads_.size()]; }
   void HandlePush(PeerId from, const Message& m, void* payload);
   // PUSH_MANY: each member as a PUSH, its payload copied out of the message's into its key's buffer; the
@@ -138,9 +137,14 @@ class Server : public MessageHandler {
   std::mutex keys_mu_;
   ServerGeneration generation_;  // the workers, set by each address book before any of them can connect
   KeyEntries keys_;
-  // Payloads in flight (a transport may receive several of one connection at once), by connection, key and
-  // request: the key whose buffer each lands in, kept until its message is handled (or the connection lost).
-  std::map<std::tuple<PeerId, uint64_t, uint64_t>, std::shared_ptr<ServerKey>> receiving_;
+  // Payloads in flight, by connection (a transport may receive several of one connection at once): the key
+  // whose buffer each lands in, kept until its message is handled (or the connection lost).
+  struct Receiving {
+    uint64_t key;
+    uint64_t request_id;
+    std::shared_ptr<ServerKey> entry;
+  };
+  std::unordered_map<PeerId, std::vector<Receiving>> receiving_;
   FusedInboxes fused_inboxes_;  // PUSH_MANY payloads being received
   std::vector<Retired> retired_;
   RoundSettler settler_;
