@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <thread>
 
 #include "cc/ps/inbox_testing.h"
@@ -61,16 +62,24 @@ class ServerTest : public ::testing::Test {
     m.text = book.Encode();
     scheduler_->Send(to_server_, m.Encode(), nullptr, 0, nullptr);
     ASSERT_TRUE(scheduler_inbox_.Next(MessageType::kServerReady));
+    std::vector<KeySpec> keys = {KeySpec{kKey, DataType::kFloat32, 4, 2, TensorScope::kProcess}};
+    if (async_) {
+      keys.push_back(KeySpec{kWeightsKey, DataType::kFloat32, 4, 2, TensorScope::kProcess, ReduceOp::kWeights});
+    }
+    const Status planned = Plan(keys);
+    ASSERT_TRUE(planned.ok()) << planned.ToString();
+  }
+
+  // The scheduler plans `keys` with the server: the server's answer.
+  Status Plan(const std::vector<KeySpec>& keys) {
     KeyPlanBody plan;
-    plan.keys.push_back(KeySpec{kKey, DataType::kFloat32, 4, 2, TensorScope::kProcess});
-    if (async_) plan.keys.push_back(KeySpec{kWeightsKey, DataType::kFloat32, 4, 2, TensorScope::kProcess, ReduceOp::kWeights});
+    plan.keys = keys;
     Message key_plan;
     key_plan.type = MessageType::kKeyPlan;
-    key_plan.request_id = 7;
     key_plan.text = plan.Encode();
     scheduler_->Send(to_server_, key_plan.Encode(), nullptr, 0, nullptr);
     auto planned = scheduler_inbox_.Next(MessageType::kKeyPlanReply);
-    ASSERT_TRUE(planned && planned->second.status().ok());
+    return planned ? planned->second.status() : DeadlineExceeded("no answer to the key plan");
   }
 
   void TearDown() override {
@@ -248,13 +257,7 @@ TEST_F(ServerTest, SchedulerMessagesFromAWorkerAreIgnored) {
 
 TEST_F(ServerTest, FusedPushesAreSummedPerKeyAndAnsweredTogetherInOneReply) {
   const uint64_t kOtherKey = 43 << 20;
-  KeyPlanBody plan;
-  plan.keys.push_back(KeySpec{kOtherKey, DataType::kInt32, 3, 2, TensorScope::kProcess});
-  Message key_plan;
-  key_plan.type = MessageType::kKeyPlan;
-  key_plan.text = plan.Encode();
-  scheduler_->Send(to_server_, key_plan.Encode(), nullptr, 0, nullptr);
-  ASSERT_TRUE(scheduler_inbox_.Next(MessageType::kKeyPlanReply));
+  ASSERT_TRUE(Plan({KeySpec{kOtherKey, DataType::kInt32, 3, 2, TensorScope::kProcess}}).ok());
   const auto [inbox0, peer0, worker0, inbox1, peer1, worker1] = IdentifiedWorkers();
   ASSERT_FALSE(HasFailure());
 
@@ -359,57 +362,45 @@ TEST_F(ServerTest, AWorkerThatFinishedFailsTheRoundsWaitingOnItAtOnce) {
 
 // A transport writes a payload between asking where it goes and handing the message over, and the
 // generation may end meanwhile (a worker that lies pushes after saying it finished): the buffer it writes
-// stays the server's until the message is handled, and the push is refused. (The in-memory transport
-// numbers the server's links in order: its scheduler's is 0, the first worker's 1.)
-TEST_F(ServerTest, APayloadArrivingAcrossTheGenerationsEndLandsInMemoryTheServerStillHolds) {
-  Inbox* inbox = NewInbox();
-  Status identified;
-  Worker(inbox, 0, kToken0, &identified);
-  ASSERT_TRUE(identified.ok());
-  const PeerId worker_at_server = 1;
-  const std::string header = Push(0, 4).Encode();
-  void* destination = server_->PayloadDestination(worker_at_server, header, 4 * sizeof(float));
-  ASSERT_NE(destination, nullptr);
-  Message reset;
-  reset.type = MessageType::kReset;
-  scheduler_->Send(to_server_, reset.Encode(), nullptr, 0, nullptr);
-  ASSERT_TRUE(scheduler_inbox_.Next(MessageType::kResetReply));
-  const float late[4] = {1, 2, 3, 4};
-  std::memcpy(destination, late, sizeof(late));  // the key is gone from the server's table, not its memory
-  server_->OnMessage(worker_at_server, header, destination, sizeof(late));
-  auto reply = inbox->Next(MessageType::kPullReply);
+// stays the server's until the message is handled, and the push is refused.
+class LatePayloadServerTest : public ServerTest {
+ protected:
+  // Worker 0's push is told where its payload goes; the generation ends (the scheduler's reset) and, with
+  // `replan`, the next one plans the key again; then the payload is written and the message handed over, as
+  // a transport does. Returns the reply worker 0 gets. (The in-memory transport numbers the server's links
+  // in order: its scheduler's is 0, the first worker's 1.)
+  std::optional<std::pair<PeerId, Message>> LatePayloadReply(bool replan) {
+    Inbox* inbox = NewInbox();
+    Status identified;
+    Worker(inbox, 0, kToken0, &identified);
+    EXPECT_TRUE(identified.ok());
+    const PeerId worker_at_server = 1;
+    const std::string header = Push(0, 4).Encode();
+    void* destination = server_->PayloadDestination(worker_at_server, header, 4 * sizeof(float));
+    EXPECT_NE(destination, nullptr);
+    if (destination == nullptr) return std::nullopt;
+    Message reset;
+    reset.type = MessageType::kReset;
+    scheduler_->Send(to_server_, reset.Encode(), nullptr, 0, nullptr);
+    EXPECT_TRUE(scheduler_inbox_.Next(MessageType::kResetReply));
+    if (replan) EXPECT_TRUE(Plan({KeySpec{kKey, DataType::kFloat32, 4, 2, TensorScope::kProcess}}).ok());
+    const float late[4] = {1, 2, 3, 4};
+    std::memcpy(destination, late, sizeof(late));  // the key is gone from the server's table, not its memory
+    server_->OnMessage(worker_at_server, header, destination, sizeof(late));
+    return inbox->Next(MessageType::kPullReply);
+  }
+};
+
+TEST_F(LatePayloadServerTest, APayloadArrivingAcrossTheGenerationsEndLandsInMemoryTheServerStillHolds) {
+  auto reply = LatePayloadReply(/*replan=*/false);
   ASSERT_TRUE(reply);
   EXPECT_EQ(reply->second.status().code(), Code::kFailedPrecondition) << reply->second.status().ToString();
 }
 
-// The same, but the next generation plans the key again before the message is handled (the connection still
-// speaks for its worker): the payload went to the old key's buffer, so the new key must not sum what its own
-// buffer holds in its place.
-TEST_F(ServerTest, APayloadReceivedForTheKeyOfAnEndedGenerationIsNotSummedByItsSuccessor) {
-  Inbox* inbox = NewInbox();
-  Status identified;
-  Worker(inbox, 0, kToken0, &identified);
-  ASSERT_TRUE(identified.ok());
-  const PeerId worker_at_server = 1;
-  const std::string header = Push(0, 4).Encode();
-  void* destination = server_->PayloadDestination(worker_at_server, header, 4 * sizeof(float));
-  ASSERT_NE(destination, nullptr);
-  Message reset;
-  reset.type = MessageType::kReset;
-  scheduler_->Send(to_server_, reset.Encode(), nullptr, 0, nullptr);
-  ASSERT_TRUE(scheduler_inbox_.Next(MessageType::kResetReply));
-  KeyPlanBody plan;
-  plan.keys.push_back(KeySpec{kKey, DataType::kFloat32, 4, 2, TensorScope::kProcess});
-  Message key_plan;
-  key_plan.type = MessageType::kKeyPlan;
-  key_plan.text = plan.Encode();
-  scheduler_->Send(to_server_, key_plan.Encode(), nullptr, 0, nullptr);
-  auto planned = scheduler_inbox_.Next(MessageType::kKeyPlanReply);
-  ASSERT_TRUE(planned && planned->second.status().ok());
-  const float late[4] = {1, 2, 3, 4};
-  std::memcpy(destination, late, sizeof(late));
-  server_->OnMessage(worker_at_server, header, destination, sizeof(late));
-  auto reply = inbox->Next(MessageType::kPullReply);
+// The next generation planned the key again (the connection still speaks for its worker): the payload went
+// to the old key's buffer, so the new key must not sum what its own buffer holds in its place.
+TEST_F(LatePayloadServerTest, APayloadReceivedForTheKeyOfAnEndedGenerationIsNotSummedByItsSuccessor) {
+  auto reply = LatePayloadReply(/*replan=*/true);
   ASSERT_TRUE(reply);
   EXPECT_EQ(reply->second.status().code(), Code::kAborted) << reply->second.status().ToString();
 }
@@ -476,17 +467,9 @@ class CompressedKeyTest : public ServerTest {
   static constexpr uint64_t kCompressedKey = kKey + 1000;
 
   Status PlanKey(DataType dtype, const std::string& compression) {
-    KeyPlanBody plan;
     KeySpec spec{kCompressedKey, dtype, 4, 2, TensorScope::kProcess};
     spec.compression = CompressionSpec::Parse(compression).value();
-    plan.keys.push_back(spec);
-    Message m;
-    m.type = MessageType::kKeyPlan;
-    m.request_id = 8;
-    m.text = plan.Encode();
-    scheduler_->Send(to_server_, m.Encode(), nullptr, 0, nullptr);
-    auto reply = scheduler_inbox_.Next(MessageType::kKeyPlanReply);
-    return reply ? reply->second.status() : DeadlineExceeded("no key plan reply");
+    return Plan({spec});
   }
 
   static Message CompressedPush(int sender) {
@@ -597,17 +580,9 @@ TEST_F(ServerTest, AKeyWithoutErrorFeedbackHasNoResidual) {
 }
 
 TEST_F(ServerTest, AWeightsKeyIsRefusedByAServerNotStartedForAsynchronousTraining) {
-  KeyPlanBody plan;
-  plan.keys.push_back(KeySpec{kKey + 7, DataType::kFloat32, 4, 2, TensorScope::kProcess, ReduceOp::kWeights});
-  Message key_plan;
-  key_plan.type = MessageType::kKeyPlan;
-  key_plan.text = plan.Encode();
-  scheduler_->Send(to_server_, key_plan.Encode(), nullptr, 0, nullptr);
-  auto reply = scheduler_inbox_.Next(MessageType::kKeyPlanReply);
-  ASSERT_TRUE(reply);
-  EXPECT_NE(reply->second.status().message().find("without BYTEPS_ENABLE_ASYNC or BYTEPS_STALENESS"),
-            std::string::npos)
-      << reply->second.status().ToString();
+  const Status planned = Plan({KeySpec{kKey + 7, DataType::kFloat32, 4, 2, TensorScope::kProcess, ReduceOp::kWeights}});
+  EXPECT_NE(planned.message().find("without BYTEPS_ENABLE_ASYNC or BYTEPS_STALENESS"), std::string::npos)
+      << planned.ToString();
 }
 
 // The server of an asynchronous job with BYTEPS_STALENESS=0: weights keys keep the weights, other keys sum.
