@@ -66,8 +66,9 @@ void RoundSettler::Answer(uint64_t key, ServerKey* entry, const ParkedPull& pull
       payload = false;
     }
   }
-  Deliver(pull, reply, payload ? round.result(pull.round) : nullptr, payload ? round.wire_bytes() : 0,
-          entry->weak_from_this().lock());
+  if (!payload) return Deliver(pull, reply, nullptr, 0);
+  Deliver(pull, reply, round.result(pull.round), round.wire_bytes(),
+          pull.fused ? nullptr : entry->weak_from_this().lock());
 }
 
 void RoundSettler::Deliver(const ParkedPull& pull, const Message& reply, const void* payload, size_t bytes,

@@ -39,6 +39,9 @@ struct ParkedPull {
 // reply sent from its buffers keeps it until the transport is done with them).
 struct ServerKey : std::enable_shared_from_this<ServerKey> {
   KeySpec spec;
+  // The arena `round`'s buffers may be in (declared first: it outlives `round`), kept as long as the key is,
+  // which a reply still queued in a transport at shutdown may make longer than the server.
+  std::shared_ptr<SharedArena> arena;
   std::unique_ptr<KeyRound> round;  // made on the first push
   std::vector<ParkedPull> parked;   // waiting for their round's sum; summing thread only
 };

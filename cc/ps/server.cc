@@ -318,11 +318,10 @@ std::shared_ptr<ServerKey> Server::CheckedKey(PeerId from, const Message& m, Sta
     auto in_flight = receiving_.find(from);
     if (in_flight != receiving_.end()) {
       std::vector<Receiving>& payloads = in_flight->second;
-      for (Receiving& payload : payloads) {
-        if (payload.key != m.key || payload.request_id != m.request_id) continue;
-        *received = std::move(payload.entry);
-        payload = std::move(payloads.back());
-        payloads.pop_back();
+      for (auto it = payloads.begin(); it != payloads.end(); ++it) {
+        if (it->key != m.key || it->request_id != m.request_id) continue;
+        *received = std::move(it->entry);
+        payloads.erase(it);  // in order: a request id a peer reuses is taken first in, first out
         break;
       }
     }
@@ -357,6 +356,7 @@ std::shared_ptr<ServerKey> Server::CheckedKey(PeerId from, const Message& m, Sta
     try {
       // Weights use the round's receive buffers only (AsyncStore keeps the rest).
       const ReduceOp op = spec.op == ReduceOp::kWeights ? ReduceOp::kSum : spec.op;
+      entry.arena = arena_;
       entry.round = std::make_unique<KeyRound>(spec.dtype, spec.count, spec.participants, arena_.get(), op,
                                                spec.compression, spec.key, &sum_helpers_, spec.backups,
                                                config_.backup_window);
@@ -558,8 +558,9 @@ void Server::HandleResidual(PeerId from, const Message& m, void* payload) {
     reply.num_elements = round.num_elements();
     // The residual stays as it is until this worker pushes again, which it does after the reply.
     const size_t bytes = load ? 0 : round.num_elements() * sizeof(float);
-    transport_->Send(pull.peer, reply.Encode(), load ? nullptr : round.residual(), bytes,
-                     [entry](const Status&) {});  // the residual lives until it is sent
+    SendCallback keep;
+    if (!load) keep = [entry](const Status&) {};  // the residual lives until it is sent
+    transport_->Send(pull.peer, reply.Encode(), load ? nullptr : round.residual(), bytes, std::move(keep));
   });
 }
 

@@ -131,7 +131,8 @@ class Server : public MessageHandler {
   StoppedProcessWatch stop_watch_{config_.timeout_s};  // tells a server woken from SIGSTOP why it was dropped
   OneShot<Status> finished_;
   std::atomic<uint64_t> late_pushes_{0};  // backup workers: pushes dropped as late, this generation
-  std::unique_ptr<SharedArena> arena_;  // null without workers on this host; made by the first book
+  // Null without workers on this host; made by the first book. Shared with the keys whose buffers are in it.
+  std::shared_ptr<SharedArena> arena_;
 
   // Guards what follows; a ServerKey's round is used by its summing thread's tasks once created.
   std::mutex keys_mu_;
