@@ -75,7 +75,7 @@ void RoundSettler::Deliver(const ParkedPull& pull, const Message& reply, const v
                            std::shared_ptr<const void> owner) {
   if (pull.fused) return pull.fused->Set(pull.member, reply, payload, bytes);  // copies the payload
   SendCallback keep;
-  if (payload != nullptr && owner) keep = [owner](const Status&) {};  // the buffer lives until it is sent
+  if (owner) keep = [owner](const Status&) {};  // the buffer lives until it is sent
   transport_->Send(pull.peer, reply.Encode(), payload, bytes, std::move(keep));
 }
 

@@ -101,6 +101,10 @@ def final_results(result, how, mode, workers):
     return {int(rank): (float(loss), float(accuracy), weights) for rank, loss, accuracy, weights in found}
 
 
+# How much higher than synchronous training's an asynchronous run's final training loss may be (below).
+ASYNC_LOSS_BOUND = 1.2
+
+
 def assert_trained_as_well(sync, asynchronous, how, workers):
     """Both runs start from the same weights. Compared by the final loss on the whole training set: the test
     accuracy moves by whole images (0.28 points each) and, asynchronously, with the order the workers' changes
@@ -111,7 +115,7 @@ def assert_trained_as_well(sync, asynchronous, how, workers):
     async_results = final_results(asynchronous, how, "async", workers)
     # After the last pull every worker holds the servers' weights.
     assert len({weights for _, _, weights in async_results.values()}) == 1, async_results
-    assert async_results[0][0] <= 1.2 * sync_loss, (async_results, sync_loss)
+    assert async_results[0][0] <= ASYNC_LOSS_BOUND * sync_loss, (async_results, sync_loss)
 
 
 @pytest.mark.timeout(600)
@@ -220,4 +224,4 @@ def test_an_asynchronous_elastic_job_goes_on_without_a_killed_worker_and_takes_i
     assert sorted(int(e[0]) for e in ends) == [0, 1, 2], out[-4000:]
     assert len({e[1] for e in ends}) == 1, f"weights differ: {ends}"
     reference = float(re.search(r"rank 0: uninterrupted accuracy [0-9.]+ loss ([0-9.]+)", out).group(1))
-    assert float(ends[0][5]) <= 1.2 * reference, (ends, reference)
+    assert float(ends[0][5]) <= ASYNC_LOSS_BOUND * reference, (ends, reference)
