@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -33,11 +34,13 @@ void KeepOutOfCoreDumps(void* base, size_t size) { madvise(base, size, MADV_DONT
 StatusOr<std::unique_ptr<SharedArena>> SharedArena::Create(size_t capacity) {
   capacity = RoundUpToPage(capacity);
   if (capacity <= kHeaderBytes) return InvalidArgument("a shared arena needs more than one page");
-  int fd = memfd_create("bps_tf_server", MFD_CLOEXEC);
+  int fd = memfd_create("bps_tf_shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return Unavailable(Errno("memfd_create"));
-  // A sparse file: pages exist only once written.
-  if (ftruncate(fd, static_cast<off_t>(capacity)) != 0) {
-    Status error = Unavailable(Errno("ftruncate of the shared arena"));
+  // A sparse file: pages exist only once written. Sealed at its size: a peer that maps it must not be
+  // able to shrink it under another's mapping (a read past the end would kill that process with SIGBUS).
+  if (ftruncate(fd, static_cast<off_t>(capacity)) != 0 ||
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    Status error = Unavailable(Errno("sizing the shared arena"));
     close(fd);
     return error;
   }
@@ -72,12 +75,68 @@ std::optional<SharedArena::Block> SharedArena::Allocate(size_t bytes) {
   return block;
 }
 
+std::optional<SharedArena::Block> SharedArena::AllocateAligned(size_t bytes, size_t alignment) {
+  if (alignment <= kPage) return Allocate(bytes);
+  if (alignment & (alignment - 1)) return std::nullopt;
+  const size_t size = RoundUpToPage(bytes == 0 ? 1 : bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  // Offsets are aligned as addresses are: the mapping starts on a page, and alignments above a page are
+  // taken from the address.
+  const uintptr_t at = reinterpret_cast<uintptr_t>(base_) + used_;
+  const size_t skip = (alignment - at % alignment) % alignment;
+  if (skip > capacity_ - used_ || size > capacity_ - used_ - skip) return std::nullopt;
+  Block block{base_ + used_ + skip, used_ + skip};
+  used_ += skip + size;
+  return block;
+}
+
 void SharedArena::Discard(const Block& block, size_t bytes) {
   const size_t size = RoundUpToPage(bytes == 0 ? 1 : bytes);
   if (block.offset < kHeaderBytes || block.offset > capacity_ || size > capacity_ - block.offset) return;
+  if (private_) {
+    (void)madvise(base_ + block.offset, size, MADV_DONTNEED);
+    return;
+  }
   // Best effort: where the kernel cannot punch holes the pages stay, as they did before.
   (void)fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(block.offset),
                   static_cast<off_t>(size));
+}
+
+std::optional<uint64_t> SharedArena::OffsetOf(const void* data, size_t bytes) const {
+  if (private_) return std::nullopt;
+  const char* at = static_cast<const char*>(data);
+  if (at < base_ + kHeaderBytes || at >= base_ + capacity_) return std::nullopt;
+  const uint64_t offset = static_cast<uint64_t>(at - base_);
+  if (bytes > capacity_ - offset) return std::nullopt;
+  return offset;
+}
+
+bool SharedArena::Holds(const void* data) const {
+  const char* at = static_cast<const char*>(data);
+  return at >= base_ && at < base_ + capacity_;
+}
+
+void SharedArena::MakePrivate() {
+  if (private_) return;
+  // Whatever was allocated keeps its contents: copied into anonymous memory moved over the same addresses.
+  const size_t used = used_;
+  void* copy = mmap(nullptr, used, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (copy == MAP_FAILED) std::abort();  // a child sharing its parent's heap would corrupt both
+  // Only the pages that hold data: reading a hole of the file would give it a page.
+  for (off_t from = 0; static_cast<size_t>(from) < used;) {
+    const off_t data = lseek(fd_, from, SEEK_DATA);
+    if (data < 0 || static_cast<size_t>(data) >= used) break;
+    off_t hole = lseek(fd_, data, SEEK_HOLE);
+    if (hole < 0 || static_cast<size_t>(hole) > used) hole = static_cast<off_t>(used);
+    std::memcpy(static_cast<char*>(copy) + data, base_ + data, static_cast<size_t>(hole - data));
+    from = hole;
+  }
+  if (mremap(copy, used, used, MREMAP_MAYMOVE | MREMAP_FIXED, base_) == MAP_FAILED) std::abort();
+  if (mmap(base_ + used, capacity_ - used, PROT_READ | PROT_WRITE,
+           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED) {
+    std::abort();
+  }
+  private_ = true;
 }
 
 StatusOr<std::unique_ptr<SharedArenaView>> SharedArenaView::Open(const std::string& locator) {
@@ -95,6 +154,12 @@ StatusOr<std::unique_ptr<SharedArenaView>> SharedArenaView::Open(const std::stri
   if (fstat(mine, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= static_cast<off_t>(kHeaderBytes)) {
     close(mine);
     return Unavailable(path + " is not a shared arena");
+  }
+  // Only a file that cannot shrink under this mapping (SharedArena::Create seals it so).
+  const int seals = fcntl(mine, F_GET_SEALS);
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+    close(mine);
+    return Unavailable(path + " is not sealed against shrinking: not a shared arena");
   }
   const size_t size = static_cast<size_t>(st.st_size);
   void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, mine, 0);

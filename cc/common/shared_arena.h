@@ -38,6 +38,8 @@ class SharedArena {
   // A page-aligned block of at least `bytes` (>= 1), or nothing when the arena is full. Thread-safe.
   // Blocks live until discarded, or as long as the arena.
   std::optional<Block> Allocate(size_t bytes);
+  // The same with the block's address a multiple of `alignment` (a power of two).
+  std::optional<Block> AllocateAligned(size_t bytes, size_t alignment);
   // Gives the memory of a block of `bytes` (as allocated) back to the system. Its addresses are never
   // handed out again, so a late write by a peer that still holds the offset (a worker that was frozen while
   // the server dropped the round) lands in no live block. Thread-safe.
@@ -45,6 +47,16 @@ class SharedArena {
 
   // What a peer passes to SharedArenaView::Open.
   const std::string& locator() const { return locator_; }
+  // Where [data, data + bytes) lies for a peer (the offset SharedArenaView::At takes), if it lies wholly
+  // in this arena and the arena is still shared.
+  std::optional<uint64_t> OffsetOf(const void* data, size_t bytes) const;
+  // Whether `data` is in this arena's reservation (shared or made private).
+  bool Holds(const void* data) const;
+  // In a child process forked from the owner: the arena's contents, at the same addresses, become this
+  // process's own, so that the child's writes and allocations never reach its parent. Peers' views see
+  // the parent's memory still; OffsetOf finds nothing from then on. Not thread-safe: call with no other
+  // thread using the arena (a fork handler).
+  void MakePrivate();
 
  private:
   SharedArena(int fd, char* base, size_t capacity, std::string locator);
@@ -55,6 +67,7 @@ class SharedArena {
   const std::string locator_;
   std::mutex mu_;
   size_t used_;
+  bool private_ = false;
 };
 
 // Another process's SharedArena, mapped into this one.

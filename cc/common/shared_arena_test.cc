@@ -1,6 +1,7 @@
 #include "cc/common/shared_arena.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -115,6 +116,36 @@ TEST(SharedArenaTest, WrongTokenOrFileIsRefused) {
   not_a_file << pid << " " << 987654 << " " << token;
   EXPECT_FALSE(SharedArenaView::Open(not_a_file.str()).ok());
   EXPECT_FALSE(SharedArenaView::Open("garbage").ok());
+}
+
+// A file its owner could shrink under a peer's mapping (a read past its end kills the reader) is refused.
+TEST(SharedArenaTest, AFileNotSealedAgainstShrinkingIsRefused) {
+  const int fd = memfd_create("not_sealed", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 1 << 20), 0);
+  const uint64_t token = 12345;
+  ASSERT_EQ(pwrite(fd, &token, sizeof(token), 0), static_cast<ssize_t>(sizeof(token)));
+  std::ostringstream locator;
+  locator << getpid() << " " << fd << " " << token;
+  auto view = SharedArenaView::Open(locator.str());
+  EXPECT_FALSE(view.ok());
+  EXPECT_NE(view.status().message().find("sealed"), std::string::npos) << view.status().message();
+  close(fd);
+}
+
+TEST(SharedArenaTest, AlignedBlocksAndOffsetsOfAddresses) {
+  auto arena = SharedArena::Create(size_t(1) << 30);
+  ASSERT_TRUE(arena.ok());
+  auto a = arena.value()->Allocate(100);
+  auto b = arena.value()->AllocateAligned(5 << 20, 2 << 20);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b->data) % (2 << 20), 0u);
+  EXPECT_EQ(arena.value()->OffsetOf(b->data + 10, 100), b->offset + 10);
+  EXPECT_FALSE(arena.value()->OffsetOf(b->data, size_t(1) << 31));  // runs past the end
+  int elsewhere = 0;
+  EXPECT_FALSE(arena.value()->OffsetOf(&elsewhere, 1));
+  EXPECT_FALSE(arena.value()->OffsetOf(b->data - b->offset, 1));  // the header
+  EXPECT_TRUE(arena.value()->Holds(b->data));
 }
 
 }  // namespace
