@@ -8,7 +8,8 @@ BAZEL_CACHE ?= $(HOME)/.cache/bps_tf/bazel-disk
 BAZEL_FLAGS := --repo_env=PYTHON_BIN_PATH=$(PY) --disk_cache=$(BAZEL_CACHE)
 CORE_TARGETS := //cc:libbps_core.so //cc/python:_core.so //cc/tf:_bps_ops.so
 # The server's tests again under AddressSanitizer: buffers shared with transports, threads and other processes.
-ASAN_TESTS := //cc/ps:server_test //cc/ps:elastic_servers_test //cc/ps:key_round_test //cc/ps:key_round_wide_test
+ASAN_TESTS := //cc/ps:server_test //cc/ps:elastic_servers_test //cc/ps:key_round_test //cc/ps:key_round_wide_test \
+              //cc/ps:key_round_in_place_test
 CUDA_TARGETS := //cc/cuda:cuda //cc/cuda:gpu_local_test //cc/cuda:gpu_job //cc/cuda:gpu_bench //cc/tf:_bps_ops.so
 
 .PHONY: demo test setup setup-slurm build build-tf2.15 wheel wheels wheels-check test-cc test-py

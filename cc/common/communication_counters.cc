@@ -43,6 +43,11 @@ void CommunicationCounters::MessageReceived() {
   ++totals_.messages_received;
 }
 
+void CommunicationCounters::PushedInPlace(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  totals_.bytes_pushed_in_place += bytes;
+}
+
 void CommunicationCounters::LatePush() {
   std::lock_guard<std::mutex> lock(mu_);
   ++totals_.late_pushes;

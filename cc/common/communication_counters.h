@@ -19,6 +19,9 @@ struct CommunicationTotals {
   uint64_t bytes_pushed = 0;     // as they travel (encoded when compressed), over the network or shared memory
   uint64_t bytes_pulled = 0;     // the sums received, likewise
   uint64_t uncompressed_bytes_pushed = 0;  // what the same pushes would have been without compression
+  // Of bytes_pushed, those a server on this host read where they lay in this process's memory (pushes in
+  // place: its sums were written there too).
+  uint64_t bytes_pushed_in_place = 0;
   // Messages to and from servers (pushes, fetches, residuals; their replies), whatever carried their
   // payloads: a message holding several partitions counts once.
   uint64_t messages_sent = 0;
@@ -43,6 +46,7 @@ class CommunicationCounters {
   void WaitEnded(double seconds);
   void Pushed(uint64_t bytes, uint64_t uncompressed_bytes);
   void Pulled(uint64_t bytes);
+  void PushedInPlace(uint64_t bytes);
   void MessageSent(int server);
   void MessageReceived();
   void LatePush();

@@ -324,6 +324,9 @@ StatusOr<Config> Config::FromEnvironment(const Environment& environment) {
   BPS_RETURN_IF_ERROR(env.Int("BYTEPS_SHARED_MEMORY", 0, 1, &value, "0 or 1"));
   c.shared_memory = value == 1;
   value = 1;
+  BPS_RETURN_IF_ERROR(env.Int("BYTEPS_IN_PLACE_PUSHES", 0, 1, &value, "0 or 1"));
+  c.in_place_pushes = value == 1;
+  value = 1;
   BPS_RETURN_IF_ERROR(env.Int("BYTEPS_FUSION", 0, 1, &value, "0 or 1"));
   c.fusion = value == 1;
   value = 0;

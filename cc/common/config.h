@@ -97,6 +97,10 @@ struct Config {
   // BYTEPS_SHARED_MEMORY: workers and servers on one host exchange tensors through the server's shared
   // memory (cc/common/shared_arena.h) instead of the transport.
   bool shared_memory = true;
+  // BYTEPS_IN_PLACE_PUSHES: with shared memory, a worker whose large tensors lie in its shareable heap
+  // (cc/common/shareable_heap.h, with jemalloc) lets the server read them and write the sum where they are
+  // (0: every push is copied into the server's memory and its sum out of it).
+  bool in_place_pushes = true;
   // BYTEPS_FUSION: a worker sends the small partitions to one server that are ready together as one message
   // (cc/ps/worker_operations.h); 0: each partition is a message of its own.
   bool fusion = true;

@@ -138,7 +138,7 @@ ShareableHeap* ShareableHeap::Install(std::string* why) {
     *why = "jemalloc did not say which arena serves large blocks";
     return nullptr;
   }
-  auto created = SharedArena::Create(kReservedBytes);
+  auto created = SharedArena::Create(kReservedBytes, "bps_tf_heap");
   if (!created.ok()) {
     *why = created.status().message();
     return nullptr;

@@ -31,10 +31,10 @@ void KeepOutOfCoreDumps(void* base, size_t size) { madvise(base, size, MADV_DONT
 
 }  // namespace
 
-StatusOr<std::unique_ptr<SharedArena>> SharedArena::Create(size_t capacity) {
+StatusOr<std::unique_ptr<SharedArena>> SharedArena::Create(size_t capacity, const char* name) {
   capacity = RoundUpToPage(capacity);
   if (capacity <= kHeaderBytes) return InvalidArgument("a shared arena needs more than one page");
-  int fd = memfd_create("bps_tf_shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return Unavailable(Errno("memfd_create"));
   // A sparse file: pages exist only once written. Sealed at its size: a peer that maps it must not be
   // able to shrink it under another's mapping (a read past the end would kill that process with SIGBUS).

@@ -25,8 +25,9 @@ namespace bps {
 
 class SharedArena {
  public:
-  // Reserves `capacity` bytes of address space; memory is used only as blocks are written.
-  static StatusOr<std::unique_ptr<SharedArena>> Create(size_t capacity);
+  // Reserves `capacity` bytes of address space; memory is used only as blocks are written. `name` is the
+  // file's name in /proc/<pid>/maps.
+  static StatusOr<std::unique_ptr<SharedArena>> Create(size_t capacity, const char* name = "bps_tf_server");
   ~SharedArena();
   SharedArena(const SharedArena&) = delete;
   SharedArena& operator=(const SharedArena&) = delete;

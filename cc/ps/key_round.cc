@@ -124,6 +124,7 @@ Status KeyRound::Admit(int rank, uint32_t round, bool* summed) {
 // Whether the push just admitted completed the round (which is then completed).
 bool KeyRound::Counted() {
   if (static_cast<int>(pushed_.size()) < contributions_needed() || !WindowAllows()) return false;
+  TakeInWaiting();  // (a contributor counted absent completed a round of waiting pushes)
   CompleteRound();
   return true;
 }
@@ -137,10 +138,99 @@ bool KeyRound::WindowAllows() const {
   return true;
 }
 
+StatusOr<bool> KeyRound::AddInPlace(int rank, uint32_t round, const void* input, void* output, bool may_wait,
+                                    std::shared_ptr<const void> kept) {
+  if (compression_.on()) return InvalidArgument("a compressed key takes encoded pushes only, not in place");
+  bool summed = false;
+  BPS_RETURN_IF_ERROR(Admit(rank, round, &summed));
+  if (!summed) return Counted();
+  // (pushed_ counts this push already.)
+  const bool all_waiting = waiting_in_place_.size() + 1 == pushed_.size() && !accumulator_set_ &&
+                           pending_ == kNobody;
+  if (may_wait && backups_ == 0 && all_waiting) {
+    waiting_in_place_.push_back(InPlacePush{rank, input, output, std::move(kept)});
+    if (static_cast<int>(pushed_.size()) < contributions_needed()) return false;
+    CombineWaiting();
+    return true;
+  }
+  TakeInWaiting();
+  Accumulate(rank, input);
+  return Counted();
+}
+
+void KeyRound::Accumulate(int rank, const void* input) {
+  data_from_ = data_from_ == kNobody ? rank : kSeveral;
+  void* acc = accumulator();
+  if (pending_ != kNobody) {  // (wide accumulators) a first push waits in its receive buffer
+    CombineTwoIntoAccumulator(helpers_, op_, dtype_, acc, receive_[pending_.load()].data, input, num_elements_);
+    pending_ = kNobody;
+  } else if (accumulator_set_) {
+    CombineIntoAccumulator(helpers_, op_, dtype_, acc, input, num_elements_);
+  } else {
+    StoreToAccumulator(helpers_, dtype_, acc, input, num_elements_);
+  }
+  accumulator_set_ = true;
+}
+
+void KeyRound::TakeInWaiting() {
+  for (const InPlacePush& push : waiting_in_place_) Accumulate(push.rank, push.input);
+  waiting_in_place_.clear();
+}
+
+void KeyRound::CombineWaiting() {
+  const std::vector<InPlacePush>& pushes = waiting_in_place_;
+  void* out = pushes[0].output;
+  const size_t count = pushes.size();
+  // An output may be its own push's input (TensorFlow forwarded it): it is then combined into, not over.
+  auto input_of = [&](size_t i) { return pushes[i].input; };
+  if (count == 1) {
+    if (out != input_of(0)) CopyInParallel(out, input_of(0));
+  } else if (wide_sum_) {
+    if (count == 2) {
+      CombineTwoAndLoad(helpers_, op_, dtype_, input_of(0), input_of(1), out, num_elements_);
+    } else {
+      CombineTwoIntoAccumulator(helpers_, op_, dtype_, wide_sum_.get(), input_of(0), input_of(1), num_elements_);
+      for (size_t i = 2; i < count; ++i) {
+        CombineIntoAccumulator(helpers_, op_, dtype_, wide_sum_.get(), input_of(i), num_elements_);
+      }
+      LoadFromAccumulator(helpers_, dtype_, wide_sum_.get(), out, num_elements_);
+    }
+  } else {
+    size_t next = 2;
+    if (out == input_of(0)) {
+      CombineIntoAccumulator(helpers_, op_, dtype_, out, input_of(1), num_elements_);
+    } else if (out == input_of(1)) {
+      CombineIntoAccumulator(helpers_, op_, dtype_, out, input_of(0), num_elements_);
+    } else {
+      CombineTwoIntoAccumulator(helpers_, op_, dtype_, out, input_of(0), input_of(1), num_elements_);
+    }
+    for (; next < count; ++next) CombineIntoAccumulator(helpers_, op_, dtype_, out, input_of(next), num_elements_);
+  }
+  for (size_t i = 1; i < count; ++i) {
+    if (pushes[i].output != out) CopyInParallel(pushes[i].output, out);
+  }
+  const uint32_t round = accumulating_round();
+  result_from_[round % results_.size()] = kWrittenInPlace;
+  waiting_in_place_.clear();
+  data_from_ = kNobody;
+  accumulator_set_ = false;
+  pushed_.clear();
+  ++completed_round_;
+}
+
+void KeyRound::CopyInParallel(void* destination, const void* source) {
+  auto copy = [&](size_t begin, size_t end) {
+    std::memcpy(static_cast<char*>(destination) + begin, static_cast<const char*>(source) + begin, end - begin);
+  };
+  if (helpers_ == nullptr) return copy(0, bytes());
+  helpers_->Run(bytes(), kParallelGrainBytes, kPageBytes, copy);
+}
+
 StatusOr<bool> KeyRound::Add(int rank, uint32_t round) {
   bool summed = false;
   BPS_RETURN_IF_ERROR(Admit(rank, round, &summed));
   if (!summed) return Counted();
+  TakeInWaiting();
   if (compression_.on()) {
     Status decoded = DecodeInto(rank);
     if (!decoded.ok()) {
@@ -202,7 +292,10 @@ StatusOr<bool> KeyRound::AddZeros(int rank, uint32_t round) {
   }
   bool summed = false;
   BPS_RETURN_IF_ERROR(Admit(rank, round, &summed));
-  if (summed) ClearAccumulatorIfUnset();
+  if (summed) {
+    TakeInWaiting();
+    ClearAccumulatorIfUnset();
+  }
   return Counted();
 }
 

@@ -79,6 +79,18 @@ class KeyRound {
   // Adds worker `rank`'s pushed data (already in its receive buffer) to round `round` (with backups: or
   // drops it, late). Returns true when this push completed the accumulating round.
   StatusOr<bool> Add(int rank, uint32_t round);
+  // A push that stays where its worker has it (`input`, bytes() in dtype(), readable until the round
+  // completes) and whose sum goes to `output` (`kept` keeps both mapped until then): a worker's push from
+  // its shareable heap (ShareMode::kInPlace). While every push of the round came so (and `may_wait`: no
+  // reader fetches the round's sum later), they wait; the push that completes the round combines them
+  // straight into one output and copies that to the others, so that each byte is read once from each
+  // worker and written once to each (result_written_in_place). Otherwise the data is added as a received
+  // push's would be and the sum goes to `output` when the pull is answered.
+  StatusOr<bool> AddInPlace(int rank, uint32_t round, const void* input, void* output, bool may_wait,
+                            std::shared_ptr<const void> kept);
+  // Whether completed round `round`'s sum went straight to its pushers' outputs (AddInPlace) and is in no
+  // buffer here.
+  bool result_written_in_place(uint32_t round) const { return SlotFrom(round) == kWrittenInPlace; }
   // The same for a push of zeros (no data, nothing to add; sums only).
   StatusOr<bool> AddZeros(int rank, uint32_t round);
   // Counts worker `rank` as done in round `round` without a contribution (it joined): zeros in a sum, left
@@ -145,6 +157,20 @@ class KeyRound {
   Status DecodeInto(int rank);
   void EncodeResult();
 
+  // In-place pushes waiting for the round's other pushes (AddInPlace).
+  struct InPlacePush {
+    int rank;
+    const void* input;
+    void* output;
+    std::shared_ptr<const void> kept;
+  };
+  // Adds `input` (rank's data, elsewhere than its receive buffer) to the accumulator.
+  void Accumulate(int rank, const void* input);
+  // The waiting in-place pushes join the accumulator: a push of another kind came.
+  void TakeInWaiting();
+  // Every contribution waited in place: combined into the first output, copied to the others.
+  void CombineWaiting();
+  void CopyInParallel(void* destination, const void* source);
   // Checks a push of `round` and counts it; `*summed`: whether its data joins the round (false: late).
   Status Admit(int rank, uint32_t round, bool* summed);
   void ClearAccumulatorIfUnset();
@@ -182,6 +208,8 @@ class KeyRound {
   // Who pushed data (not zeros) in the accumulating round, and in the completed one: a rank, or:
   static constexpr int kNobody = -1;
   static constexpr int kSeveral = -2;
+  static constexpr int kWrittenInPlace = -3;  // (result_from_ only) see result_written_in_place
+  std::vector<InPlacePush> waiting_in_place_;
   int data_from_ = kNobody;
   bool accumulator_set_ = false;  // the accumulating round's accumulator holds a value (data or zeros)
   // Wide accumulators (AddWide): the rank whose push is the round's only one so far, left in its receive

@@ -62,6 +62,10 @@ std::string Message::Encode() const {
   w.Put<uint8_t>(in_shared ? 1 : 0);
   w.Put<uint64_t>(shared_result);
   w.Put<uint64_t>(shared_receive);
+  w.Put<uint64_t>(in_place_input);
+  w.Put<uint64_t>(in_place_output);
+  w.Put<uint8_t>(heap_mapped ? 1 : 0);
+  w.Put<uint8_t>(written ? 1 : 0);
   w.Put<uint64_t>(held_us);
   w.Put<uint8_t>(late ? 1 : 0);
   w.Put<uint32_t>(latest);
@@ -88,6 +92,10 @@ StatusOr<Message> Message::Decode(const std::string& bytes) {
   uint8_t in_shared = r.Get<uint8_t>();
   m.shared_result = r.Get<uint64_t>();
   m.shared_receive = r.Get<uint64_t>();
+  m.in_place_input = r.Get<uint64_t>();
+  m.in_place_output = r.Get<uint64_t>();
+  uint8_t heap_mapped = r.Get<uint8_t>();
+  uint8_t written = r.Get<uint8_t>();
   m.held_us = r.Get<uint64_t>();
   uint8_t late = r.Get<uint8_t>();
   m.latest = r.Get<uint32_t>();
@@ -95,7 +103,8 @@ StatusOr<Message> Message::Decode(const std::string& bytes) {
   m.text = r.GetString();
   if (r.failed() || type < 1 || type > static_cast<uint8_t>(MessageType::kLastType) || !IsValidDataType(dtype) ||
       code > static_cast<uint8_t>(Code::kLastCode) || zeros > 1 || echo > 1 ||
-      share > static_cast<uint8_t>(ShareMode::kMapped) || in_shared > 1 || late > 1) {
+      share > static_cast<uint8_t>(ShareMode::kInPlace) || in_shared > 1 || late > 1 || heap_mapped > 1 ||
+      written > 1) {
     return Truncated("protocol");
   }
   m.type = static_cast<MessageType>(type);
@@ -106,6 +115,8 @@ StatusOr<Message> Message::Decode(const std::string& bytes) {
   m.share = static_cast<ShareMode>(share);
   m.in_shared = in_shared == 1;
   m.late = late == 1;
+  m.heap_mapped = heap_mapped == 1;
+  m.written = written == 1;
   return m;
 }
 

@@ -72,6 +72,9 @@ enum class ShareMode : uint8_t {
   kNone = 0,
   kOffer,   // PUSH: "I am on your host": the reply names the arena (text) and this key's receive buffer
   kMapped,  // PUSH: "I have mapped your arena": the reply's sum stays in it (shared_result)
+  // PUSH: "the data stays at in_place_input of my heap (cc/common/shareable_heap.h), which you map: write
+  // the sum at in_place_output". No payload; the reply says `written`.
+  kInPlace,
 };
 
 struct Message {
@@ -90,6 +93,10 @@ struct Message {
   static constexpr uint64_t kNoOffset = ~uint64_t(0);
   uint64_t shared_result = kNoOffset;   // PULL_REPLY: the sum is at this arena offset: no payload
   uint64_t shared_receive = kNoOffset;  // PULL_REPLY: where the receiver's next push of this key goes
+  uint64_t in_place_input = kNoOffset;   // PUSH with kInPlace: where the pushed data is in the sender's heap
+  uint64_t in_place_output = kNoOffset;  // PUSH with kInPlace: where the sum goes in the sender's heap
+  bool heap_mapped = false;  // PULL_REPLY to a push naming the sender's heap (text): the server maps it
+  bool written = false;      // PULL_REPLY to a kInPlace push: the sum is at its in_place_output
   // PULL_REPLY: microseconds the server held the receiver's push (or fetch) until the round's last
   // contribution arrived: the receiver's wait for the slowest worker.
   uint64_t held_us = 0;
@@ -100,7 +107,9 @@ struct Message {
   // behind it is (0 otherwise).
   uint32_t latest = 0;
   Code code = Code::kOk;     // replies: the outcome
-  std::string text;          // error message, or a type-specific body (PULL_REPLY to kOffer: the arena's locator)
+  // Error message, or a type-specific body (PULL_REPLY to kOffer: the arena's locator; PUSH from a worker
+  // with a shareable heap to a server on its host: the heap's locator).
+  std::string text;
 
   Status status() const { return code == Code::kOk ? Status::OK() : Status(code, text); }
   void set_status(const Status& s) {
@@ -109,7 +118,7 @@ struct Message {
   }
 
   // The encoding's bytes besides `text`: what Encode allocates at once.
-  static constexpr size_t kFixedEncodedBytes = 80;
+  static constexpr size_t kFixedEncodedBytes = 98;
   std::string Encode() const;
   static StatusOr<Message> Decode(const std::string& bytes);
 };

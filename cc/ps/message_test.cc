@@ -21,6 +21,10 @@ TEST(MessageTest, RoundTrips) {
   m.in_shared = true;
   m.shared_result = 8192;
   m.shared_receive = 0;
+  m.in_place_input = 4096;
+  m.in_place_output = 1ull << 35;
+  m.heap_mapped = true;
+  m.written = true;
   m.held_us = 1234567;
   m.set_status(DeadlineExceeded("slow"));
   auto back = Message::Decode(m.Encode());
@@ -39,8 +43,13 @@ TEST(MessageTest, RoundTrips) {
   EXPECT_TRUE(back.value().in_shared);
   EXPECT_EQ(back.value().shared_result, 8192u);
   EXPECT_EQ(back.value().shared_receive, 0u);
+  EXPECT_EQ(back.value().in_place_input, 4096u);
+  EXPECT_EQ(back.value().in_place_output, 1ull << 35);
+  EXPECT_TRUE(back.value().heap_mapped);
+  EXPECT_TRUE(back.value().written);
   EXPECT_EQ(back.value().held_us, 1234567u);
   EXPECT_EQ(Message::Decode(Message().Encode()).value().shared_result, Message::kNoOffset);
+  EXPECT_EQ(Message::Decode(Message().Encode()).value().in_place_output, Message::kNoOffset);
   EXPECT_EQ(back.value().status().code(), Code::kDeadlineExceeded);
   EXPECT_EQ(back.value().text, "slow");
 }

@@ -37,6 +37,8 @@ struct Request {
   bool sum = false;  // the reply carries a round's sum (counted in CommunicationCounters)
   // Moves the sum from the host to where `destination` stands for (a GPU tensor); null: it is there.
   std::shared_ptr<DataMover> mover;
+  bool in_place = false;      // a push in place (ShareMode::kInPlace): the server writes the sum itself
+  bool heap_offered = false;  // the push named this process's heap: the reply says whether the server maps it
   double started = 0;
   // What the request waits for, for error messages (WorkerOperations::Awaited). The sentence is composed
   // only when one is shown: a push does not build it.

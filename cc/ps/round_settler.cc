@@ -1,6 +1,7 @@
 #include "cc/ps/round_settler.h"
 
 #include <algorithm>
+#include <cstring>
 #include <sstream>
 
 #include "cc/common/logging.h"
@@ -53,6 +54,19 @@ void RoundSettler::Answer(uint64_t key, ServerKey* entry, const ParkedPull& pull
   // A gather's partitions are mostly zeros or one worker's rows: those need no bytes back.
   reply.late = pull.late;
   if (round.contributions_needed() < round.num_workers()) reply.latest = round.completed_round();
+  reply.heap_mapped = pull.heap_mapped;
+  if (pull.output != nullptr) {
+    // In place: the sum goes where the worker said, now unless it is there already.
+    if (!round.result_written_in_place(pull.round)) {
+      std::memcpy(pull.output, round.result(pull.round), round.bytes());
+    }
+    reply.written = true;
+    return Deliver(pull, reply, nullptr, 0);
+  }
+  if (round.result_written_in_place(pull.round)) {
+    // (Only pushes in place take part in such a round: nobody else can ask for it.)
+    return ReplyError(pull, key, Internal("round " + std::to_string(pull.round) + "'s sum went to its pushers only"));
+  }
   reply.zeros = round.result_is_zero(pull.round);
   reply.echo = round.result_sole_contributor(pull.round) == pull.rank;
   bool payload = !reply.zeros && !reply.echo;

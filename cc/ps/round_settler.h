@@ -33,6 +33,11 @@ struct ParkedPull {
   std::shared_ptr<FusedReply> fused;  // a member of a PUSH_MANY: its answer goes there, as member `member`
   size_t member = 0;
   bool late = false;  // backup workers: the push came after its round had its contributions (dropped)
+  // A push in place (ShareMode::kInPlace): where its sum goes in the pusher's heap, and what keeps that
+  // mapped; the reply then says `written`.
+  void* output = nullptr;
+  std::shared_ptr<const void> kept;
+  bool heap_mapped = false;  // the push named its worker's heap, and this server maps it
 };
 
 // A key a server sums: its plan, its rounds, and who waits on them. Owned by a shared_ptr in a server (a

@@ -405,17 +405,27 @@ void Server::HandlePush(PeerId from, const Message& m, void* payload) {
   if (entry != nullptr && m.in_shared && !entry->round->shared()) {
     error = InvalidArgument("worker " + std::to_string(m.sender) +
                             " put its push in shared memory, but this key is not shared");
-  } else if (entry != nullptr && payload == nullptr && m.num_elements > 0 && !m.zeros && !m.in_shared) {
+  } else if (entry != nullptr && payload == nullptr && m.num_elements > 0 && !m.zeros && !m.in_shared &&
+             m.share != ShareMode::kInPlace) {
     error = InvalidArgument("push payload of worker " + std::to_string(m.sender) + " could not be received");
   } else if (entry != nullptr && payload != nullptr && received != entry) {
     error = Aborted(kRoundDropped);  // the generation ended while the payload arrived: it went to the old key
   }
   ParkedPull pull{from, m.sender, m.share, m.request_id, m.round, NowSeconds()};
+  std::shared_ptr<const SharedArenaView> heap;
+  if (error.ok() && m.share != ShareMode::kNone && !m.text.empty()) {
+    heap = worker_heaps_.Map(from, m.text);  // a worker on this host names its heap
+    pull.heap_mapped = heap != nullptr;
+  }
+  const void* in_place_input = nullptr;
+  if (error.ok() && m.share == ShareMode::kInPlace) error = PlaceInHeap(m, *entry, heap, &in_place_input, &pull);
   if (!error.ok()) return settler_.ReplyError(pull, m.key, error);
   if (entry->spec.op == ReduceOp::kWeights) return AsyncPush(entry.get(), pull, m.zeros);
   const uint64_t key = m.key;
   const bool zeros = m.zeros;
-  auto sum = [this, key, entry, zeros, pull] { SumPush(key, entry.get(), pull.rank, zeros, pull); };
+  auto sum = [this, key, entry, zeros, pull, in_place_input] {
+    SumPush(key, entry.get(), pull.rank, zeros, pull, in_place_input);
+  };
   // A small push, or one that is the whole sum (one worker), is summed here, on the transport's thread, when
   // its summing thread is idle: waking that thread would cost more than the sum. A large push with others to
   // add goes to the summing thread, so reading goes on meanwhile.
@@ -595,9 +605,38 @@ void Server::SendAsyncReplies(const std::vector<AsyncReply>& replies) {
   }
 }
 
-void Server::SumPush(uint64_t key, ServerKey* entry, int rank, bool zeros, const ParkedPull& pull) {
+Status Server::PlaceInHeap(const Message& m, const ServerKey& entry, std::shared_ptr<const SharedArenaView> heap,
+                           const void** input, ParkedPull* pull) {
+  const std::string who = "worker " + std::to_string(m.sender);
+  if (heap == nullptr) {
+    return Unavailable(who + " pushed in place, but this server cannot map its memory: set "
+                       "BYTEPS_IN_PLACE_PUSHES=0 where processes cannot see each other's memory");
+  }
+  if (m.zeros || entry.spec.op == ReduceOp::kWeights || entry.round->wire_bytes() != entry.round->bytes()) {
+    return InvalidArgument(who + " pushed in place a key that takes its data through the transport (zeros, "
+                           "compressed, or asynchronous weights)");
+  }
+  const size_t bytes = entry.round->bytes();
+  const char* from = heap->At(m.in_place_input, bytes);
+  char* to = heap->At(m.in_place_output, bytes);
+  if (from == nullptr || to == nullptr) {
+    return InvalidArgument(who + " pushed in place at offsets outside its memory");
+  }
+  *input = from;
+  pull->output = to;
+  pull->kept = std::move(heap);
+  return Status::OK();
+}
+
+void Server::SumPush(uint64_t key, ServerKey* entry, int rank, bool zeros, const ParkedPull& pull,
+                     const void* in_place_input) {
   const uint64_t dropped = entry->round->dropped_pushes();
-  auto added = zeros ? entry->round->AddZeros(rank, pull.round) : entry->round->Add(rank, pull.round);
+  // A published key's sum is fetched by its readers later: it must stay in the key's buffers.
+  const bool may_wait = entry->spec.scope != TensorScope::kPublished;
+  auto added = zeros ? entry->round->AddZeros(rank, pull.round)
+               : pull.output != nullptr
+                   ? entry->round->AddInPlace(rank, pull.round, in_place_input, pull.output, may_wait, pull.kept)
+                   : entry->round->Add(rank, pull.round);
   if (!added.ok()) {
     BPS_LOG(Error) << "key " << key << ": " << added.status().message();
     return settler_.ReplyError(pull, key, added.status());
@@ -646,6 +685,7 @@ void Server::OnPeerLost(PeerId peer, const Status& why) {
     Finish(Unavailable(lost));
     return;
   }
+  worker_heaps_.Forget(peer);
   std::lock_guard<std::mutex> lock(keys_mu_);
   receiving_.erase(peer);
   fused_inboxes_.Forget(peer);

@@ -40,6 +40,7 @@
 #include "cc/ps/message.h"
 #include "cc/ps/round_settler.h"
 #include "cc/ps/server_generation.h"
+#include "cc/ps/worker_heaps.h"
 #include "cc/transport/transport.h"
 
 namespace bps {
@@ -94,7 +95,13 @@ class Server : public MessageHandler {
   void HandleFetch(PeerId from, const Message& m);
   // SAVE_RESIDUAL / LOAD_RESIDUAL of a compressed key (checkpoints of its error feedback).
   void HandleResidual(PeerId from, const Message& m, void* payload);
-  void SumPush(uint64_t key, ServerKey* entry, int rank, bool zeros, const ParkedPull& pull);
+  // Where a push in place (ShareMode::kInPlace) is read from and its sum goes, in the pusher's heap
+  // (`heap`, null where it cannot be mapped): set in `*input` and `pull`, or the error.
+  Status PlaceInHeap(const Message& m, const ServerKey& entry, std::shared_ptr<const SharedArenaView> heap,
+                     const void** input, ParkedPull* pull);
+  // `in_place_input`: a push in place's data (pull.output is then set).
+  void SumPush(uint64_t key, ServerKey* entry, int rank, bool zeros, const ParkedPull& pull,
+               const void* in_place_input = nullptr);
   // Asynchronous training (a key of ReduceOp::kWeights): a push is a change of the weights (or their initial
   // value) that async_ applies; its reply carries the weights.
   void AsyncPush(ServerKey* entry, const ParkedPull& pull, bool zeros);
@@ -147,6 +154,7 @@ class Server : public MessageHandler {
   };
   std::unordered_map<PeerId, std::vector<Receiving>> receiving_;
   FusedInboxes fused_inboxes_;  // PUSH_MANY payloads being received
+  WorkerHeaps worker_heaps_;    // of the workers on this host that push in place
   std::vector<Retired> retired_;
   RoundSettler settler_;
   ThrottledLog dropped_{"messages dropped or peers turned away"};

@@ -9,6 +9,11 @@
 
 namespace bps {
 
+SharedPushes::SharedPushes(bool enabled, bool in_place)
+    : enabled_(enabled),
+      heap_(enabled && in_place ? ShareableHeap::Get() : nullptr),
+      copy_helpers_(enabled ? CopyHelpers() : 0) {}
+
 void SharedPushes::SetServers(std::vector<std::string> names, std::vector<bool> on_this_host) {
   std::lock_guard<std::mutex> lock(mu_);
   if (names != names_) {
@@ -28,12 +33,26 @@ bool SharedPushes::MayShare(int server) {
          !arenas_[server].unusable;
 }
 
-SharedPushes::Plan SharedPushes::PlanPush(int server, uint64_t key, size_t bytes, bool has_data) {
+SharedPushes::Plan SharedPushes::PlanPush(int server, uint64_t key, size_t bytes, const void* input, void* output,
+                                          bool memory_kept) {
   Plan plan;
+  const bool has_data = input != nullptr;
   std::lock_guard<std::mutex> lock(mu_);
   if (!enabled_ || server >= static_cast<int>(arenas_.size()) || !on_this_host_[server]) return plan;
   const Arena& arena = arenas_[server];
   if (arena.unusable) return plan;
+  if (heap_ != nullptr && arena.heap == Arena::Heap::kMapped && memory_kept && has_data) {
+    auto from = heap_->OffsetOf(input, bytes);
+    auto to = heap_->OffsetOf(output, bytes);
+    if (from && to) {
+      plan.share = ShareMode::kInPlace;
+      plan.in_place_input = *from;
+      plan.in_place_output = *to;
+      plan.heap = &heap_->locator();
+      return plan;
+    }
+  }
+  if (heap_ != nullptr && arena.heap == Arena::Heap::kUnknown) plan.heap = &heap_->locator();
   plan.share = arena.view ? ShareMode::kMapped : ShareMode::kOffer;
   // An offset is good for one push: the server may make that buffer the round's running sum, and only a
   // successful reply says where the next push goes. After a failed round the next push takes the transport.
@@ -87,6 +106,12 @@ void SharedPushes::Copy(void* destination, const void* source, size_t bytes) {
   copy_helpers_.Run(bytes, kGrainBytes, kAlignBytes, [&](size_t begin, size_t end) {
     std::memcpy(static_cast<char*>(destination) + begin, static_cast<const char*>(source) + begin, end - begin);
   });
+}
+
+void SharedPushes::TakeHeapAnswer(int server, bool mapped) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (server >= static_cast<int>(arenas_.size())) return;
+  arenas_[server].heap = mapped ? Arena::Heap::kMapped : Arena::Heap::kUnmapped;
 }
 
 void SharedPushes::ForgetOffsets() {

@@ -2,6 +2,12 @@
 // such a server is copied straight into the server's arena, and its sum may be read back from there, so the
 // data crosses in one memcpy instead of the transport. A server names its arena in a reply; this worker maps
 // it then. Each successful reply says where this worker's next push of the key goes.
+//
+// Pushes in place: where this process has a shareable heap (cc/common/shareable_heap.h) and the caller
+// keeps a push's memory until its server can no longer write there (after a failure too), a push whose
+// input and output both lie in the heap names their offsets instead, and the server reads and writes
+// them there (ShareMode::kInPlace). The heap is named to each server on this host with the first pushes;
+// the server's reply says whether it maps it.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +18,7 @@
 #include <vector>
 
 #include "cc/common/chunk_helpers.h"
+#include "cc/common/shareable_heap.h"
 #include "cc/common/shared_arena.h"
 #include "cc/common/status.h"
 #include "cc/ps/message.h"
@@ -24,10 +31,13 @@ class SharedPushes {
   struct Plan {
     ShareMode share = ShareMode::kNone;
     char* destination = nullptr;  // where to copy the pushed bytes; null: they go through the transport
+    uint64_t in_place_input = Message::kNoOffset;  // kInPlace: the offsets of input and output in the heap
+    uint64_t in_place_output = Message::kNoOffset;
+    const std::string* heap = nullptr;  // the heap's locator, to name in the push (null: nothing to name)
   };
 
-  // `enabled`: BYTEPS_SHARED_MEMORY.
-  explicit SharedPushes(bool enabled) : enabled_(enabled), copy_helpers_(enabled ? CopyHelpers() : 0) {}
+  // `enabled`: BYTEPS_SHARED_MEMORY; `in_place`: BYTEPS_IN_PLACE_PUSHES.
+  SharedPushes(bool enabled, bool in_place);
 
   // Copies a push into its place in an arena (PlanPush's destination), or a sum out of it. A large copy is
   // split over a few threads: one thread's memcpy reaches a fraction of a many-core host's memory bandwidth.
@@ -40,9 +50,12 @@ class SharedPushes {
   // known to be unusable).
   bool MayShare(int server);
 
-  // How this worker's next push of `key` (`bytes`, or zeros without `has_data`) to `server` goes. An
-  // offset the server gave is good for one push only.
-  Plan PlanPush(int server, uint64_t key, size_t bytes, bool has_data);
+  // How this worker's next push of `key` (`bytes` from `input`, or zeros where it is null; the sum into
+  // `output`) to `server` goes. An offset the server gave is good for one push only. `memory_kept`: the
+  // caller keeps `input` and `output` after a failure (may push in place).
+  Plan PlanPush(int server, uint64_t key, size_t bytes, const void* input, void* output, bool memory_kept);
+  // What `server` answered to a push that named this process's heap: whether it maps it.
+  void TakeHeapAnswer(int server, bool mapped);
 
   // Takes what `reply` (to a push of `key` to `server`) says about shared memory: maps the arena it names,
   // notes where the next push goes, and copies a sum that stayed in the arena into `destination` (Copy).
@@ -59,6 +72,8 @@ class SharedPushes {
   struct Arena {
     bool unusable = false;  // mapping failed (another PID namespace, permissions): use the transport
     std::unique_ptr<SharedArenaView> view;
+    enum class Heap : uint8_t { kUnknown, kMapped, kUnmapped };
+    Heap heap = Heap::kUnknown;  // whether the server maps this process's heap
   };
 
   // Helpers of one large copy: up to kCopyThreads threads in all, no more than the cores, the caller included.
@@ -66,6 +81,7 @@ class SharedPushes {
   static int CopyHelpers();
 
   const bool enabled_;
+  ShareableHeap* const heap_;  // null: no pushes in place
   ChunkHelpers copy_helpers_;
   std::mutex mu_;
   std::vector<std::string> names_;

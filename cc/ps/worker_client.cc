@@ -6,7 +6,7 @@ WorkerClient::WorkerClient(const Config& config, Transport* transport)
     : config_(config),
       transport_(transport),
       servers_(config_, transport),
-      shared_(config_.shared_memory),
+      shared_(config_.shared_memory, config_.in_place_pushes),
       lifecycle_(config_, transport, &servers_, &requests_, &shared_),
       operations_(config_, transport, &lifecycle_, &servers_, &requests_, &shared_) {}
 

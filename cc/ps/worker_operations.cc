@@ -29,14 +29,14 @@ void WorkerOperations::Declare(const TensorSpec& spec, DeclareDone done) {
 
 void WorkerOperations::PushPull(const Partition& part, uint32_t round, Participant me, DataType dtype,
                                 const void* input, void* output, std::function<void()> on_sent, Done done,
-                                FusedPushes* fused, std::shared_ptr<DataMover> mover) {
+                                FusedPushes* fused, std::shared_ptr<DataMover> mover, bool memory_kept) {
   if (fused != nullptr && mover == nullptr) {
-    fused->pushes.push_back(
-        FusedPushes::Push{part, round, me, dtype, input, output, std::move(on_sent), std::move(done)});
+    fused->pushes.push_back(FusedPushes::Push{part, round, me, dtype, input, output, std::move(on_sent),
+                                              std::move(done), memory_kept});
     return;
   }
   SendPush(part, round, me, dtype, input, output, part.count * DataTypeSize(dtype), /*shareable=*/true,
-           std::move(on_sent), std::move(done), std::move(mover));
+           std::move(on_sent), std::move(done), std::move(mover), memory_kept);
 }
 
 void WorkerOperations::PushPullEncoded(const Partition& part, uint32_t round, Participant me, const void* encoded,
@@ -47,7 +47,8 @@ void WorkerOperations::PushPullEncoded(const Partition& part, uint32_t round, Pa
 
 void WorkerOperations::SendPush(const Partition& part, uint32_t round, Participant me, DataType dtype,
                                 const void* input, void* output, size_t wire_bytes, bool shareable,
-                                std::function<void()> on_sent, Done done, std::shared_ptr<DataMover> mover) {
+                                std::function<void()> on_sent, Done done, std::shared_ptr<DataMover> mover,
+                                bool memory_kept) {
   Status failed = requests_->refusal();
   if (!failed.ok()) {
     if (on_sent) on_sent();
@@ -55,7 +56,9 @@ void WorkerOperations::SendPush(const Partition& part, uint32_t round, Participa
   }
   OutgoingPush out{FusedPushes::Push{part, round, me, dtype, input, output, std::move(on_sent), std::move(done)},
                    wire_bytes, {}, std::move(mover)};
-  if (shareable) out.shared = shared_->PlanPush(part.server, part.key, out.bytes(), input != nullptr);
+  if (shareable) {
+    out.shared = shared_->PlanPush(part.server, part.key, out.bytes(), input, output, memory_kept && mover == nullptr);
+  }
   // A server on this host sums straight from its arena: the data crosses in one memcpy, not the transport.
   // A mover puts it there from where it is (or stages it for the transport): started on the thread of
   // pushes_to_host_, so that this thread goes on to the next push, and waited for on that of
@@ -102,6 +105,8 @@ void WorkerOperations::SendPlanned(OutgoingPush out, const Status& moved) {
   r.sum = true;
   r.mover = std::move(out.mover);
   r.round = push.round;
+  r.in_place = out.shared.share == ShareMode::kInPlace;
+  r.heap_offered = out.shared.heap != nullptr;
   Message m;
   m.type = MessageType::kPush;
   m.sender = push.me.index;
@@ -113,7 +118,10 @@ void WorkerOperations::SendPlanned(OutgoingPush out, const Status& moved) {
   m.zeros = push.input == nullptr;
   m.share = out.shared.share;
   m.in_shared = out.shared.destination != nullptr;
-  const bool payload = !m.zeros && !m.in_shared;
+  m.in_place_input = out.shared.in_place_input;
+  m.in_place_output = out.shared.in_place_output;
+  if (out.shared.heap != nullptr) m.text = *out.shared.heap;
+  const bool payload = !m.zeros && !m.in_shared && m.share != ShareMode::kInPlace;
   r.sending = payload && out.bytes() > 0;
   m.request_id = requests_->Track(std::move(r));
   if (m.request_id == 0) {  // answered: the job or the generation failed
@@ -122,6 +130,7 @@ void WorkerOperations::SendPlanned(OutgoingPush out, const Status& moved) {
   }
   CommunicationCounters::OfProcess().Pushed(out.bytes(),
                                             push.input == nullptr ? 0 : part.count * DataTypeSize(push.dtype));
+  if (m.share == ShareMode::kInPlace) CommunicationCounters::OfProcess().PushedInPlace(out.bytes());
   CommunicationCounters::OfProcess().MessageSent(part.server);
   SendOrFail(server, m, payload ? push.input : nullptr, payload ? out.bytes() : 0, m.request_id,
              std::move(push.on_sent));
@@ -140,7 +149,7 @@ void WorkerOperations::SendFused(FusedPushes* fused) {
       for (auto& message : before.messages) SendMany(server, before.generation, std::move(message));
       SendPush(push.part, push.round, push.me, push.dtype, push.input, push.output,
                push.part.count * DataTypeSize(push.dtype), /*shareable=*/true, std::move(push.on_sent),
-               std::move(push.done));
+               std::move(push.done), nullptr, push.memory_kept);
       continue;
     }
     // While a small message to the server is on its way, the small pushes that become ready wait for it and
@@ -518,6 +527,13 @@ DataMover::InFlight WorkerOperations::StartSum(Request& r, const Message& reply,
     }
   }
   if (!status->ok()) return nullptr;
+  if (r.heap_offered) shared_->TakeHeapAnswer(r.server, reply.heap_mapped);
+  if (r.in_place != reply.written) {
+    *status = Internal(r.in_place ? "the server did not write the sum where this worker's push in place asked"
+                                  : "the server says it wrote a sum in place for a push that was not");
+    return nullptr;
+  }
+  if (r.in_place) return nullptr;  // the sum is in the output already
   const char* in_arena = nullptr;
   *status = shared_->TakeReply(r.server, r.key, reply, r.destination, r.bytes, r.mover ? &in_arena : nullptr);
   if (!status->ok() || r.mover == nullptr) return nullptr;

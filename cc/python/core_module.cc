@@ -227,6 +227,7 @@ PYBIND11_MODULE(_core, m) {
     counters["messages_received"] = totals.messages_received;
     counters["messages_sent_to_server"] = totals.messages_sent_to_server;
     counters["late_pushes"] = totals.late_pushes;
+    counters["bytes_pushed_in_place"] = totals.bytes_pushed_in_place;
     counters["rounds_behind"] = totals.rounds_behind;
     return counters;
   });

@@ -307,7 +307,8 @@ void Engine::StartPartition(Operation* op, const Partition& part, double queued_
         TraceUntilNow(op->request.name, "SUM_PULL", *sent_at, part);
         FinishPartition(op, status);
       }),
-      config_.fusion && op->request.mover == nullptr ? t_fused : nullptr, op->request.mover);
+      config_.fusion && op->request.mover == nullptr ? t_fused : nullptr, op->request.mover,
+      op->request.memory_kept);
 }
 
 Status Engine::CheckMover(const PushPullRequest& request) {

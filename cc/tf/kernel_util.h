@@ -16,10 +16,16 @@ std::shared_ptr<Engine> EngineOrFail(tensorflow::OpKernelContext* context, const
 
 // Reduces `input` across workers into `output` (the same shape and dtype; it may share `input`'s buffer) as
 // `request` says (its name, priority, op, process set, scope, nonzero range; the rest is filled in here);
-// calls done() when finished, with the core's status converted to a TF status.
+// calls done() when finished, with the core's status converted to a TF status. The request's memory is
+// kept (PushPullRequest::memory_kept): after a failure the tensors are never freed (KeepForGood).
 void Enqueue(tensorflow::OpKernelContext* context, Engine& engine, PushPullRequest request,
              const tensorflow::Tensor& input, tensorflow::Tensor* output,
              tensorflow::AsyncOpKernel::DoneCallback done);
+
+// Keeps the buffers of a push_pull that failed until the process ends: a server on this host may still
+// write into them (a round it completes after the worker gave up), and memory TensorFlow reused must
+// never receive that. Failures end a job, or an elastic job's generation, so little is kept.
+void KeepForGood(const tensorflow::Tensor& input, const tensorflow::Tensor& output);
 
 // BytepsGather's inputs checked (rows with a first dimension, scalar offset and total, the rows fitting at
 // `offset` of `total` rows): the output's shape and this worker's first row, or the error to report.
