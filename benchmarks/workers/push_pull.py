@@ -3,7 +3,8 @@ push_pull_cluster.py).
 
 For each size, the same tensor (float32, or --dtype) is summed over all workers by bps_tf (the TensorFlow op,
 and the NumPy API underneath it) and by TensorFlow's RING all-reduce (MultiWorkerMirroredStrategy), in this
-same process, one after the other, so both see the same machine at the same moment. Rank 0 writes the JSON.
+same process, one after the other, so both see the same machine at the same moment; or, with --methods, by
+one of them only (a job whose processes run with the malloc that method's users get). Rank 0 writes the JSON.
 """
 
 import argparse
@@ -25,6 +26,8 @@ def parse_args():
     parser.add_argument("--dtype", default="float32", choices=["float32", "float16"],
                         help="the tensors' dtype (16-bit floats are summed in float32 by the servers)")
     parser.add_argument("--threads", type=int, default=0, help="TF intra/inter-op threads (0: TF's default)")
+    parser.add_argument("--methods", default="all", choices=["all", "bps", "ring"],
+                        help="bps_tf's and the ring's (all), bps_tf's only (bps_tf, bps_core) or the ring's only")
     return parser.parse_args()
 
 
@@ -46,14 +49,15 @@ def main():
     if args.threads:
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
         tf.config.threading.set_inter_op_parallelism_threads(args.threads)
-    strategy = tf_ring.ring_strategy(cluster, rank)
+    ours, ring = args.methods in ("all", "bps"), args.methods in ("all", "ring")
+    strategy = tf_ring.ring_strategy(cluster, rank) if ring else None
     import bps_tf.numpy as bps_numpy
     import bps_tf.tensorflow as bps
 
     bps.init()
     assert bps.rank() == rank and bps.size() == len(cluster), "TF cluster and bps_tf job disagree"
     size = bps.size()
-    all_reduce = tf_ring.ring_all_reduce(strategy)
+    all_reduce = tf_ring.ring_all_reduce(strategy) if ring else None
     value_of_rank = lambda r: float(r + 1)  # small integers: every method's sum is exact in every dtype
 
     dtype = tf.as_dtype(args.dtype)
@@ -62,19 +66,22 @@ def main():
         array = np.full(nbytes // dtype.size, value_of_rank(rank), dtype.as_numpy_dtype)
         tensor = tf.constant(array)
         repeats = repeats_for(nbytes, int(args.budget_mb * (1 << 20)))
-        check_sum(bps.push_pull(tensor, name=f"tf/{nbytes}", op=bps.Sum), size, value_of_rank)
-        check_sum(bps_numpy.push_pull(array, f"core/{nbytes}", average=False), size, value_of_rank)
-        check_sum(all_reduce(tensor), size, value_of_rank)
         row = {"bytes": nbytes, "repeats": repeats}
-        row["bps_tf"] = summary(time_calls(lambda: bps.push_pull(tensor, name=f"tf/{nbytes}", op=bps.Sum), repeats))
-        row["bps_core"] = summary(time_calls(lambda: bps_numpy.push_pull(array, f"core/{nbytes}", average=False),
-                                             repeats))
-        row["tf_ring"] = summary(time_calls(lambda: all_reduce(tensor), repeats))
+        if ours:
+            check_sum(bps.push_pull(tensor, name=f"tf/{nbytes}", op=bps.Sum), size, value_of_rank)
+            check_sum(bps_numpy.push_pull(array, f"core/{nbytes}", average=False), size, value_of_rank)
+            row["bps_tf"] = summary(time_calls(lambda: bps.push_pull(tensor, name=f"tf/{nbytes}", op=bps.Sum),
+                                               repeats))
+            row["bps_core"] = summary(time_calls(lambda: bps_numpy.push_pull(array, f"core/{nbytes}",
+                                                                             average=False), repeats))
+        if ring:
+            check_sum(all_reduce(tensor), size, value_of_rank)
+            row["tf_ring"] = summary(time_calls(lambda: all_reduce(tensor), repeats))
         rows.append(row)
         if rank == 0:
-            print(f"{nbytes} B: bps_tf {row['bps_tf']['median_s'] * 1e3:.2f} ms, "
-                  f"core {row['bps_core']['median_s'] * 1e3:.2f} ms, "
-                  f"tf ring {row['tf_ring']['median_s'] * 1e3:.2f} ms", flush=True)
+            timed = ", ".join(f"{name} {row[name]['median_s'] * 1e3:.2f} ms"
+                              for name in ("bps_tf", "bps_core", "tf_ring") if name in row)
+            print(f"{nbytes} B: {timed}", flush=True)
     # Every worker leaves bps_tf only when all are done, so no TF server goes away under a running ring.
     bps.shutdown()
     if rank == 0:

@@ -632,5 +632,88 @@ TEST_F(AsyncServerTest, InitialPushesThenChangesHeldForTheSlowest) {
   EXPECT_EQ(Floats(w.inbox0->LastPayload()), (std::vector<float>{3, 3, 3, 3}));
 }
 
+// Pushes in place: the server reads and writes a worker's heap (a SharedArena of this process stands for
+// it), and checks what a push names there.
+class InPlaceServerTest : public ServerTest {
+ protected:
+  void SetUp() override {
+    ServerTest::SetUp();
+    auto heap = SharedArena::Create(size_t(1) << 24, "test_heap");
+    ASSERT_TRUE(heap.ok());
+    heap_ = std::move(heap.value());
+  }
+  float* Floats4() { return reinterpret_cast<float*>(heap_->Allocate(4 * sizeof(float))->data); }
+  Message InPlace(int sender, const float* in, const float* out, uint32_t round = 1) {
+    Message m = Push(sender, 4, round);
+    m.share = ShareMode::kInPlace;
+    m.in_place_input = heap_->OffsetOf(in, 16).value_or(Message::kNoOffset);
+    m.in_place_output = heap_->OffsetOf(out, 16).value_or(Message::kNoOffset);
+    m.text = heap_->locator();
+    return m;
+  }
+  std::unique_ptr<SharedArena> heap_;
+};
+
+TEST_F(InPlaceServerTest, TheSumIsWrittenWhereEachWorkerSaid) {
+  TwoWorkers w = IdentifiedWorkers();
+  float *in0 = Floats4(), *in1 = Floats4(), *out1 = Floats4();
+  for (int i = 0; i < 4; ++i) {
+    in0[i] = static_cast<float>(i);
+    in1[i] = 10.f * static_cast<float>(i);
+    out1[i] = -1;
+  }
+  w.worker0->Send(w.peer0, InPlace(0, in0, in0).Encode(), nullptr, 0, nullptr);  // output = input
+  w.worker1->Send(w.peer1, InPlace(1, in1, out1).Encode(), nullptr, 0, nullptr);
+  for (Inbox* inbox : {w.inbox0, w.inbox1}) {
+    auto reply = inbox->Next(MessageType::kPullReply);
+    ASSERT_TRUE(reply && reply->second.status().ok()) << (reply ? reply->second.status().ToString() : "none");
+    EXPECT_TRUE(reply->second.written);
+    EXPECT_TRUE(reply->second.heap_mapped);
+  }
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(in0[i], 11.f * static_cast<float>(i));
+    EXPECT_EQ(out1[i], 11.f * static_cast<float>(i));
+    EXPECT_EQ(in1[i], 10.f * static_cast<float>(i));
+  }
+}
+
+TEST_F(InPlaceServerTest, OffsetsOutsideTheHeapOrAHeapThatCannotBeMappedAreRefused) {
+  TwoWorkers w = IdentifiedWorkers();
+  float* in = Floats4();
+  Message outside = InPlace(0, in, in);
+  outside.in_place_output = (size_t(1) << 24) - 8;  // runs past the heap's end
+  w.worker0->Send(w.peer0, outside.Encode(), nullptr, 0, nullptr);
+  auto reply = w.inbox0->Next(MessageType::kPullReply);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->second.status().code(), Code::kInvalidArgument) << reply->second.status().ToString();
+
+  Message unmappable = InPlace(1, in, in);
+  unmappable.text = "1 3 12345";  // pid 1's fd 3 is no heap of this job
+  w.worker1->Send(w.peer1, unmappable.Encode(), nullptr, 0, nullptr);
+  reply = w.inbox1->Next(MessageType::kPullReply);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->second.status().code(), Code::kUnavailable) << reply->second.status().ToString();
+
+  Message zeros = InPlace(0, in, in);
+  zeros.zeros = true;
+  w.worker0->Send(w.peer0, zeros.Encode(), nullptr, 0, nullptr);
+  reply = w.inbox0->Next(MessageType::kPullReply);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->second.status().code(), Code::kInvalidArgument) << reply->second.status().ToString();
+
+  // None of it counted: a round of copied pushes completes, and a push naming a heap it cannot map is
+  // told so.
+  float a[4] = {1, 1, 1, 1}, b[4] = {2, 2, 2, 2};
+  Message offer = Push(0, 4);
+  offer.share = ShareMode::kOffer;
+  offer.text = "1 3 12345";
+  w.worker0->Send(w.peer0, offer.Encode(), a, sizeof(a), nullptr);
+  w.worker1->Send(w.peer1, Push(1, 4).Encode(), b, sizeof(b), nullptr);
+  reply = w.inbox0->Next(MessageType::kPullReply);
+  ASSERT_TRUE(reply && reply->second.status().ok()) << (reply ? reply->second.status().ToString() : "none");
+  EXPECT_FALSE(reply->second.heap_mapped);
+  ASSERT_TRUE(w.inbox1->Next(MessageType::kPullReply));
+}
+
 }  // namespace
 }  // namespace bps

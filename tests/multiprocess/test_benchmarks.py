@@ -30,9 +30,10 @@ def test_loopback_push_pull_benchmark_plot_and_page_table(tmp_path):
     result = json.loads(out.read_text())
     assert [row["bytes"] for row in result["results"]] == [4096, 65536]
     assert all(row[k]["median_s"] > 0 for row in result["results"] for k in ("bps_tf", "bps_core", "tf_ring"))
-    # TF's ring runs in the same processes: both get glibc's malloc unless --env names one
-    assert result["env"]["BYTEPS_ALLOCATOR"] == "system"
-    assert result["job_malloc"] == (os.environ.get("LD_PRELOAD") or "glibc")
+    # TF's ring runs in a job of its own with glibc's malloc, bps_tf with bpslaunch's default
+    assert result["ring_env"]["BYTEPS_ALLOCATOR"] == "system" and "BYTEPS_ALLOCATOR" not in result["env"]
+    assert result["ring_malloc"] == (os.environ.get("LD_PRELOAD") or "glibc")
+    assert result["job_malloc"] == (os.environ.get("LD_PRELOAD") or allocator.find_jemalloc() or "glibc")
     assert "| 64 KB |" in done.stdout
     plotted = run_module("benchmarks.report.plots", tmp_path / "performance", timeout=60)
     assert plotted.returncode == 0, plotted.stderr[-3000:]
