@@ -33,6 +33,19 @@ def test_sums_exact_with_shared_memory_off_for_some_or_all_workers(without_share
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("in_place_off", ["none", "worker 1", "all"])
+def test_large_tensorflow_tensors_are_summed_in_place_exactly(in_place_off):
+    env = {"IN_PLACE_OFF_WORKER": 1} if in_place_off == "worker 1" else {}
+    if in_place_off == "all":
+        env["BYTEPS_IN_PLACE_PUSHES"] = 0
+    result = run_local("in_place_sums.py", 2, 1, **env)
+    assert_job_ok(result, 2, "15 in-place cases exact")
+    for w in range(2):
+        expected = "no" if in_place_off == "all" or (in_place_off == "worker 1" and w == 1) else "yes"
+        assert f"[worker {w}] rank {w}: pushed in place {expected}" in result.stdout, result.stdout[-3000:]
+
+
+@pytest.mark.timeout(300)
 def test_hundreds_in_flight_and_many_rounds():
     result = run_local("inflight.py", 3, 2, BYTEPS_PARTITION_BYTES=65536)
     assert_job_ok(result, 3, "200 in flight and 100 rounds exact")

@@ -34,6 +34,15 @@ def test_one_device_per_worker_still_reduces_across_workers():
     assert_job_ok(result, 2, "strategy equals single-process training")
 
 
+@pytest.mark.timeout(300)
+def test_gradients_of_8_mb_are_summed_in_place_and_training_equals_one_process():
+    """A hidden layer of 420000 units: its kernel's 8 MB gradient lies in the workers' shareable memory, and
+    the server on the host reads and writes it there."""
+    result = run_local("strategy_equivalence.py", 2, 1, 1, TF_USE_LEGACY_KERAS=0, WIDTH=420000)
+    assert_job_ok(result, 2, "strategy equals single-process training")
+    assert_job_ok(result, 2, "pushed in place yes")
+
+
 @pytest.mark.timeout(500)
 @pytest.mark.parametrize("legacy_keras", [0, 1], ids=["keras3", "tf_keras"])
 def test_xla_equals_single_process_xla(tmp_path, legacy_keras):

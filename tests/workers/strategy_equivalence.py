@@ -1,7 +1,11 @@
 """BytePSStrategy on N workers x D logical CPU devices ends with the same weights as single-process,
-single-device training with the same global batch and data order: Keras fit, and a strategy.run loop."""
+single-device training with the same global batch and data order: Keras fit, and a strategy.run loop.
+
+WIDTH=<units> (default 7): the hidden layer's width (420000 makes its kernel's gradient 8 MB, which a server
+on the host sums in place). Each worker reports whether any of its pushes went in place."""
 
 import contextlib
+import os
 
 import numpy as np
 import tensorflow as tf
@@ -13,14 +17,16 @@ RTOL, ATOL = tolerance()
 LOCAL_DEVICES, keras = devices_from_argv_and_keras()
 
 import bps_tf  # noqa: E402
+import bps_tf.numpy  # noqa: E402
 from bps_tf.strategy import BytePSStrategy  # noqa: E402
 
 STEPS, GLOBAL_BATCH, FEATURES = 6, 24, 5
+WIDTH = int(os.environ.get("WIDTH", 7))
 
 
 def make_model():
     keras.utils.set_random_seed(11)
-    return keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(7, activation="tanh"),
+    return keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(WIDTH, activation="tanh"),
                              keras.layers.Dense(1)])
 
 
@@ -93,6 +99,8 @@ def main():
     check_custom_loop(strategy, reference)
     check_mixed_precision_fit(strategy)
     print(f"rank {rank}: strategy equals single-process training", flush=True)
+    in_place = bps_tf.numpy.communication_counters()["bytes_pushed_in_place"]
+    print(f"rank {rank}: pushed in place {'yes' if in_place > 0 else 'no'}", flush=True)
     bps_tf.shutdown()
 
 
