@@ -6,7 +6,7 @@ PY := $(abspath $(VENV))/bin/python
 TF215_PY := $(abspath .venv-tf2.15)/bin/python
 BAZEL_CACHE ?= $(HOME)/.cache/bps_tf/bazel-disk
 BAZEL_FLAGS := --repo_env=PYTHON_BIN_PATH=$(PY) --disk_cache=$(BAZEL_CACHE)
-CORE_TARGETS := //cc:libbps_core.so //cc/python:_core.so //cc/tf:_bps_ops.so
+CORE_TARGETS := //cc:libbps_core.so //cc/python:_core.so //cc/tf:_bps_ops.so //cc/preload:libbps_preload.so
 # The server's tests again under AddressSanitizer: buffers shared with transports, threads and other processes.
 ASAN_TESTS := //cc/ps:server_test //cc/ps:elastic_servers_test //cc/ps:key_round_test //cc/ps:key_round_wide_test \
               //cc/ps:key_round_in_place_test
@@ -27,7 +27,7 @@ setup:
 # op library is named after the TensorFlow line it was built for (bps_tf/compat/op_library.py, op_library_name).
 build: setup
 	bazel build $(BAZEL_FLAGS) $(CORE_TARGETS)
-	@install -C -m 644 bazel-bin/cc/libbps_core.so bazel-bin/cc/python/_core.so bps_tf/
+	@install -C -m 644 bazel-bin/cc/libbps_core.so bazel-bin/cc/python/_core.so bazel-bin/cc/preload/libbps_preload.so bps_tf/
 	@install -C -m 644 bazel-bin/cc/tf/_bps_ops.so bps_tf/$$($(PY) -c 'from bps_tf import compat; print(compat.op_library_name())')
 
 # A wheel of bps_tf for .venv's Python and TensorFlow, in dist/ (setup.py builds the native parts with Bazel).

@@ -3,9 +3,9 @@ are built with the repository's Bazel rules against the Python and TensorFlow of
 put into the package. The wheel's version carries the TensorFlow line its op library was built for
 (0.1.0+tf2.21), and bps_tf refuses to load that library under another line (bps_tf/ops/library.py).
 
-With BPS_TF_NATIVE_DIR set to a directory holding libbps_core.so, _core.so and one _bps_ops_tf<line>.so
-(what scripts/build_wheels.py does for each Python), the wheel takes those instead, and its TensorFlow line
-is the op library's: the build environment then needs neither Bazel nor TensorFlow.
+With BPS_TF_NATIVE_DIR set to a directory holding libbps_core.so, libbps_preload.so, _core.so and one
+_bps_ops_tf<line>.so (what scripts/build_wheels.py does for each Python), the wheel takes those instead, and
+its TensorFlow line is the op library's: the build environment then needs neither Bazel nor TensorFlow.
 
 Editable installs (`pip install -e .`, what scripts/setup.sh does) build nothing: `make build` does.
 """
@@ -23,7 +23,8 @@ from setuptools.command.build_py import build_py
 from setuptools.dist import Distribution
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TARGETS = ["//cc:libbps_core.so", "//cc/python:_core.so", "//cc/tf:_bps_ops.so"]
+TARGETS = ["//cc:libbps_core.so", "//cc/python:_core.so", "//cc/tf:_bps_ops.so",
+           "//cc/preload:libbps_preload.so"]
 
 
 def _prebuilt_op_library():
@@ -77,7 +78,7 @@ class BuildNative(build_py):
                              "(2.15 to 2.21) in the build environment and build with --no-build-isolation")
         suffix = sysconfig.get_config_var("EXT_SUFFIX")
         parts = [("libbps_core.so", "libbps_core.so"), ("_core.so", f"_core{suffix}"),
-                 (f"_bps_ops_tf{line}.so", f"_bps_ops_tf{line}.so")]
+                 (f"_bps_ops_tf{line}.so", f"_bps_ops_tf{line}.so"), ("libbps_preload.so", "libbps_preload.so")]
         if _prebuilt_op_library():
             sources = {name: os.path.join(os.environ["BPS_TF_NATIVE_DIR"], name) for name, _ in parts}
         else:
@@ -98,6 +99,7 @@ class BuildNative(build_py):
         _bazel("build", "--symlink_prefix=/", *TARGETS)
         bazel_bin = _bazel("info", "bazel-bin").stdout.strip()
         return {"libbps_core.so": os.path.join(bazel_bin, "cc", "libbps_core.so"),
+                "libbps_preload.so": os.path.join(bazel_bin, "cc", "preload", "libbps_preload.so"),
                 "_core.so": os.path.join(bazel_bin, "cc", "python", "_core.so"),
                 f"_bps_ops_tf{line}.so": os.path.join(bazel_bin, "cc", "tf", "_bps_ops.so")}
 

@@ -114,6 +114,7 @@ def build_wheel(builder, core_module, line, out):
     """One wheel from prebuilt native parts (setup.py takes them from BPS_TF_NATIVE_DIR); returns its path."""
     with tempfile.TemporaryDirectory() as native:
         shutil.copyfile(PACKAGE / "libbps_core.so", Path(native) / "libbps_core.so")
+        shutil.copyfile(PACKAGE / "libbps_preload.so", Path(native) / "libbps_preload.so")
         shutil.copyfile(core_module, Path(native) / "_core.so")
         shutil.copyfile(PACKAGE / f"_bps_ops_tf{line}.so", Path(native) / f"_bps_ops_tf{line}.so")
         env = dict(os.environ, BPS_TF_NATIVE_DIR=native)
@@ -144,7 +145,7 @@ def main():
 
     wanted = wanted_wheels(args.only)
     needed = {f"_bps_ops_tf{line}.so": OP_LIBRARY_TARGETS[line] for _, line in wanted}
-    needed["libbps_core.so"] = "make build"
+    needed["libbps_core.so"] = needed["libbps_preload.so"] = "make build"
     missing = [f"`{target}` (bps_tf/{name})" for name, target in needed.items() if not (PACKAGE / name).exists()]
     if missing:
         raise SystemExit("build the native libraries first: " + ", ".join(missing))

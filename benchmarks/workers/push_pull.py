@@ -64,7 +64,8 @@ def main():
     rows = []
     for nbytes in (int(s) for s in args.sizes.split(",")):
         array = np.full(nbytes // dtype.size, value_of_rank(rank), dtype.as_numpy_dtype)
-        tensor = tf.constant(array)
+        # Made by TensorFlow, in its own memory, as gradients are (a constant may share the array's).
+        tensor = tf.fill([nbytes // dtype.size], tf.constant(value_of_rank(rank), dtype))
         repeats = repeats_for(nbytes, int(args.budget_mb * (1 << 20)))
         row = {"bytes": nbytes, "repeats": repeats}
         if ours:

@@ -12,6 +12,12 @@ BYTEPS_ALLOCATOR: "jemalloc" (the default: preloaded if installed, glibc's mallo
 it must be installed), "system" (glibc's malloc, nothing preloaded), or the path of a malloc library to preload.
 A malloc the user preloads already (LD_PRELOAD naming jemalloc, tcmalloc or mimalloc) is kept.
 
+With jemalloc, bps_tf's allocation router (libbps_preload.so, next to the package's native libraries) is
+preloaded ahead of it: once a worker starts, it sends the aligned allocations of 1 MiB and more, which is how
+TensorFlow takes its memory, to an arena a server on the host can map, which then reads and writes the
+tensors of a push_pull where they lie (cc/common/shareable_heap.h). Every other allocation goes to jemalloc
+as before.
+
 What jemalloc costs: in a process with NumPy, it hands a freed NumPy array of more than 8 MB back to the kernel
 at once, where glibc's malloc keeps blocks of up to 32 MB for the next, so a NumPy push_pull of 16 MB (which
 makes a new output array each call) runs 1.3-1.6 times as long as with glibc. Keeping freed memory
@@ -25,6 +31,7 @@ import functools
 import os
 
 VARIABLE = "BYTEPS_ALLOCATOR"
+ROUTER = "libbps_preload.so"
 JEMALLOC = "jemalloc"
 SYSTEM = "system"
 _KNOWN_MALLOCS = ("jemalloc", "tcmalloc", "mimalloc")
@@ -59,19 +66,30 @@ def library(environ, find=None):
     return os.path.abspath(choice)  # (every process resolves it alike, whatever its working directory)
 
 
+def router():
+    """The path of bps_tf's allocation router, or None where it is not built."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ROUTER)
+    return path if os.path.isfile(path) else None
+
+
 def _preloads(environ):
     return [entry for entry in environ.get("LD_PRELOAD", "").replace(":", " ").split() if entry]
 
 
 def apply(environ, find=None):
-    """Adds the chosen malloc to LD_PRELOAD in `environ` (unless a malloc is preloaded already); returns
-    `environ`."""
+    """Adds the chosen malloc to LD_PRELOAD in `environ` (unless a malloc is preloaded already), and with
+    jemalloc the router ahead of it; returns `environ`."""
     chosen = library(environ, find)
-    preloads = _preloads(environ)
+    before = _preloads(environ)
+    preloads = list(before)
     preloaded = chosen in preloads or any(m in os.path.basename(p) for p in preloads for m in _KNOWN_MALLOCS)
-    if chosen is None or preloaded:
-        return environ
-    environ["LD_PRELOAD"] = " ".join([chosen] + preloads)
+    if chosen is not None and not preloaded:
+        preloads = [chosen] + preloads
+    routes = router()
+    if routes and routes not in preloads and any(JEMALLOC in os.path.basename(p) for p in preloads):
+        preloads = [routes] + preloads
+    if preloads != before:
+        environ["LD_PRELOAD"] = " ".join(preloads)
     return environ
 
 

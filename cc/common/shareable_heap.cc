@@ -3,7 +3,6 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
-#include <cstdlib>
 #include <mutex>
 #include <string>
 
@@ -37,8 +36,8 @@ struct ExtentHooks {
 };
 using Mallctl = int(const char* name, void* old_value, size_t* old_size, void* new_value, size_t new_size);
 
-// The heap's memory, and the hooks the arena had before (its extents from before the hooks, and any taken
-// when the heap is full, stay theirs). Set once, before the hooks are installed; read by the hooks.
+// The heap's memory, and jemalloc's default hooks (a block taken when the heap is full stays theirs). Set
+// once, before the hooks are installed; read by the hooks.
 SharedArena* g_arena = nullptr;
 ExtentHooks* g_previous = nullptr;
 
@@ -119,23 +118,22 @@ constexpr size_t kReservedBytes = size_t(256) << 30;
 
 ShareableHeap* ShareableHeap::Install(std::string* why) {
   auto* mallctl = reinterpret_cast<Mallctl*>(dlsym(RTLD_DEFAULT, "mallctl"));
-  if (mallctl == nullptr) {
+  void* mallocx = dlsym(RTLD_DEFAULT, "mallocx");
+  if (mallctl == nullptr || mallocx == nullptr) {
     *why = "the process's malloc is not jemalloc (bpslaunch preloads it where libjemalloc2 is installed)";
     return nullptr;
   }
-  size_t threshold = 0;
-  size_t size = sizeof(threshold);
-  if (mallctl("opt.oversize_threshold", &threshold, &size, nullptr, 0) != 0 || threshold == 0) {
-    *why = "jemalloc has no arena for large blocks (opt.oversize_threshold)";
+  using Route = void(unsigned arena, size_t min_bytes, void* mallocx);
+  auto* route = reinterpret_cast<Route*>(dlsym(RTLD_DEFAULT, "bps_tf_route_aligned_allocations"));
+  if (route == nullptr) {
+    *why = "bps_tf's allocation router (libbps_preload.so, which bpslaunch preloads with jemalloc) is not loaded";
     return nullptr;
   }
-  // The arena a block of that size comes from. The probe is never freed: jemalloc would hand its memory,
-  // taken before the hooks, to the next large block. It is never written either, so it uses no memory.
-  void* probe = std::malloc(threshold);
-  unsigned arena = 0;
-  size = sizeof(arena);
-  if (probe == nullptr || mallctl("arenas.lookup", &arena, &size, &probe, sizeof(probe)) != 0) {
-    *why = "jemalloc did not say which arena serves large blocks";
+  // The hooks every arena has by default take a block the heap has no room for.
+  ExtentHooks* previous = nullptr;
+  size_t size = sizeof(previous);
+  if (mallctl("arena.0.extent_hooks", &previous, &size, nullptr, 0) != 0 || previous == nullptr) {
+    *why = "jemalloc did not give its default extent hooks";
     return nullptr;
   }
   auto created = SharedArena::Create(kReservedBytes, "bps_tf_heap");
@@ -144,21 +142,17 @@ ShareableHeap* ShareableHeap::Install(std::string* why) {
     return nullptr;
   }
   g_arena = created.value().release();
-  const std::string name = "arena." + std::to_string(arena) + ".extent_hooks";
-  ExtentHooks* previous = nullptr;
-  ExtentHooks* mine = &g_hooks;
-  size = sizeof(previous);
-  if (mallctl(name.c_str(), &previous, &size, nullptr, 0) != 0 || previous == nullptr) {
-    *why = "jemalloc did not give the large blocks' arena's extent hooks";
-    return nullptr;
-  }
   g_previous = previous;
-  if (mallctl(name.c_str(), nullptr, nullptr, &mine, sizeof(mine)) != 0) {
-    *why = "jemalloc refused extent hooks for its large blocks' arena";
+  unsigned arena = 0;
+  ExtentHooks* mine = &g_hooks;
+  size = sizeof(arena);
+  if (mallctl("arenas.create", &arena, &size, &mine, sizeof(mine)) != 0) {
+    *why = "jemalloc refused an arena with bps_tf's extent hooks";
     return nullptr;
   }
   pthread_atfork(nullptr, nullptr, MakeHeapPrivateInChild);
-  return new ShareableHeap(g_arena, threshold);
+  route(arena, kMinBytes, mallocx);
+  return new ShareableHeap(g_arena);
 }
 
 ShareableHeap* ShareableHeap::Get() {

@@ -1,18 +1,18 @@
-// A worker's large allocations in memory a server on its host can map, so that the server reads a tensor
+// A worker's TensorFlow tensors in memory a server on its host can map, so that the server reads a tensor
 // where it lies and writes the sum where the worker wants it: no copy into the server's arena and none
 // out of it (4 memcpys of every tensor's bytes per round with two workers, the most of a same-host
 // push_pull's CPU).
 //
-// TensorFlow's CPU tensors come from its allocator, and that from malloc. jemalloc (which bpslaunch
-// preloads) serves every block of opt.oversize_threshold bytes or more (8 MB by default) from an arena of
-// its own; this file backs that arena with a SharedArena through jemalloc's extent hooks (its documented
-// interface for where an arena's memory comes from), leaving every other allocation as it was. The
-// arena's memory is taken once and kept by jemalloc for reuse; pages it purges are given back to the
-// system (a hole punched in the file).
+// TensorFlow takes its CPU memory through posix_memalign. bpslaunch preloads jemalloc and, ahead of it,
+// bps_tf's router (cc/preload/aligned_routing.cc). This file makes a jemalloc arena whose memory comes
+// from a SharedArena (jemalloc's extent hooks, its documented interface for where an arena's memory comes
+// from) and has the router send aligned allocations of kMinBytes or more there; every other allocation
+// stays as it was. jemalloc keeps the arena's freed blocks for reuse as it does its other arenas' (pages
+// it purges are given back to the system: a hole punched in the file).
 //
-// Where the process's malloc is not jemalloc 5, or it refuses the hooks, there is no heap and pushes copy
-// as before. A child forked from the process (multiprocessing) keeps its parent's allocations as a copy of
-// its own (SharedArena::MakePrivate): it never writes into memory its parent or a server sees.
+// Without jemalloc 5 and the router there is no heap, and pushes copy as before. A child forked from the
+// process (multiprocessing) keeps its parent's allocations as a copy of its own
+// (SharedArena::MakePrivate): it never writes into memory its parent or a server sees.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +26,10 @@ namespace bps {
 
 class ShareableHeap {
  public:
+  // Aligned allocations (posix_memalign, aligned_alloc) of at least this many bytes come from the heap:
+  // every region of TensorFlow's BFC allocator (2 MiB and more).
+  static constexpr size_t kMinBytes = size_t(1) << 20;
+
   // The process's heap, installed by the first call; null where it cannot be (see above; why is logged
   // once). Thread-safe.
   static ShareableHeap* Get();
@@ -35,15 +39,12 @@ class ShareableHeap {
   std::optional<uint64_t> OffsetOf(const void* data, size_t bytes) const { return arena_->OffsetOf(data, bytes); }
   // What a server passes to SharedArenaView::Open.
   const std::string& locator() const { return arena_->locator(); }
-  // Allocations of at least this many bytes come from the heap.
-  size_t min_bytes() const { return min_bytes_; }
 
  private:
-  // Backs jemalloc's arena for large blocks with a new SharedArena; null and `why` where it cannot.
+  // A jemalloc arena on a new SharedArena, aligned allocations routed to it; null and `why` where not.
   static ShareableHeap* Install(std::string* why);
-  ShareableHeap(SharedArena* arena, size_t min_bytes) : arena_(arena), min_bytes_(min_bytes) {}
+  explicit ShareableHeap(SharedArena* arena) : arena_(arena) {}
   SharedArena* const arena_;  // never freed: jemalloc uses its memory until the process ends
-  const size_t min_bytes_;
 };
 
 }  // namespace bps

@@ -1,4 +1,5 @@
-// Runs with jemalloc as the process's malloc (linked first), as a worker does under bpslaunch.
+// Runs with jemalloc as the process's malloc and bps_tf's router ahead of it (both linked first), as a
+// worker does under bpslaunch.
 #include "cc/common/shareable_heap.h"
 
 #include <gtest/gtest.h>
@@ -14,15 +15,20 @@ namespace {
 
 constexpr size_t kMiB = size_t(1) << 20;
 
-TEST(ShareableHeapTest, LargeBlocksAreSeenByAView) {
+// What TensorFlow's allocator does.
+char* Aligned(size_t bytes) {
+  void* block = nullptr;
+  return posix_memalign(&block, 64, bytes) == 0 ? static_cast<char*>(block) : nullptr;
+}
+
+TEST(ShareableHeapTest, LargeAlignedBlocksAreSeenByAView) {
   ShareableHeap* heap = ShareableHeap::Get();
   ASSERT_NE(heap, nullptr);
-  EXPECT_EQ(heap->min_bytes(), 8 * kMiB);
   auto view = SharedArenaView::Open(heap->locator());
   ASSERT_TRUE(view.ok()) << view.status().message();
 
   const size_t bytes = 16 * kMiB + 12;
-  char* block = static_cast<char*>(std::malloc(bytes));
+  char* block = Aligned(bytes);
   ASSERT_NE(block, nullptr);
   auto offset = heap->OffsetOf(block, bytes);
   ASSERT_TRUE(offset);
@@ -35,9 +41,19 @@ TEST(ShareableHeapTest, LargeBlocksAreSeenByAView) {
   EXPECT_EQ(block[bytes / 2], 9);
   std::free(block);
 
-  void* small = std::malloc(kMiB);
-  EXPECT_FALSE(heap->OffsetOf(small, kMiB));
+  char* small = Aligned(kMiB - 64);
+  EXPECT_FALSE(heap->OffsetOf(small, 1));
   std::free(small);
+  void* from_std = std::aligned_alloc(4096, 4 * kMiB);
+  EXPECT_TRUE(heap->OffsetOf(from_std, 4 * kMiB));
+  std::free(from_std);
+  // malloc and calloc (NumPy's arrays) keep jemalloc's ordinary arenas, whatever their size.
+  void* plain = std::malloc(16 * kMiB);
+  void* zeroed = std::calloc(16 * kMiB, 1);
+  EXPECT_FALSE(heap->OffsetOf(plain, 1));
+  EXPECT_FALSE(heap->OffsetOf(zeroed, 1));
+  std::free(plain);
+  std::free(zeroed);
   int on_stack = 0;
   EXPECT_FALSE(heap->OffsetOf(&on_stack, sizeof(on_stack)));
 }
@@ -49,8 +65,8 @@ TEST(ShareableHeapTest, BlocksFreedAndTakenAgainKeepTheirContents) {
   std::vector<size_t> sizes;
   for (int round = 0; round < 4; ++round) {
     for (int i = 0; i < 12; ++i) {
-      const size_t bytes = (8 + (i * 7 + round * 5) % 57) * kMiB + i;
-      char* block = static_cast<char*>(std::malloc(bytes));
+      const size_t bytes = (1 + (i * 7 + round * 5) % 57) * kMiB + i;
+      char* block = Aligned(bytes);
       ASSERT_NE(block, nullptr);
       ASSERT_TRUE(heap->OffsetOf(block, bytes)) << bytes;
       std::memset(block, static_cast<int>(blocks.size() % 251), bytes);
@@ -85,7 +101,7 @@ TEST(ShareableHeapTest, AForkedChildWritesOnlyItsOwnCopy) {
   ShareableHeap* heap = ShareableHeap::Get();
   ASSERT_NE(heap, nullptr);
   const size_t bytes = 24 * kMiB;
-  char* parents = static_cast<char*>(std::malloc(bytes));
+  char* parents = Aligned(bytes);
   ASSERT_TRUE(heap->OffsetOf(parents, bytes));
   std::memset(parents, 1, bytes);
   const pid_t child = fork();
@@ -98,7 +114,7 @@ TEST(ShareableHeapTest, AForkedChildWritesOnlyItsOwnCopy) {
     std::memset(parents, 2, bytes);
     std::free(parents);
     for (int i = 0; i < 4; ++i) {
-      char* block = static_cast<char*>(std::malloc(bytes));
+      char* block = Aligned(bytes);
       std::memset(block, 3, bytes);
       failures += heap->OffsetOf(block, bytes).has_value();
       std::free(block);
@@ -110,7 +126,7 @@ TEST(ShareableHeapTest, AForkedChildWritesOnlyItsOwnCopy) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   for (size_t i = 0; i < bytes; i += 4096) ASSERT_EQ(parents[i], 1) << i;
   // The parent's next blocks are its own as well.
-  char* next = static_cast<char*>(std::malloc(bytes));
+  char* next = Aligned(bytes);
   ASSERT_TRUE(heap->OffsetOf(next, bytes));
   std::memset(next, 4, bytes);
   for (size_t i = 0; i < bytes; i += 4096) ASSERT_EQ(parents[i], 1) << i;

@@ -1,9 +1,11 @@
-// Pushes in place (ShareMode::kInPlace): with jemalloc as the process's malloc (linked first, as bpslaunch
-// preloads it) tensors of 8 MB and more lie in the shareable heap, and a server on the host reads them and
-// writes the sums where they are. Every worker and server of a LocalJob is on one host and in one process,
-// so the servers map this process's heap.
+// Pushes in place (ShareMode::kInPlace): with jemalloc as the process's malloc and bps_tf's router ahead of
+// it (linked first, as bpslaunch preloads them), aligned blocks of 1 MiB and more (TensorFlow's memory) lie
+// in the shareable heap, and a server on the host reads them and writes the sums where they are. Every
+// worker and server of a LocalJob is on one host and in one process, so the servers map this process's heap.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <future>
 #include <memory>
 #include <string>
@@ -24,8 +26,16 @@ using testing::LocalJob;
 using test_data::Read;
 using test_data::Value;
 
-constexpr size_t kHeapBytes = 8 << 20;  // jemalloc's blocks from here on come from the heap
-constexpr size_t kCredit = 64 << 20;    // the job's partitions are 4 KB: many in flight
+constexpr size_t kHeapBytes = ShareableHeap::kMinBytes;  // aligned blocks from here on come from the heap
+constexpr size_t kCredit = 64 << 20;                         // the job's partitions are 4 KB: many in flight
+
+// A block as TensorFlow's allocator takes one (posix_memalign), holding `bytes`.
+std::shared_ptr<char> Aligned(const std::vector<char>& bytes) {
+  void* block = nullptr;
+  if (posix_memalign(&block, 64, bytes.size() + 1) != 0) std::abort();
+  std::memcpy(block, bytes.data(), bytes.size());
+  return std::shared_ptr<char>(static_cast<char*>(block), std::free);
+}
 
 std::future<Status> PushPull(Engine& engine, const std::string& name, DataType dtype, uint64_t n, const void* in,
                              void* out, bool memory_kept, ReduceOp op = ReduceOp::kSum) {
@@ -51,18 +61,17 @@ uint64_t InPlaceBytes() { return CommunicationCounters::OfProcess().Totals().byt
 void ExpectSums(LocalJob& job, const std::string& name, DataType dtype, uint64_t n, int shift,
                 const std::vector<bool>& kept, bool same_buffer) {
   const int workers = job.workers();
-  std::vector<std::vector<char>> in(workers), out(workers);
+  std::vector<std::shared_ptr<char>> in(workers), out(workers);
   std::vector<std::future<Status>> done;
   for (int w = 0; w < workers; ++w) {
-    in[w] = test_data::Fill(dtype, w + shift, n);
-    if (!same_buffer) out[w].assign(in[w].size(), 0);
-    char* output = same_buffer ? in[w].data() : out[w].data();
-    done.push_back(PushPull(job.worker(w), name, dtype, n, in[w].data(), output, kept[w]));
+    in[w] = Aligned(test_data::Fill(dtype, w + shift, n));
+    out[w] = same_buffer ? in[w] : Aligned(std::vector<char>(n * DataTypeSize(dtype)));
+    done.push_back(PushPull(job.worker(w), name, dtype, n, in[w].get(), out[w].get(), kept[w]));
   }
   for (int w = 0; w < workers; ++w) {
     Status s = Await(done[w]);
     ASSERT_TRUE(s.ok()) << name << ": " << s.ToString();
-    const char* sum = same_buffer ? in[w].data() : out[w].data();
+    const char* sum = out[w].get();
     for (uint64_t i = 0; i < n; ++i) {
       double expected = 0;
       for (int v = 0; v < workers; ++v) expected += Value(v + shift, i);
@@ -80,7 +89,7 @@ TEST(InPlaceTest, LargeTensorsAreSummedWhereTheyLie) {
   const uint64_t before = InPlaceBytes();
   uint64_t bytes = 0;
   for (DataType dtype : {DataType::kFloat32, DataType::kFloat16, DataType::kFloat64, DataType::kInt32}) {
-    const uint64_t n = kHeapBytes / DataTypeSize(dtype) + 1001;  // the last partition is a part of one
+    const uint64_t n = 4 * kHeapBytes / DataTypeSize(dtype) + 1001;  // the last partition is a part of one
     const std::string name = std::string("big ") + DataTypeName(dtype);
     for (int round = 0; round < 2; ++round) {
       ExpectSums(job, name, dtype, n, round * 5, {true, true}, /*same_buffer=*/round == 1);
@@ -93,7 +102,7 @@ TEST(InPlaceTest, LargeTensorsAreSummedWhereTheyLie) {
 TEST(InPlaceTest, PushesInPlaceAndCopiedOnesShareRounds) {
   ASSERT_NE(ShareableHeap::Get(), nullptr);
   LocalJob job(3, 2, /*timeout_s=*/30, kCredit);
-  const uint64_t n = kHeapBytes / 4 + 3;
+  const uint64_t n = 2 * kHeapBytes / 4 + 3;
   const uint64_t before = InPlaceBytes();
   // Every mix: in place or copied, and in either order of arrival.
   const std::vector<std::vector<bool>> mixes = {{true, false, true}, {false, true, true}, {false, false, true},
@@ -108,22 +117,27 @@ TEST(InPlaceTest, PushesInPlaceAndCopiedOnesShareRounds) {
 TEST(InPlaceTest, OtherOpsAndSmallTensorsToo) {
   ASSERT_NE(ShareableHeap::Get(), nullptr);
   LocalJob job(2, 1, /*timeout_s=*/30, kCredit);
-  const uint64_t n = kHeapBytes / 4;
-  std::vector<std::vector<float>> in(2, std::vector<float>(n)), out(2, std::vector<float>(n));
+  const uint64_t n = 2 * kHeapBytes / 4;
+  std::vector<std::vector<float>> values(2, std::vector<float>(n));
   for (uint64_t i = 0; i < n; ++i) {
-    in[0][i] = static_cast<float>(i % 101);
-    in[1][i] = static_cast<float>((i * 3) % 101);
+    values[0][i] = static_cast<float>(i % 101);
+    values[1][i] = static_cast<float>((i * 3) % 101);
   }
+  std::vector<std::shared_ptr<char>> in(2), out(2);
   std::vector<std::future<Status>> done;
   for (int w = 0; w < 2; ++w) {
-    done.push_back(PushPull(job.worker(w), "max", DataType::kFloat32, n, in[w].data(), out[w].data(), true,
+    const char* bytes = reinterpret_cast<const char*>(values[w].data());
+    in[w] = Aligned(std::vector<char>(bytes, bytes + n * sizeof(float)));
+    out[w] = Aligned(std::vector<char>(n * sizeof(float)));
+    done.push_back(PushPull(job.worker(w), "max", DataType::kFloat32, n, in[w].get(), out[w].get(), true,
                             ReduceOp::kMax));
   }
   for (int w = 0; w < 2; ++w) {
     ASSERT_TRUE(Await(done[w]).ok());
-    for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(out[w][i], std::max(in[0][i], in[1][i])) << i;
+    const float* got = reinterpret_cast<const float*>(out[w].get());
+    for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], std::max(values[0][i], values[1][i])) << i;
   }
-  // Below the heap's size tensors are copied, as before.
+  // Below the heap's size blocks are the allocator's ordinary ones, and pushes are copied, as before.
   const uint64_t before = InPlaceBytes();
   ExpectSums(job, "small", DataType::kFloat32, 100000, 0, {true, true}, false);
   EXPECT_EQ(InPlaceBytes(), before);

@@ -111,7 +111,7 @@ def test_each_wheel_names_its_tensorflow_line_and_holds_its_native_parts(wheels)
         wheel = wheels(MAIN_PYTHON, line)
         assert wheel.name.startswith("bps_tf-") and f"+tf{line}-{tag}-{tag}-linux_x86_64.whl" in wheel.name
         names = set(zipfile.ZipFile(wheel).namelist())
-        assert {"bps_tf/libbps_core.so", f"bps_tf/_bps_ops_tf{line}.so",
+        assert {"bps_tf/libbps_core.so", "bps_tf/libbps_preload.so", f"bps_tf/_bps_ops_tf{line}.so",
                 f"bps_tf/_core.cpython-{tag[2:]}-x86_64-linux-gnu.so"} <= names, sorted(names)
         assert f"bps_tf/_bps_ops_tf{other}.so" not in names  # one line's op library only
         assert any(n.endswith("entry_points.txt") for n in names)

@@ -13,6 +13,26 @@ def found(name=JEMALLOC):
     return lambda: name
 
 
+@pytest.fixture(autouse=True)
+def no_router(monkeypatch):
+    """The tests below see no router unless they make one (the built tree has it)."""
+    monkeypatch.setattr(allocator, "router", lambda: None)
+
+
+def test_the_router_goes_ahead_of_jemalloc_only(tmp_path, monkeypatch):
+    routes = tmp_path / "libbps_preload.so"
+    routes.write_bytes(b"")
+    monkeypatch.setattr(allocator, "router", lambda: str(routes))
+    assert allocator.apply({}, find=found())["LD_PRELOAD"] == f"{routes} {JEMALLOC}"
+    user_preloaded = {"LD_PRELOAD": "/opt/libjemalloc.so.2 /opt/libhook.so"}
+    assert allocator.apply(user_preloaded)["LD_PRELOAD"] == f"{routes} /opt/libjemalloc.so.2 /opt/libhook.so"
+    assert allocator.apply({"LD_PRELOAD": "/usr/lib/libtcmalloc_minimal.so.4"}, find=found()) == {
+        "LD_PRELOAD": "/usr/lib/libtcmalloc_minimal.so.4"}
+    assert "LD_PRELOAD" not in allocator.apply({"BYTEPS_ALLOCATOR": "system"}, find=found())
+    env = allocator.apply({}, find=found())
+    assert allocator.apply(dict(env), find=found()) == env  # not added twice
+
+
 def test_jemalloc_is_preloaded_by_default_where_installed():
     assert allocator.apply({}, find=found())["LD_PRELOAD"] == JEMALLOC
 

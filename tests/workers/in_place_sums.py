@@ -1,5 +1,5 @@
-"""TensorFlow tensors of 8 MB and more summed in place: a server on the host reads them where they lie in the
-worker's memory and writes the sums there (with jemalloc, which bpslaunch preloads). Every dtype, odd sizes,
+"""TensorFlow tensors summed in place: a server on the host reads them where they lie in the worker's memory
+and writes the sums there (TensorFlow's memory, with jemalloc and bps_tf's router, which bpslaunch preloads). Every dtype, odd sizes,
 eager and in a tf.function, an input TensorFlow forwards as the output, checked against NumPy; then each worker
 reports whether its pushes went in place.
 
@@ -29,7 +29,8 @@ def main():
     for dtype_name in DTYPES:
         n = (8 << 20) // dtype_of(dtype_name).itemsize + 12345
         for round_ in range(2):
-            x = tf.constant(data(rank, dtype_name, n, round_))
+            # (A constant may share the NumPy array's memory; the product is TensorFlow's own.)
+            x = tf.constant(data(rank, dtype_name, n, round_)) * 1
             got = bps.push_pull(x, name=f"{dtype_name}/{n}", op=bps.Sum)
             assert got.dtype == x.dtype and got.shape == (n,)
             check(dtype_name, got.numpy(), size, round_)
