@@ -15,6 +15,8 @@ namespace {
 
 constexpr size_t kPageBytes = 4096;
 constexpr size_t kCacheLineBytes = 64;
+// A round of pushes in place is combined and copied out in blocks that stay in a core's L1 cache.
+constexpr size_t kInPlaceBlockBytes = 16 << 10;
 
 }  // namespace
 
@@ -179,35 +181,24 @@ void KeyRound::TakeInWaiting() {
 
 void KeyRound::CombineWaiting() {
   const std::vector<InPlacePush>& pushes = waiting_in_place_;
-  void* out = pushes[0].output;
-  const size_t count = pushes.size();
-  // An output may be its own push's input (TensorFlow forwarded it): it is then combined into, not over.
-  auto input_of = [&](size_t i) { return pushes[i].input; };
-  if (count == 1) {
-    if (out != input_of(0)) CopyInParallel(out, input_of(0));
-  } else if (wide_sum_) {
-    if (count == 2) {
-      CombineTwoAndLoad(helpers_, op_, dtype_, input_of(0), input_of(1), out, num_elements_);
-    } else {
-      CombineTwoIntoAccumulator(helpers_, op_, dtype_, wide_sum_.get(), input_of(0), input_of(1), num_elements_);
-      for (size_t i = 2; i < count; ++i) {
-        CombineIntoAccumulator(helpers_, op_, dtype_, wide_sum_.get(), input_of(i), num_elements_);
+  char* out = static_cast<char*>(pushes[0].output);
+  const size_t element = DataTypeSize(dtype_);
+  // Block by block, each block's result copied to the other outputs while it is still in the core's cache:
+  // every input is read once and every output written once.
+  auto combine = [&](size_t begin, size_t end) {
+    for (size_t from = begin; from < end; from += kInPlaceBlockBytes) {
+      const size_t to = std::min(end, from + kInPlaceBlockBytes);
+      CombineWaitingBlock(from / element, (to - from) / element);
+      for (size_t i = 1; i < pushes.size(); ++i) {
+        char* other = static_cast<char*>(pushes[i].output);
+        if (other != out) std::memcpy(other + from, out + from, to - from);
       }
-      LoadFromAccumulator(helpers_, dtype_, wide_sum_.get(), out, num_elements_);
     }
+  };
+  if (helpers_ != nullptr) {
+    helpers_->Run(bytes(), kParallelGrainBytes, kPageBytes, combine);
   } else {
-    size_t next = 2;
-    if (out == input_of(0)) {
-      CombineIntoAccumulator(helpers_, op_, dtype_, out, input_of(1), num_elements_);
-    } else if (out == input_of(1)) {
-      CombineIntoAccumulator(helpers_, op_, dtype_, out, input_of(0), num_elements_);
-    } else {
-      CombineTwoIntoAccumulator(helpers_, op_, dtype_, out, input_of(0), input_of(1), num_elements_);
-    }
-    for (; next < count; ++next) CombineIntoAccumulator(helpers_, op_, dtype_, out, input_of(next), num_elements_);
-  }
-  for (size_t i = 1; i < count; ++i) {
-    if (pushes[i].output != out) CopyInParallel(pushes[i].output, out);
+    combine(0, bytes());
   }
   const uint32_t round = accumulating_round();
   result_from_[round % results_.size()] = kWrittenInPlace;
@@ -218,12 +209,34 @@ void KeyRound::CombineWaiting() {
   ++completed_round_;
 }
 
-void KeyRound::CopyInParallel(void* destination, const void* source) {
-  auto copy = [&](size_t begin, size_t end) {
-    std::memcpy(static_cast<char*>(destination) + begin, static_cast<const char*>(source) + begin, end - begin);
-  };
-  if (helpers_ == nullptr) return copy(0, bytes());
-  helpers_->Run(bytes(), kParallelGrainBytes, kPageBytes, copy);
+void KeyRound::CombineWaitingBlock(size_t first, size_t n) {
+  const std::vector<InPlacePush>& pushes = waiting_in_place_;
+  const size_t element = DataTypeSize(dtype_);
+  auto input = [&](size_t i) { return static_cast<const char*>(pushes[i].input) + first * element; };
+  char* out = static_cast<char*>(pushes[0].output) + first * element;
+  const size_t count = pushes.size();
+  if (count == 1) {
+    if (out != input(0)) std::memcpy(out, input(0), n * element);
+  } else if (wide_sum_) {
+    if (count == 2) {
+      CombineTwoAndLoad(nullptr, op_, dtype_, input(0), input(1), out, n);
+      return;
+    }
+    char* acc = wide_sum_.get() + first * DataTypeSize(AccumulatorType(dtype_));
+    CombineTwoIntoAccumulator(nullptr, op_, dtype_, acc, input(0), input(1), n);
+    for (size_t i = 2; i < count; ++i) CombineIntoAccumulator(nullptr, op_, dtype_, acc, input(i), n);
+    LoadFromAccumulator(nullptr, dtype_, acc, out, n);
+  } else {
+    // An output may be its own push's input (TensorFlow forwarded it): it is then combined into, not over.
+    if (out == input(0)) {
+      CombineIntoAccumulator(nullptr, op_, dtype_, out, input(1), n);
+    } else if (out == input(1)) {
+      CombineIntoAccumulator(nullptr, op_, dtype_, out, input(0), n);
+    } else {
+      CombineTwoIntoAccumulator(nullptr, op_, dtype_, out, input(0), input(1), n);
+    }
+    for (size_t i = 2; i < count; ++i) CombineIntoAccumulator(nullptr, op_, dtype_, out, input(i), n);
+  }
 }
 
 StatusOr<bool> KeyRound::Add(int rank, uint32_t round) {

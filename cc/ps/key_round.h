@@ -170,7 +170,8 @@ class KeyRound {
   void TakeInWaiting();
   // Every contribution waited in place: combined into the first output, copied to the others.
   void CombineWaiting();
-  void CopyInParallel(void* destination, const void* source);
+  // Elements [first, first + n) of that.
+  void CombineWaitingBlock(size_t first, size_t n);
   // Checks a push of `round` and counts it; `*summed`: whether its data joins the round (false: late).
   Status Admit(int rank, uint32_t round, bool* summed);
   void ClearAccumulatorIfUnset();
