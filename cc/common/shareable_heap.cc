@@ -35,11 +35,20 @@ struct ExtentHooks {
   MergeHook* merge;
 };
 using Mallctl = int(const char* name, void* old_value, size_t* old_size, void* new_value, size_t new_size);
+// What jemalloc 5.3's experimental.arenas_create_ext takes: the hooks, and whether the arena's own metadata
+// comes through them too.
+struct ArenaConfig {
+  ExtentHooks* extent_hooks;
+  bool metadata_use_hooks;
+};
 
 // The heap's memory, and jemalloc's default hooks (a block taken when the heap is full stays theirs). Set
 // once, before the hooks are installed; read by the hooks.
 SharedArena* g_arena = nullptr;
 ExtentHooks* g_previous = nullptr;
+// Whether jemalloc's metadata of the arena is elsewhere (ordinary memory, private to each process after a
+// fork): a forked child may then map the heap's file privately instead of copying it.
+bool g_metadata_elsewhere = false;
 
 bool Ours(const void* addr) { return g_arena->Holds(addr); }
 
@@ -50,7 +59,9 @@ void* Alloc(ExtentHooks*, void* new_addr, size_t size, size_t alignment, bool* z
   if (!block) {
     return g_previous->alloc ? g_previous->alloc(g_previous, new_addr, size, alignment, zero, commit, arena) : nullptr;
   }
-  *zero = true;  // addresses are never handed out twice: the file's pages there were never written
+  // Addresses are never handed out twice: the file's pages there were never written (but a forked child's
+  // fresh memory is its own anonymous memory, zero too).
+  *zero = true;
   *commit = true;
   return block->data;
 }
@@ -109,7 +120,7 @@ bool Merge(ExtentHooks*, void* addr_a, size_t size_a, void* addr_b, size_t size_
 
 ExtentHooks g_hooks = {Alloc, Dalloc, Destroy, Commit, Decommit, PurgeLazy, PurgeForced, Split, Merge};
 
-void MakeHeapPrivateInChild() { g_arena->MakePrivate(); }
+void MakeHeapPrivateInChild() { g_arena->MakePrivate(/*copy=*/!g_metadata_elsewhere); }
 
 // Address space for the heap; memory is used only as written.
 constexpr size_t kReservedBytes = size_t(256) << 30;
@@ -144,9 +155,12 @@ ShareableHeap* ShareableHeap::Install(std::string* why) {
   g_arena = created.value().release();
   g_previous = previous;
   unsigned arena = 0;
+  size = sizeof(arena);
+  ArenaConfig config{&g_hooks, /*metadata_use_hooks=*/false};
+  g_metadata_elsewhere = mallctl("experimental.arenas_create_ext", &arena, &size, &config, sizeof(config)) == 0;
   ExtentHooks* mine = &g_hooks;
   size = sizeof(arena);
-  if (mallctl("arenas.create", &arena, &size, &mine, sizeof(mine)) != 0) {
+  if (!g_metadata_elsewhere && mallctl("arenas.create", &arena, &size, &mine, sizeof(mine)) != 0) {
     *why = "jemalloc refused an arena with bps_tf's extent hooks";
     return nullptr;
   }

@@ -11,8 +11,11 @@
 // it purges are given back to the system: a hole punched in the file).
 //
 // Without jemalloc 5 and the router there is no heap, and pushes copy as before. A child forked from the
-// process (multiprocessing) keeps its parent's allocations as a copy of its own
-// (SharedArena::MakePrivate): it never writes into memory its parent or a server sees.
+// process (multiprocessing) gets the heap as memory of its own (SharedArena::MakePrivate): it never writes
+// into memory its parent or a server sees. With jemalloc 5.3 the arena keeps its metadata outside the
+// heap, and the child reads its parent's tensors lazily (a tensor its parent changes after the fork may
+// change for the child: TensorFlow is not meant to run in a forked child); with older ones the heap is
+// copied at the fork.
 #pragma once
 
 #include <cstddef>

@@ -116,22 +116,27 @@ bool SharedArena::Holds(const void* data) const {
   return at >= base_ && at < base_ + capacity_;
 }
 
-void SharedArena::MakePrivate() {
+void SharedArena::MakePrivate(bool copy) {
   if (private_) return;
-  // Whatever was allocated keeps its contents: copied into anonymous memory moved over the same addresses.
   const size_t used = used_;
-  void* copy = mmap(nullptr, used, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (copy == MAP_FAILED) std::abort();  // a child sharing its parent's heap would corrupt both
-  // Only the pages that hold data: reading a hole of the file would give it a page.
-  for (off_t from = 0; static_cast<size_t>(from) < used;) {
-    const off_t data = lseek(fd_, from, SEEK_DATA);
-    if (data < 0 || static_cast<size_t>(data) >= used) break;
-    off_t hole = lseek(fd_, data, SEEK_HOLE);
-    if (hole < 0 || static_cast<size_t>(hole) > used) hole = static_cast<off_t>(used);
-    std::memcpy(static_cast<char*>(copy) + data, base_ + data, static_cast<size_t>(hole - data));
-    from = hole;
+  if (copy) {
+    // Copied into anonymous memory moved over the same addresses; only the pages that hold data (reading a
+    // hole of the file would give it a page).
+    void* copied = mmap(nullptr, used, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (copied == MAP_FAILED) std::abort();  // a child sharing its parent's memory would corrupt both
+    for (off_t from = 0; static_cast<size_t>(from) < used;) {
+      const off_t data = lseek(fd_, from, SEEK_DATA);
+      if (data < 0 || static_cast<size_t>(data) >= used) break;
+      off_t hole = lseek(fd_, data, SEEK_HOLE);
+      if (hole < 0 || static_cast<size_t>(hole) > used) hole = static_cast<off_t>(used);
+      std::memcpy(static_cast<char*>(copied) + data, base_ + data, static_cast<size_t>(hole - data));
+      from = hole;
+    }
+    if (mremap(copied, used, used, MREMAP_MAYMOVE | MREMAP_FIXED, base_) == MAP_FAILED) std::abort();
+  } else if (mmap(base_, used, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_NORESERVE | MAP_FIXED, fd_, 0) ==
+             MAP_FAILED) {
+    std::abort();
   }
-  if (mremap(copy, used, used, MREMAP_MAYMOVE | MREMAP_FIXED, base_) == MAP_FAILED) std::abort();
   if (mmap(base_ + used, capacity_ - used, PROT_READ | PROT_WRITE,
            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED) {
     std::abort();

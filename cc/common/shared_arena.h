@@ -53,11 +53,16 @@ class SharedArena {
   std::optional<uint64_t> OffsetOf(const void* data, size_t bytes) const;
   // Whether `data` is in this arena's reservation (shared or made private).
   bool Holds(const void* data) const;
-  // In a child process forked from the owner: the arena's contents, at the same addresses, become this
-  // process's own, so that the child's writes and allocations never reach its parent. Peers' views see
-  // the parent's memory still; OffsetOf finds nothing from then on. Not thread-safe: call with no other
-  // thread using the arena (a fork handler).
-  void MakePrivate();
+  // In a child process forked from the owner: the arena becomes this process's own, at the same addresses,
+  // so that the child's writes and allocations never reach its parent. With `copy`, what was allocated is
+  // copied now, as the parent had it; without, the child reads the file's pages until it writes them (a
+  // page its parent changes later changes for the child too, unless the child wrote it first). Past the
+  // allocated part the child gets fresh memory. Peers' views see the parent's memory still; OffsetOf
+  // finds nothing from then on. Not thread-safe: call with no other thread using the arena (a fork
+  // handler).
+  void MakePrivate(bool copy);
+  // Whether the arena is still shared (MakePrivate was not called).
+  bool shared() const { return !private_; }
 
  private:
   SharedArena(int fd, char* base, size_t capacity, std::string locator);

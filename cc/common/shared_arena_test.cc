@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -146,6 +147,38 @@ TEST(SharedArenaTest, AlignedBlocksAndOffsetsOfAddresses) {
   EXPECT_FALSE(arena.value()->OffsetOf(&elsewhere, 1));
   EXPECT_FALSE(arena.value()->OffsetOf(b->data - b->offset, 1));  // the header
   EXPECT_TRUE(arena.value()->Holds(b->data));
+}
+
+// A forked child's arena becomes its own, whether copied at once or read from the file until written.
+TEST(SharedArenaTest, AForkedChildsArenaIsItsOwn) {
+  for (bool copy : {true, false}) {
+    auto arena = SharedArena::Create(size_t(1) << 30);
+    ASSERT_TRUE(arena.ok());
+    const size_t bytes = 8 << 20;
+    auto block = arena.value()->Allocate(bytes);
+    ASSERT_TRUE(block);
+    std::memset(block->data, 1, bytes);
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      arena.value()->MakePrivate(copy);
+      int failures = block->data[bytes - 1] != 1;
+      failures += arena.value()->OffsetOf(block->data, 1).has_value();
+      failures += arena.value()->shared();
+      std::memset(block->data, 2, bytes);
+      auto fresh = arena.value()->Allocate(bytes);
+      failures += !fresh || fresh->data[0] != 0;
+      if (fresh) std::memset(fresh->data, 3, bytes);
+      _exit(failures);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "copy " << copy << ": " << status;
+    for (size_t i = 0; i < bytes; i += 4096) ASSERT_EQ(block->data[i], 1) << "copy " << copy << " at " << i;
+    auto next = arena.value()->Allocate(bytes);
+    ASSERT_TRUE(next);
+    EXPECT_EQ(next->data[0], 0) << "the child's blocks never reach the parent";
+  }
 }
 
 }  // namespace
