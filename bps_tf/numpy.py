@@ -147,7 +147,7 @@ def communication_counters():
     (encoded by the core's compression, over the network or a server's shared memory on this host);
     `uncompressed_bytes_pushed`, what the same pushes would have been without the core's compression;
     `bytes_pushed_in_place`, of `bytes_pushed`, those a server on this host read where they lay in this
-    process's memory, writing the sum there too (TensorFlow tensors of 8 MB and more, with jemalloc);
+    process's memory, writing the sum there too (TensorFlow's tensors, with jemalloc and bps_tf's router);
     `messages_sent` and `messages_received`, the messages to and from servers that carried them (a message
     holding several small partitions for one server counts once), and `messages_sent_to_server`, the sent ones
     by server index ({index: count}); `late_pushes`, with backup workers (BYTEPS_BACKUP_WORKERS), this worker's

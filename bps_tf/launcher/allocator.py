@@ -67,9 +67,10 @@ def library(environ, find=None):
 
 
 def router():
-    """The path of bps_tf's allocation router, or None where it is not built."""
+    """The path of bps_tf's allocation router, or None where it is not built or LD_PRELOAD cannot name it (a
+    space or a colon in the package's path: tensors are then copied to servers, as without jemalloc)."""
     path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ROUTER)
-    return path if os.path.isfile(path) else None
+    return path if os.path.isfile(path) and not any(c in path for c in " :") else None
 
 
 def _preloads(environ):

@@ -46,9 +46,6 @@ struct ArenaConfig {
 // once, before the hooks are installed; read by the hooks.
 SharedArena* g_arena = nullptr;
 ExtentHooks* g_previous = nullptr;
-// Whether jemalloc's metadata of the arena is elsewhere (ordinary memory, private to each process after a
-// fork): a forked child may then map the heap's file privately instead of copying it.
-bool g_metadata_elsewhere = false;
 
 bool Ours(const void* addr) { return g_arena->Holds(addr); }
 
@@ -59,9 +56,7 @@ void* Alloc(ExtentHooks*, void* new_addr, size_t size, size_t alignment, bool* z
   if (!block) {
     return g_previous->alloc ? g_previous->alloc(g_previous, new_addr, size, alignment, zero, commit, arena) : nullptr;
   }
-  // Addresses are never handed out twice: the file's pages there were never written (but a forked child's
-  // fresh memory is its own anonymous memory, zero too).
-  *zero = true;
+  *zero = true;  // addresses are never handed out twice: the file's pages there were never written
   *commit = true;
   return block->data;
 }
@@ -120,7 +115,7 @@ bool Merge(ExtentHooks*, void* addr_a, size_t size_a, void* addr_b, size_t size_
 
 ExtentHooks g_hooks = {Alloc, Dalloc, Destroy, Commit, Decommit, PurgeLazy, PurgeForced, Split, Merge};
 
-void MakeHeapPrivateInChild() { g_arena->MakePrivate(/*copy=*/!g_metadata_elsewhere); }
+void MakeHeapPrivateInChild() { g_arena->MakePrivate(); }
 
 // Address space for the heap; memory is used only as written.
 constexpr size_t kReservedBytes = size_t(256) << 30;
@@ -154,14 +149,13 @@ ShareableHeap* ShareableHeap::Install(std::string* why) {
   }
   g_arena = created.value().release();
   g_previous = previous;
+  // The arena's own metadata stays in ordinary memory: private to each process after a fork, so that a
+  // forked child's allocator never sees its parent's change under it (the heap's file does).
   unsigned arena = 0;
   size = sizeof(arena);
   ArenaConfig config{&g_hooks, /*metadata_use_hooks=*/false};
-  g_metadata_elsewhere = mallctl("experimental.arenas_create_ext", &arena, &size, &config, sizeof(config)) == 0;
-  ExtentHooks* mine = &g_hooks;
-  size = sizeof(arena);
-  if (!g_metadata_elsewhere && mallctl("arenas.create", &arena, &size, &mine, sizeof(mine)) != 0) {
-    *why = "jemalloc refused an arena with bps_tf's extent hooks";
+  if (mallctl("experimental.arenas_create_ext", &arena, &size, &config, sizeof(config)) != 0) {
+    *why = "jemalloc is older than 5.3 (it has no experimental.arenas_create_ext)";
     return nullptr;
   }
   pthread_atfork(nullptr, nullptr, MakeHeapPrivateInChild);

@@ -10,12 +10,12 @@
 // stays as it was. jemalloc keeps the arena's freed blocks for reuse as it does its other arenas' (pages
 // it purges are given back to the system: a hole punched in the file).
 //
-// Without jemalloc 5 and the router there is no heap, and pushes copy as before. A child forked from the
-// process (multiprocessing) gets the heap as memory of its own (SharedArena::MakePrivate): it never writes
-// into memory its parent or a server sees. With jemalloc 5.3 the arena keeps its metadata outside the
-// heap, and the child reads its parent's tensors lazily (a tensor its parent changes after the fork may
-// change for the child: TensorFlow is not meant to run in a forked child); with older ones the heap is
-// copied at the fork.
+// Without jemalloc 5.3 and the router there is no heap, and pushes copy as before. A child forked from
+// the process (multiprocessing) gets the heap as memory of its own (SharedArena::MakePrivate): it never
+// writes into memory its parent or a server sees, and its jemalloc takes new blocks elsewhere. The arena
+// keeps its metadata outside the heap, so the child's allocator state is its own; the child reads its
+// parent's tensors lazily (one its parent changes after the fork may change for the child: TensorFlow is
+// not meant to run in a forked child).
 #pragma once
 
 #include <cstddef>

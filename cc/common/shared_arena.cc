@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -116,31 +118,15 @@ bool SharedArena::Holds(const void* data) const {
   return at >= base_ && at < base_ + capacity_;
 }
 
-void SharedArena::MakePrivate(bool copy) {
+void SharedArena::MakePrivate() {
   if (private_) return;
   const size_t used = used_;
-  if (copy) {
-    // Copied into anonymous memory moved over the same addresses; only the pages that hold data (reading a
-    // hole of the file would give it a page).
-    void* copied = mmap(nullptr, used, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (copied == MAP_FAILED) std::abort();  // a child sharing its parent's memory would corrupt both
-    for (off_t from = 0; static_cast<size_t>(from) < used;) {
-      const off_t data = lseek(fd_, from, SEEK_DATA);
-      if (data < 0 || static_cast<size_t>(data) >= used) break;
-      off_t hole = lseek(fd_, data, SEEK_HOLE);
-      if (hole < 0 || static_cast<size_t>(hole) > used) hole = static_cast<off_t>(used);
-      std::memcpy(static_cast<char*>(copied) + data, base_ + data, static_cast<size_t>(hole - data));
-      from = hole;
-    }
-    if (mremap(copied, used, used, MREMAP_MAYMOVE | MREMAP_FIXED, base_) == MAP_FAILED) std::abort();
-  } else if (mmap(base_, used, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_NORESERVE | MAP_FIXED, fd_, 0) ==
-             MAP_FAILED) {
-    std::abort();
+  if (mmap(base_, used, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_NORESERVE | MAP_FIXED, fd_, 0) == MAP_FAILED ||
+      mmap(base_ + used, capacity_ - used, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
+           0) == MAP_FAILED) {
+    std::abort();  // a child sharing its parent's memory would corrupt both
   }
-  if (mmap(base_ + used, capacity_ - used, PROT_READ | PROT_WRITE,
-           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED) {
-    std::abort();
-  }
+  used_ = capacity_;  // full
   private_ = true;
 }
 
@@ -160,11 +146,18 @@ StatusOr<std::unique_ptr<SharedArenaView>> SharedArenaView::Open(const std::stri
     close(mine);
     return Unavailable(path + " is not a shared arena");
   }
-  // Only a file that cannot shrink under this mapping (SharedArena::Create seals it so).
-  const int seals = fcntl(mine, F_GET_SEALS);
-  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+  // Only a file of ordinary shared memory (a hugetlbfs file's pages may be missing when touched: SIGBUS) that
+  // cannot change size under this mapping (SharedArena::Create seals it so).
+  struct statfs fs;
+  if (fstatfs(mine, &fs) != 0 || fs.f_type != TMPFS_MAGIC) {
     close(mine);
-    return Unavailable(path + " is not sealed against shrinking: not a shared arena");
+    return Unavailable(path + " is not in shared memory (tmpfs): not a shared arena");
+  }
+  const int seals = fcntl(mine, F_GET_SEALS);
+  const int needed = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+  if (seals < 0 || (seals & needed) != needed) {
+    close(mine);
+    return Unavailable(path + " is not sealed at its size: not a shared arena");
   }
   const size_t size = static_cast<size_t>(st.st_size);
   void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, mine, 0);

@@ -54,13 +54,13 @@ class SharedArena {
   // Whether `data` is in this arena's reservation (shared or made private).
   bool Holds(const void* data) const;
   // In a child process forked from the owner: the arena becomes this process's own, at the same addresses,
-  // so that the child's writes and allocations never reach its parent. With `copy`, what was allocated is
-  // copied now, as the parent had it; without, the child reads the file's pages until it writes them (a
-  // page its parent changes later changes for the child too, unless the child wrote it first). Past the
-  // allocated part the child gets fresh memory. Peers' views see the parent's memory still; OffsetOf
-  // finds nothing from then on. Not thread-safe: call with no other thread using the arena (a fork
-  // handler).
-  void MakePrivate(bool copy);
+  // so that the child's writes never reach its parent: the child reads the file's pages until it writes
+  // them (a page its parent changes later changes for the child too, unless the child wrote it first).
+  // The child allocates nothing more from it (Allocate says it is full; the reservation past the allocated
+  // part is left inaccessible, which costs no memory however the system counts it). Peers' views see the
+  // parent's memory still; OffsetOf finds nothing from then on. Not thread-safe: call with no other
+  // thread using the arena (a fork handler).
+  void MakePrivate();
   // Whether the arena is still shared (MakePrivate was not called).
   bool shared() const { return !private_; }
 

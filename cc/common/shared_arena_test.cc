@@ -1,6 +1,7 @@
 #include "cc/common/shared_arena.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -134,6 +135,24 @@ TEST(SharedArenaTest, AFileNotSealedAgainstShrinkingIsRefused) {
   close(fd);
 }
 
+// A hugetlbfs file passes the other checks, but its pages may be missing when touched (SIGBUS): refused
+// before it is mapped.
+TEST(SharedArenaTest, AHugePageFileIsRefusedBeforeItIsMapped) {
+  const int fd = memfd_create("huge", MFD_CLOEXEC | MFD_HUGETLB | MFD_ALLOW_SEALING);
+  if (fd < 0) GTEST_SKIP() << "no hugetlbfs memfd on this kernel";
+  if (ftruncate(fd, 2 << 20) != 0) {
+    close(fd);
+    GTEST_SKIP() << "hugetlbfs file cannot be sized here";
+  }
+  ASSERT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), 0);
+  std::ostringstream locator;
+  locator << getpid() << " " << fd << " " << 12345;
+  auto view = SharedArenaView::Open(locator.str());
+  EXPECT_FALSE(view.ok());
+  EXPECT_NE(view.status().message().find("tmpfs"), std::string::npos) << view.status().message();
+  close(fd);
+}
+
 TEST(SharedArenaTest, AlignedBlocksAndOffsetsOfAddresses) {
   auto arena = SharedArena::Create(size_t(1) << 30);
   ASSERT_TRUE(arena.ok());
@@ -149,9 +168,10 @@ TEST(SharedArenaTest, AlignedBlocksAndOffsetsOfAddresses) {
   EXPECT_TRUE(arena.value()->Holds(b->data));
 }
 
-// A forked child's arena becomes its own, whether copied at once or read from the file until written.
+// A forked child's arena becomes its own: it reads the file until it writes, and allocates nothing more
+// from it.
 TEST(SharedArenaTest, AForkedChildsArenaIsItsOwn) {
-  for (bool copy : {true, false}) {
+  {
     auto arena = SharedArena::Create(size_t(1) << 30);
     ASSERT_TRUE(arena.ok());
     const size_t bytes = 8 << 20;
@@ -161,20 +181,19 @@ TEST(SharedArenaTest, AForkedChildsArenaIsItsOwn) {
     const pid_t child = fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
-      arena.value()->MakePrivate(copy);
+      arena.value()->MakePrivate();
       int failures = block->data[bytes - 1] != 1;
       failures += arena.value()->OffsetOf(block->data, 1).has_value();
       failures += arena.value()->shared();
       std::memset(block->data, 2, bytes);
-      auto fresh = arena.value()->Allocate(bytes);
-      failures += !fresh || fresh->data[0] != 0;
-      if (fresh) std::memset(fresh->data, 3, bytes);
+      failures += block->data[0] != 2;
+      failures += arena.value()->Allocate(bytes).has_value();  // its allocations go elsewhere
       _exit(failures);
     }
     int status = 0;
     ASSERT_EQ(waitpid(child, &status, 0), child);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "copy " << copy << ": " << status;
-    for (size_t i = 0; i < bytes; i += 4096) ASSERT_EQ(block->data[i], 1) << "copy " << copy << " at " << i;
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    for (size_t i = 0; i < bytes; i += 4096) ASSERT_EQ(block->data[i], 1) << i;
     auto next = arena.value()->Allocate(bytes);
     ASSERT_TRUE(next);
     EXPECT_EQ(next->data[0], 0) << "the child's blocks never reach the parent";

@@ -38,10 +38,19 @@ void* Routed(size_t alignment, size_t size) {
   return mallocx(size, g_flags | AlignFlags(alignment));
 }
 
+// The next library's `name` (jemalloc's, or the C library's), looked up on first use. Plain atomics, not
+// function-local statics: those would need the C++ runtime's guards.
 template <class F>
-F* Next(const char* name) {
-  return reinterpret_cast<F*>(dlsym(RTLD_NEXT, name));
+F* Next(std::atomic<F*>& cached, const char* name) {
+  F* next = cached.load(std::memory_order_acquire);
+  if (next == nullptr) {
+    next = reinterpret_cast<F*>(dlsym(RTLD_NEXT, name));
+    cached.store(next, std::memory_order_release);
+  }
+  return next;
 }
+std::atomic<PosixMemalign*> g_next_posix_memalign{nullptr};
+std::atomic<AlignedAlloc*> g_next_aligned_alloc{nullptr};
 
 }  // namespace
 
@@ -63,13 +72,13 @@ __attribute__((visibility("default"))) int posix_memalign(void** out, size_t ali
       return 0;
     }
   }
-  static PosixMemalign* next = Next<PosixMemalign>("posix_memalign");
+  PosixMemalign* next = Next(g_next_posix_memalign, "posix_memalign");
   return next != nullptr ? next(out, alignment, size) : ENOMEM;
 }
 
 __attribute__((visibility("default"))) void* aligned_alloc(size_t alignment, size_t size) {
   if (void* block = Routed(alignment, size)) return block;
-  static AlignedAlloc* next = Next<AlignedAlloc>("aligned_alloc");
+  AlignedAlloc* next = Next(g_next_aligned_alloc, "aligned_alloc");
   return next != nullptr ? next(alignment, size) : nullptr;
 }
 

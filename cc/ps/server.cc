@@ -413,7 +413,8 @@ void Server::HandlePush(PeerId from, const Message& m, void* payload) {
   }
   ParkedPull pull{from, m.sender, m.share, m.request_id, m.round, NowSeconds()};
   std::shared_ptr<const SharedArenaView> heap;
-  if (error.ok() && m.share != ShareMode::kNone && !m.text.empty()) {
+  if (error.ok() && m.share != ShareMode::kNone && !m.text.empty() && config_.shared_memory &&
+      config_.in_place_pushes) {
     heap = worker_heaps_.Map(from, m.text);  // a worker on this host names its heap
     pull.heap_mapped = heap != nullptr;
   }

@@ -43,7 +43,7 @@ class ServerTest : public ::testing::Test {
       config.min_workers = 1;
       config.max_workers = 2;
     }
-    config.shared_memory = false;
+    config.shared_memory = shared_memory_;
     config.async = async_;
     config.staleness = staleness_;
     server_transport_ = CreateInMemoryTransport(network_);
@@ -149,6 +149,7 @@ class ServerTest : public ::testing::Test {
   }
 
   double timeout_s_ = 20;  // BYTEPS_TIMEOUT
+  bool shared_memory_ = false;  // BYTEPS_SHARED_MEMORY
   bool elastic_ = false;
   bool async_ = false;   // BYTEPS_ENABLE_ASYNC
   int staleness_ = -1;   // BYTEPS_STALENESS
@@ -636,6 +637,7 @@ TEST_F(AsyncServerTest, InitialPushesThenChangesHeldForTheSlowest) {
 // it), and checks what a push names there.
 class InPlaceServerTest : public ServerTest {
  protected:
+  InPlaceServerTest() { shared_memory_ = true; }
   void SetUp() override {
     ServerTest::SetUp();
     auto heap = SharedArena::Create(size_t(1) << 24, "test_heap");

@@ -34,14 +34,14 @@ bool SharedPushes::MayShare(int server) {
 }
 
 SharedPushes::Plan SharedPushes::PlanPush(int server, uint64_t key, size_t bytes, const void* input, void* output,
-                                          bool memory_kept) {
+                                          bool may_go_in_place) {
   Plan plan;
   const bool has_data = input != nullptr;
   std::lock_guard<std::mutex> lock(mu_);
   if (!enabled_ || server >= static_cast<int>(arenas_.size()) || !on_this_host_[server]) return plan;
   const Arena& arena = arenas_[server];
   if (arena.unusable) return plan;
-  if (heap_ != nullptr && arena.heap == Arena::Heap::kMapped && memory_kept && has_data) {
+  if (heap_ != nullptr && arena.heap == Arena::Heap::kMapped && may_go_in_place && has_data) {
     auto from = heap_->OffsetOf(input, bytes);
     auto to = heap_->OffsetOf(output, bytes);
     if (from && to) {

@@ -10,6 +10,7 @@
 // the server's reply says whether it maps it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -24,6 +25,12 @@
 #include "cc/ps/message.h"
 
 namespace bps {
+
+// Given with a push_pull by a caller that can keep its input and output: null, it cannot (its pushes never go
+// in place); else set once any of its pushes went in place, and the caller must then keep both (unused)
+// after a failure, since a same-host server that is slow, or completes a round after this worker gave up
+// on it, may still write there.
+using InPlaceMark = std::shared_ptr<std::atomic<bool>>;
 
 class SharedPushes {
  public:
@@ -51,9 +58,9 @@ class SharedPushes {
   bool MayShare(int server);
 
   // How this worker's next push of `key` (`bytes` from `input`, or zeros where it is null; the sum into
-  // `output`) to `server` goes. An offset the server gave is good for one push only. `memory_kept`: the
-  // caller keeps `input` and `output` after a failure (may push in place).
-  Plan PlanPush(int server, uint64_t key, size_t bytes, const void* input, void* output, bool memory_kept);
+  // `output`) to `server` goes. An offset the server gave is good for one push only. `may_go_in_place`:
+  // the caller keeps `input` and `output` after a failure (InPlaceMark).
+  Plan PlanPush(int server, uint64_t key, size_t bytes, const void* input, void* output, bool may_go_in_place);
   // What `server` answered to a push that named this process's heap: whether it maps it.
   void TakeHeapAnswer(int server, bool mapped);
 

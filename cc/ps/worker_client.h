@@ -52,9 +52,9 @@ class WorkerClient : public MessageHandler {
   void Declare(const TensorSpec& spec, DeclareDone done) { operations_.Declare(spec, std::move(done)); }
   void PushPull(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input, void* output,
                 std::function<void()> on_sent, Done done, FusedPushes* fused = nullptr,
-                std::shared_ptr<DataMover> mover = nullptr, bool memory_kept = false) {
+                std::shared_ptr<DataMover> mover = nullptr, InPlaceMark in_place = nullptr) {
     operations_.PushPull(part, round, me, dtype, input, output, std::move(on_sent), std::move(done), fused,
-                         std::move(mover), memory_kept);
+                         std::move(mover), std::move(in_place));
   }
   void SendFused(FusedPushes* fused) { operations_.SendFused(fused); }
   void PushPullEncoded(const Partition& part, uint32_t round, Participant me, const void* encoded, void* encoded_sum,

@@ -29,14 +29,14 @@ void WorkerOperations::Declare(const TensorSpec& spec, DeclareDone done) {
 
 void WorkerOperations::PushPull(const Partition& part, uint32_t round, Participant me, DataType dtype,
                                 const void* input, void* output, std::function<void()> on_sent, Done done,
-                                FusedPushes* fused, std::shared_ptr<DataMover> mover, bool memory_kept) {
+                                FusedPushes* fused, std::shared_ptr<DataMover> mover, InPlaceMark in_place) {
   if (fused != nullptr && mover == nullptr) {
     fused->pushes.push_back(FusedPushes::Push{part, round, me, dtype, input, output, std::move(on_sent),
-                                              std::move(done), memory_kept});
+                                              std::move(done), std::move(in_place)});
     return;
   }
   SendPush(part, round, me, dtype, input, output, part.count * DataTypeSize(dtype), /*shareable=*/true,
-           std::move(on_sent), std::move(done), std::move(mover), memory_kept);
+           std::move(on_sent), std::move(done), std::move(mover), std::move(in_place));
 }
 
 void WorkerOperations::PushPullEncoded(const Partition& part, uint32_t round, Participant me, const void* encoded,
@@ -48,17 +48,17 @@ void WorkerOperations::PushPullEncoded(const Partition& part, uint32_t round, Pa
 void WorkerOperations::SendPush(const Partition& part, uint32_t round, Participant me, DataType dtype,
                                 const void* input, void* output, size_t wire_bytes, bool shareable,
                                 std::function<void()> on_sent, Done done, std::shared_ptr<DataMover> mover,
-                                bool memory_kept) {
+                                InPlaceMark in_place) {
   Status failed = requests_->refusal();
   if (!failed.ok()) {
     if (on_sent) on_sent();
     return done(failed);
   }
-  OutgoingPush out{FusedPushes::Push{part, round, me, dtype, input, output, std::move(on_sent), std::move(done)},
+  const bool may_go_in_place = in_place != nullptr && mover == nullptr;
+  OutgoingPush out{FusedPushes::Push{part, round, me, dtype, input, output, std::move(on_sent), std::move(done),
+                                     std::move(in_place)},
                    wire_bytes, {}, std::move(mover)};
-  if (shareable) {
-    out.shared = shared_->PlanPush(part.server, part.key, out.bytes(), input, output, memory_kept && mover == nullptr);
-  }
+  if (shareable) out.shared = shared_->PlanPush(part.server, part.key, out.bytes(), input, output, may_go_in_place);
   // A server on this host sums straight from its arena: the data crosses in one memcpy, not the transport.
   // A mover puts it there from where it is (or stages it for the transport): started on the thread of
   // pushes_to_host_, so that this thread goes on to the next push, and waited for on that of
@@ -106,6 +106,7 @@ void WorkerOperations::SendPlanned(OutgoingPush out, const Status& moved) {
   r.mover = std::move(out.mover);
   r.round = push.round;
   r.in_place = out.shared.share == ShareMode::kInPlace;
+  if (r.in_place) push.in_place->store(true);  // before it leaves: a failure after that keeps the memory
   r.heap_offered = out.shared.heap != nullptr;
   Message m;
   m.type = MessageType::kPush;
@@ -149,7 +150,7 @@ void WorkerOperations::SendFused(FusedPushes* fused) {
       for (auto& message : before.messages) SendMany(server, before.generation, std::move(message));
       SendPush(push.part, push.round, push.me, push.dtype, push.input, push.output,
                push.part.count * DataTypeSize(push.dtype), /*shareable=*/true, std::move(push.on_sent),
-               std::move(push.done), nullptr, push.memory_kept);
+               std::move(push.done), nullptr, std::move(push.in_place));
       continue;
     }
     // While a small message to the server is on its way, the small pushes that become ready wait for it and
@@ -545,6 +546,9 @@ DataMover::InFlight WorkerOperations::StartSum(Request& r, const Message& reply,
 }
 
 void WorkerOperations::FinishSum(Request& r, const Message& reply, Status status) {
+  // A server that could not map this process's heap for a push in place (it is out of file descriptors, or
+  // the connection is a new one it cannot map through): the next pushes to it are copied.
+  if (r.in_place && status.code() == Code::kUnavailable) shared_->TakeHeapAnswer(r.server, false);
   if (!status.ok()) status = Status(status.code(), status.message() + " (while waiting for " + Awaited(r) + ")");
   if (status.ok() && r.sum) {
     // Through the network or, from a server on this host, its shared memory; zeros and echoes carry none.

@@ -45,7 +45,7 @@ struct FusedPushes {
     void* output;
     std::function<void()> on_sent;
     std::function<void(const Status&)> done;
-    bool memory_kept = false;  // see PushPull
+    InPlaceMark in_place;  // see PushPull
   };
   std::vector<Push> pushes;
 };
@@ -74,12 +74,11 @@ class WorkerOperations {
   // the sum moved from the arena, or from `output` where it arrived; such a push is never fused. Its copies
   // are started and waited for on threads of the worker's own, two each way (FinishMoves), and what follows
   // a copy (the send, `done`) runs on the waiting one.
-  // `memory_kept`: the caller keeps `input` and `output` (unused) after a failure, so that a same-host
-  // server may read and write them in place (SharedPushes): one that is slow, or a round that completes
-  // after this worker gave up on it, could still write there.
+  // `in_place` (may be null): the push may go in place, a same-host server reading `input` and writing
+  // `output` where they are (SharedPushes); the mark is set if it does.
   void PushPull(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input, void* output,
                 std::function<void()> on_sent, Done done, FusedPushes* fused = nullptr,
-                std::shared_ptr<DataMover> mover = nullptr, bool memory_kept = false);
+                std::shared_ptr<DataMover> mover = nullptr, InPlaceMark in_place = nullptr);
   // Sends the pushes gathered in `fused` in their order; empties `fused`. Small ones that do not go through
   // shared memory travel in PUSH_MANYs of at most fused_message_bytes(): those to one server that are ready
   // together, or become ready while its last one is being sent, leave together once it has left, or at
@@ -154,7 +153,7 @@ class WorkerOperations {
   void SendMany(int server, uint64_t generation, std::vector<FusedPushes::Push> pushes);
   void SendPush(const Partition& part, uint32_t round, Participant me, DataType dtype, const void* input, void* output,
                 size_t wire_bytes, bool shareable, std::function<void()> on_sent, Done done,
-                std::shared_ptr<DataMover> mover = nullptr, bool memory_kept = false);
+                std::shared_ptr<DataMover> mover = nullptr, InPlaceMark in_place = nullptr);
   // A push whose place is planned (and, with a mover, whose bytes are there unless `moved` failed): sent.
   struct OutgoingPush {
     FusedPushes::Push push;

@@ -308,7 +308,7 @@ void Engine::StartPartition(Operation* op, const Partition& part, double queued_
         FinishPartition(op, status);
       }),
       config_.fusion && op->request.mover == nullptr ? t_fused : nullptr, op->request.mover,
-      op->request.memory_kept);
+      op->request.in_place);
 }
 
 Status Engine::CheckMover(const PushPullRequest& request) {

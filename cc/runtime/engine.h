@@ -59,9 +59,9 @@ struct PushPullRequest {
   // buffer, whose addresses stand for the data, and the mover moves the bytes (DataMover). Only for plain
   // sums of every worker's whole tensor: no compression, no published scope, no process set, no range.
   std::shared_ptr<DataMover> mover;
-  // The caller keeps `input` and `output` alive, and never uses them again, if `done` reports a failure:
-  // a server on this host may then read and write them where they are (WorkerOperations::PushPull).
-  bool memory_kept = false;
+  // Given by a caller that can keep `input` and `output` (unused) after a failure: a server on this host may
+  // then read and write them where they are, and the mark tells whether one did (InPlaceMark).
+  InPlaceMark in_place;
   std::function<void(const Status&)> done;
   double enqueued_at = 0;  // set by Enqueue (for the timeline)
 

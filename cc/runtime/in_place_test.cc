@@ -48,7 +48,7 @@ std::future<Status> PushPull(Engine& engine, const std::string& name, DataType d
   r.input = in;
   r.output = out;
   r.op = op;
-  r.memory_kept = memory_kept;
+  if (memory_kept) r.in_place = std::make_shared<std::atomic<bool>>(false);
   r.done = [done](const Status& s) { done->set_value(s); };
   engine.Enqueue(std::move(r));
   return result;

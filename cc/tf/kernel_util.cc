@@ -32,9 +32,10 @@ void Enqueue(OpKernelContext* context, Engine& engine, PushPullRequest request, 
   request.shape = tf_adapter::Shape(*output);
   request.input = input.data();
   request.output = output->data();
-  request.memory_kept = true;
-  request.done = [context, done, kept_input = input, kept_output = *output](const Status& status) {
-    if (!status.ok()) KeepForGood(kept_input, kept_output);
+  request.in_place = std::make_shared<std::atomic<bool>>(false);
+  request.done = [context, done, in_place = request.in_place, kept_input = input,
+                  kept_output = *output](const Status& status) {
+    if (!status.ok() && in_place->load()) KeepForGood(kept_input, kept_output);
     context->SetStatus(tf_adapter::ToTfStatus(status));
     done();
   };

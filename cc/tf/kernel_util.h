@@ -16,8 +16,8 @@ std::shared_ptr<Engine> EngineOrFail(tensorflow::OpKernelContext* context, const
 
 // Reduces `input` across workers into `output` (the same shape and dtype; it may share `input`'s buffer) as
 // `request` says (its name, priority, op, process set, scope, nonzero range; the rest is filled in here);
-// calls done() when finished, with the core's status converted to a TF status. The request's memory is
-// kept (PushPullRequest::memory_kept): after a failure the tensors are never freed (KeepForGood).
+// calls done() when finished, with the core's status converted to a TF status. Its pushes may go in place
+// (PushPullRequest::in_place): after a failure of one that did, the tensors are never freed (KeepForGood).
 void Enqueue(tensorflow::OpKernelContext* context, Engine& engine, PushPullRequest request,
              const tensorflow::Tensor& input, tensorflow::Tensor* output,
              tensorflow::AsyncOpKernel::DoneCallback done);

@@ -33,6 +33,17 @@ def test_the_router_goes_ahead_of_jemalloc_only(tmp_path, monkeypatch):
     assert allocator.apply(dict(env), find=found()) == env  # not added twice
 
 
+def test_a_router_ld_preload_cannot_name_is_left_out(tmp_path, monkeypatch):
+    package = tmp_path / "my env" / "bps_tf"
+    (package / "launcher").mkdir(parents=True)
+    (package / "libbps_preload.so").write_bytes(b"")
+    monkeypatch.undo()  # the real router(), looking next to a package installed under a path with a space
+    monkeypatch.setattr(allocator, "__file__", str(package / "launcher" / "allocator.py"))
+    assert allocator.router() is None
+    env = allocator.apply({}, find=found())
+    assert env["LD_PRELOAD"] == JEMALLOC and allocator.apply(dict(env), find=found()) == env
+
+
 def test_jemalloc_is_preloaded_by_default_where_installed():
     assert allocator.apply({}, find=found())["LD_PRELOAD"] == JEMALLOC
 
