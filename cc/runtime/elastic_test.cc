@@ -15,6 +15,7 @@
 #include "cc/ps/server.h"
 #include "cc/reducer/test_data.h"
 #include "cc/runtime/engine.h"
+#include "cc/runtime/engine_testing.h"
 #include "cc/runtime/local_job_testing.h"
 #include "cc/transport/inmemory_transport.h"
 
@@ -143,18 +144,7 @@ class ElasticJob {
 
 std::future<Status> PushPull(Engine& engine, const std::string& name, DataType dtype, uint64_t n, const void* in,
                              void* out, ReduceOp op = ReduceOp::kSum) {
-  auto done = std::make_shared<std::promise<Status>>();
-  auto result = done->get_future();
-  PushPullRequest r;
-  r.name = name;
-  r.dtype = dtype;
-  r.shape = {static_cast<int64_t>(n)};
-  r.input = in;
-  r.output = out;
-  r.op = op;
-  r.done = [done](const Status& s) { done->set_value(s); };
-  engine.Enqueue(std::move(r));
-  return result;
+  return testing::Collective(engine, name, dtype, {static_cast<int64_t>(n)}, in, out, op);
 }
 
 Status Await(std::future<Status>& f, double seconds = 30) {

@@ -13,11 +13,18 @@
 namespace bps {
 namespace testing {
 
+// `r` enqueued on `engine`; its result as a future.
+inline std::future<Status> Submit(Engine& engine, PushPullRequest r) {
+  auto done = std::make_shared<std::promise<Status>>();
+  auto result = done->get_future();
+  r.done = [done](const Status& s) { done->set_value(s); };
+  engine.Enqueue(std::move(r));
+  return result;
+}
+
 inline std::future<Status> PushPull(Engine& engine, const std::string& name, DataType dtype, std::vector<int64_t> shape,
                              const void* in, void* out, int priority = 0,
                              TensorScope scope = TensorScope::kProcess) {
-  auto done = std::make_shared<std::promise<Status>>();
-  auto result = done->get_future();
   PushPullRequest r;
   r.name = name;
   r.dtype = dtype;
@@ -26,17 +33,13 @@ inline std::future<Status> PushPull(Engine& engine, const std::string& name, Dat
   r.output = out;
   r.priority = priority;
   r.scope = scope;
-  r.done = [done](const Status& s) { done->set_value(s); };
-  engine.Enqueue(std::move(r));
-  return result;
+  return Submit(engine, std::move(r));
 }
 
 // A request with everything a collective may set.
 inline std::future<Status> Collective(Engine& engine, const std::string& name, DataType dtype, std::vector<int64_t> shape,
                                const void* in, void* out, ReduceOp op, std::vector<int32_t> members = {},
                                TensorScope scope = TensorScope::kProcess, int32_t root = 0) {
-  auto done = std::make_shared<std::promise<Status>>();
-  auto result = done->get_future();
   PushPullRequest r;
   r.name = name;
   r.dtype = dtype;
@@ -47,9 +50,7 @@ inline std::future<Status> Collective(Engine& engine, const std::string& name, D
   r.members = std::move(members);
   r.scope = scope;
   r.root = root;
-  r.done = [done](const Status& s) { done->set_value(s); };
-  engine.Enqueue(std::move(r));
-  return result;
+  return Submit(engine, std::move(r));
 }
 
 inline Status Await(std::future<Status>& f, double seconds = 30) {

@@ -37,10 +37,9 @@ std::shared_ptr<char> Aligned(const std::vector<char>& bytes) {
   return std::shared_ptr<char>(static_cast<char*>(block), std::free);
 }
 
+// `may_go_in_place`: the request carries an InPlaceMark (a caller that keeps its memory, as the TF ops do).
 std::future<Status> PushPull(Engine& engine, const std::string& name, DataType dtype, uint64_t n, const void* in,
-                             void* out, bool memory_kept, ReduceOp op = ReduceOp::kSum) {
-  auto done = std::make_shared<std::promise<Status>>();
-  auto result = done->get_future();
+                             void* out, bool may_go_in_place, ReduceOp op = ReduceOp::kSum) {
   PushPullRequest r;
   r.name = name;
   r.dtype = dtype;
@@ -48,10 +47,8 @@ std::future<Status> PushPull(Engine& engine, const std::string& name, DataType d
   r.input = in;
   r.output = out;
   r.op = op;
-  if (memory_kept) r.in_place = std::make_shared<std::atomic<bool>>(false);
-  r.done = [done](const Status& s) { done->set_value(s); };
-  engine.Enqueue(std::move(r));
-  return result;
+  if (may_go_in_place) r.in_place = std::make_shared<std::atomic<bool>>(false);
+  return testing::Submit(engine, std::move(r));
 }
 
 uint64_t InPlaceBytes() { return CommunicationCounters::OfProcess().Totals().bytes_pushed_in_place; }
