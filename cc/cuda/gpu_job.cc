@@ -256,7 +256,8 @@ StatusOr<std::vector<uint64_t>> BenchSizes() {
 int Bench(Worker& w) {
   auto sizes = BenchSizes();
   if (!sizes.ok()) return Fail("sizes", sizes.status());
-  SharedPushes copies(/*enabled=*/true);  // its copies are split as a worker's into a server's shared memory
+  // Its copies are split as a worker's into a server's shared memory.
+  SharedPushes copies(/*enabled=*/true, /*in_place=*/false);
   ChunkHelpers sum_helpers(w.engine->config().server_sum_threads - 1);
   for (uint64_t bytes : sizes.value()) {
     const uint64_t count = bytes / 4;
