@@ -45,7 +45,7 @@ from pathlib import Path
 
 from benchmarks.lib.perf_profile import Recording, top_symbols
 from benchmarks.lib.process_cpu import TICK_S, machine_busy_s, tree_context_switches, tree_cpu_s, tree_ticks_s
-from benchmarks.lib.processes import benchmark_env
+from benchmarks.lib.processes import benchmark_env, preloaded_malloc
 from benchmarks.lib.results import describe_machine, save_result
 from benchmarks.report.tables import human_bytes, markdown
 from bps_tf.launcher import allocator
@@ -133,7 +133,7 @@ class Job:
                 stdout=self.files[role], stderr=subprocess.STDOUT, start_new_session=True)
         # (The scheduler and server preload bpslaunch's malloc themselves; the worker, started here, the same.)
         worker_env = allocator.apply(benchmark_env(dict(base, DMLC_ROLE="worker", DMLC_WORKER_ID=0)))
-        self.worker_preload = worker_env.get("LD_PRELOAD")
+        self.worker_malloc = preloaded_malloc(worker_env)
         self.processes["worker"] = subprocess.Popen(
             [sys.executable, "-m", "benchmarks.workers.message_cost", "--tensors", str(tensors), "--phases",
              ",".join(f"{n}:{r}" for n, r in phases)],
@@ -358,7 +358,7 @@ def main():
         print(profile_table(profiles))
     result = {"benchmark": "message_cost", "network": "loopback", "tensors": args.tensors,
               "reply_bytes": REPLY_BYTES, "counted": COUNTED,
-              "job_malloc": job.worker_preload or "glibc",
+              "job_malloc": job.worker_malloc,
               "cpu_clock_tick_s": TICK_S, "niceness": niceness, "messages": counts, "rounds": rounds,
               "summary": summary,
               "profiles": profiles, "load_average": os.getloadavg(), "machine": describe_machine()}

@@ -1,6 +1,8 @@
 """Starting a benchmark's processes: the environment they get (testing.jobs's, which also gives the checkout's
 root, `bpslaunch` and free ports) and settings given as NAME=VALUE."""
 
+import os
+
 from bps_tf.launcher import allocator
 from testing.jobs import clean_env
 
@@ -18,10 +20,16 @@ def with_the_rings_malloc(settings):
     return {"BYTEPS_ALLOCATOR": "system", **settings}
 
 
+def preloaded_malloc(environ):
+    """The malloc a process started with `environ` gets: what LD_PRELOAD names (less bps_tf's allocation
+    router, which goes with jemalloc), or "glibc"."""
+    preloads = environ.get("LD_PRELOAD", "").split()
+    return " ".join(p for p in preloads if os.path.basename(p) != allocator.ROUTER) or "glibc"
+
+
 def job_malloc(settings):
-    """The malloc bpslaunch gives the processes of a job started with `settings`: what it preloads, or
-    "glibc"."""
-    return allocator.apply(benchmark_env(settings)).get("LD_PRELOAD") or "glibc"
+    """The malloc bpslaunch gives the processes of a job started with `settings`."""
+    return preloaded_malloc(allocator.apply(benchmark_env(settings)))
 
 
 def parse_env_items(items):
