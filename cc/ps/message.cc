@@ -45,8 +45,15 @@ const char* MessageTypeName(MessageType type) {
   return "UNKNOWN";
 }
 
+// in_shared, heap_mapped and written share a byte, and a push in place's offsets follow its share byte only:
+// a fused message's members (never in place) keep the size they had, under UCX's bound on a header.
+namespace {
+constexpr uint8_t kInShared = 1, kHeapMapped = 2, kWritten = 4;
+}  // namespace
+
 std::string Message::Encode() const {
-  WireWriter w(kFixedEncodedBytes + text.size());
+  const bool in_place = share == ShareMode::kInPlace;
+  WireWriter w(kFixedEncodedBytes + (in_place ? kInPlaceEncodedBytes : 0) + text.size());
   w.Put<uint32_t>(kMagic);
   w.Put<uint8_t>(static_cast<uint8_t>(type));
   w.Put<int32_t>(sender);
@@ -59,13 +66,13 @@ std::string Message::Encode() const {
   w.Put<uint8_t>(zeros ? 1 : 0);
   w.Put<uint8_t>(echo ? 1 : 0);
   w.Put<uint8_t>(static_cast<uint8_t>(share));
-  w.Put<uint8_t>(in_shared ? 1 : 0);
+  if (in_place) {
+    w.Put<uint64_t>(in_place_input);
+    w.Put<uint64_t>(in_place_output);
+  }
+  w.Put<uint8_t>((in_shared ? kInShared : 0) | (heap_mapped ? kHeapMapped : 0) | (written ? kWritten : 0));
   w.Put<uint64_t>(shared_result);
   w.Put<uint64_t>(shared_receive);
-  w.Put<uint64_t>(in_place_input);
-  w.Put<uint64_t>(in_place_output);
-  w.Put<uint8_t>(heap_mapped ? 1 : 0);
-  w.Put<uint8_t>(written ? 1 : 0);
   w.Put<uint64_t>(held_us);
   w.Put<uint8_t>(late ? 1 : 0);
   w.Put<uint32_t>(latest);
@@ -89,13 +96,13 @@ StatusOr<Message> Message::Decode(const std::string& bytes) {
   uint8_t zeros = r.Get<uint8_t>();
   uint8_t echo = r.Get<uint8_t>();
   uint8_t share = r.Get<uint8_t>();
-  uint8_t in_shared = r.Get<uint8_t>();
+  if (share == static_cast<uint8_t>(ShareMode::kInPlace)) {
+    m.in_place_input = r.Get<uint64_t>();
+    m.in_place_output = r.Get<uint64_t>();
+  }
+  uint8_t flags = r.Get<uint8_t>();
   m.shared_result = r.Get<uint64_t>();
   m.shared_receive = r.Get<uint64_t>();
-  m.in_place_input = r.Get<uint64_t>();
-  m.in_place_output = r.Get<uint64_t>();
-  uint8_t heap_mapped = r.Get<uint8_t>();
-  uint8_t written = r.Get<uint8_t>();
   m.held_us = r.Get<uint64_t>();
   uint8_t late = r.Get<uint8_t>();
   m.latest = r.Get<uint32_t>();
@@ -103,8 +110,8 @@ StatusOr<Message> Message::Decode(const std::string& bytes) {
   m.text = r.GetString();
   if (r.failed() || type < 1 || type > static_cast<uint8_t>(MessageType::kLastType) || !IsValidDataType(dtype) ||
       code > static_cast<uint8_t>(Code::kLastCode) || zeros > 1 || echo > 1 ||
-      share > static_cast<uint8_t>(ShareMode::kInPlace) || in_shared > 1 || late > 1 || heap_mapped > 1 ||
-      written > 1) {
+      share > static_cast<uint8_t>(ShareMode::kInPlace) || flags > (kInShared | kHeapMapped | kWritten) ||
+      late > 1) {
     return Truncated("protocol");
   }
   m.type = static_cast<MessageType>(type);
@@ -113,10 +120,10 @@ StatusOr<Message> Message::Decode(const std::string& bytes) {
   m.zeros = zeros == 1;
   m.echo = echo == 1;
   m.share = static_cast<ShareMode>(share);
-  m.in_shared = in_shared == 1;
+  m.in_shared = (flags & kInShared) != 0;
   m.late = late == 1;
-  m.heap_mapped = heap_mapped == 1;
-  m.written = written == 1;
+  m.heap_mapped = (flags & kHeapMapped) != 0;
+  m.written = (flags & kWritten) != 0;
   return m;
 }
 

@@ -117,8 +117,9 @@ struct Message {
     text = s.message();
   }
 
-  // The encoding's bytes besides `text`: what Encode allocates at once.
-  static constexpr size_t kFixedEncodedBytes = 98;
+  // The encoding's bytes besides `text`: what Encode allocates at once (a push in place has its offsets too).
+  static constexpr size_t kFixedEncodedBytes = 80;
+  static constexpr size_t kInPlaceEncodedBytes = 16;
   std::string Encode() const;
   static StatusOr<Message> Decode(const std::string& bytes);
 };

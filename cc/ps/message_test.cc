@@ -21,8 +21,6 @@ TEST(MessageTest, RoundTrips) {
   m.in_shared = true;
   m.shared_result = 8192;
   m.shared_receive = 0;
-  m.in_place_input = 4096;
-  m.in_place_output = 1ull << 35;
   m.heap_mapped = true;
   m.written = true;
   m.held_us = 1234567;
@@ -43,8 +41,6 @@ TEST(MessageTest, RoundTrips) {
   EXPECT_TRUE(back.value().in_shared);
   EXPECT_EQ(back.value().shared_result, 8192u);
   EXPECT_EQ(back.value().shared_receive, 0u);
-  EXPECT_EQ(back.value().in_place_input, 4096u);
-  EXPECT_EQ(back.value().in_place_output, 1ull << 35);
   EXPECT_TRUE(back.value().heap_mapped);
   EXPECT_TRUE(back.value().written);
   EXPECT_EQ(back.value().held_us, 1234567u);
@@ -60,6 +56,17 @@ TEST(MessageTest, EncodingIsTheFixedBytesAndTheText) {
   EXPECT_EQ(m.Encode().size(), Message::kFixedEncodedBytes);
   m.text = "a text";
   EXPECT_EQ(m.Encode().size(), Message::kFixedEncodedBytes + 6);
+  m.heap_mapped = m.written = m.in_shared = true;  // (flags of one byte)
+  EXPECT_EQ(m.Encode().size(), Message::kFixedEncodedBytes + 6);
+  m.share = ShareMode::kInPlace;
+  m.in_place_input = 4096;
+  EXPECT_EQ(m.Encode().size(), Message::kFixedEncodedBytes + Message::kInPlaceEncodedBytes + 6);
+  m.in_place_output = 1ull << 35;
+  auto in_place = Message::Decode(m.Encode());
+  ASSERT_TRUE(in_place.ok());
+  EXPECT_EQ(in_place.value().in_place_input, 4096u);
+  EXPECT_EQ(in_place.value().in_place_output, 1ull << 35);
+  EXPECT_TRUE(in_place.value().written && in_place.value().heap_mapped && in_place.value().in_shared);
 }
 
 TEST(MessageTest, RejectsGarbageAndTruncation) {
