@@ -95,10 +95,7 @@ std::optional<SharedArena::Block> SharedArena::AllocateAligned(size_t bytes, siz
 void SharedArena::Discard(const Block& block, size_t bytes) {
   const size_t size = RoundUpToPage(bytes == 0 ? 1 : bytes);
   if (block.offset < kHeaderBytes || block.offset > capacity_ || size > capacity_ - block.offset) return;
-  if (private_) {
-    (void)madvise(base_ + block.offset, size, MADV_DONTNEED);
-    return;
-  }
+  if (private_) return;  // the file is the parent's: its pages are not this process's to give back
   // Best effort: where the kernel cannot punch holes the pages stay, as they did before.
   (void)fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(block.offset),
                   static_cast<off_t>(size));

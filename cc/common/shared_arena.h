@@ -61,8 +61,6 @@ class SharedArena {
   // parent's memory still; OffsetOf finds nothing from then on. Not thread-safe: call with no other
   // thread using the arena (a fork handler).
   void MakePrivate();
-  // Whether the arena is still shared (MakePrivate was not called).
-  bool shared() const { return !private_; }
 
  private:
   SharedArena(int fd, char* base, size_t capacity, std::string locator);

@@ -26,12 +26,6 @@ std::shared_ptr<const SharedArenaView> WorkerHeaps::Map(PeerId peer, const std::
   return view;
 }
 
-std::shared_ptr<const SharedArenaView> WorkerHeaps::Of(PeerId peer) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = heaps_.find(peer);
-  return it == heaps_.end() ? nullptr : it->second.view;
-}
-
 void WorkerHeaps::Forget(PeerId peer) {
   std::lock_guard<std::mutex> lock(mu_);
   heaps_.erase(peer);

@@ -19,8 +19,6 @@ class WorkerHeaps {
   // The view of the heap `locator` names for connection `peer` (opened now if new), or null where it
   // cannot be mapped. Holders keep the mapping alive after the connection goes.
   std::shared_ptr<const SharedArenaView> Map(PeerId peer, const std::string& locator);
-  // The view of `peer`'s heap, if it is mapped.
-  std::shared_ptr<const SharedArenaView> Of(PeerId peer);
   void Forget(PeerId peer);
 
  private:
