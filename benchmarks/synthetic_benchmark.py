@@ -17,10 +17,11 @@ A setup may carry settings for its processes as SETUP@NAME=VALUE[@NAME=VALUE...]
 bps_shared@BYTEPS_PARTITION_BYTES=8388608, so that variants are compared in the same run.
 
     python -m benchmarks.synthetic_benchmark [--models resnet50 bert mlp] [--precisions float32 mixed_float16]
-        [--gpus 1] [--setups ...] [--steps 30] [--rounds 3] [--json OUT.json] [--smoke]
+        [--gpus 1] [--setups ...] [--steps 30] [--rounds 3] [--fit-calls] [--json OUT.json] [--smoke]
 
 Each process times `rounds` rounds of `steps` steps after a warm-up round (which compiles); a setup's rate is
-the best round's, summed over its processes. --smoke runs tiny models on the CPU (a check of this code).
+the best round's, summed over its processes. A round is an epoch of one fit() call, or with --fit-calls a fit()
+call of its own, timed whole (its fixed cost included). --smoke runs tiny models on the CPU (a check of this code).
 """
 
 import argparse
@@ -69,7 +70,8 @@ def run_setup(spelling, model, precision, gpus, args):
     jit = "false" if setup.endswith("nojit") else "auto"
     with tempfile.TemporaryDirectory(prefix="bps_tf_synthetic_") as out:
         worker_args = ["--model", model, "--precision", precision, "--steps", str(args.steps), "--rounds",
-                       str(args.rounds), "--jit", jit, "--out", out] + (["--smoke"] if args.smoke else [])
+                       str(args.rounds), "--jit", jit, "--out", out] + (["--smoke"] if args.smoke else []) + \
+            (["--fit-calls"] if args.fit_calls else [])
         command, extra = command_of(setup, gpus, worker_args)
         devices = "" if args.smoke else ",".join(map(str, range(1 if setup.startswith("keras") else gpus)))
         env = benchmark_env({"CUDA_VISIBLE_DEVICES": devices, "NCCL_NVLS_ENABLE": "0", **extra, **settings})
@@ -98,6 +100,7 @@ def main():
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--timeout", type=int, default=900, help="seconds for one setup's job")
+    parser.add_argument("--fit-calls", action="store_true", help="each round a fit() call of its own")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--json")
     args = parser.parse_args()

@@ -1,12 +1,14 @@
 """One process of the synthetic-data training benchmark (benchmarks/synthetic_benchmark.py): Keras fit of a
 model of testing/models.py (ResNet-50, a BERT-base-sized encoder or an MLP) on one random batch, repeated, timed over rounds of steps
-after a warm-up round. Writes {"rates" (per round, of this process's replicas), "unit", "ms_per_step",
+after a warm-up round (one fit() of 1 + rounds epochs, or with --fit-calls 1 + rounds fit() calls of one epoch,
+each timed whole: what a user who calls fit() for a few steps at a time gets). Writes {"rates" (per round, of this process's replicas), "unit", "ms_per_step",
 "replicas" (in sync, every process's), "parameters", "jit_compile"} to DIR/rank<R>.json (R: the bps_tf rank, 0
 without a job)."""
 
 import argparse
 import json
 import os
+import time
 
 import tensorflow as tf
 
@@ -45,6 +47,7 @@ def main():
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--jit", default="auto", choices=("auto", "true", "false"))
+    parser.add_argument("--fit-calls", action="store_true", help="a fit() call per round, timed whole")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--out", required=True, help="directory of the per-process results")
     args = parser.parse_args()
@@ -77,12 +80,9 @@ def main():
         model.compile(optimizer=distributed_optimizer(optimizer) if distributed_optimizer else optimizer,
                       jit_compile={"auto": "auto", "true": True, "false": False}[args.jit],
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=args.model != "resnet50"))
-    timer = RoundTimer(keras)
-    model.fit(dataset, steps_per_epoch=args.steps, epochs=1 + args.rounds, verbose=0,
-              callbacks=callbacks + [timer.callback])
+    measured = timed_rounds(keras, model, dataset, args, callbacks)
     unit, per_example = ("tokens/s", x.shape[1]) if args.model == "bert" else \
         ("images/s" if args.model == "resnet50" else "examples/s", 1)
-    measured = timer.rounds[1:]  # the first round compiles and warms up
     local_replicas = len(strategy.extended.worker_devices) if strategy else 1
     rates = [steps * per_replica * local_replicas * per_example / seconds for seconds, steps in measured]
     os.makedirs(args.out, exist_ok=True)
@@ -90,6 +90,21 @@ def main():
         json.dump({"rates": rates, "unit": unit, "ms_per_step": [1000 * s / n for s, n in measured],
                    "replicas": replicas, "parameters": int(model.count_params()),
                    "jit_compile": bool(model.jit_compile)}, out)
+
+
+def timed_rounds(keras, model, dataset, args, callbacks):
+    """(seconds, steps) of each round after the first, which compiles and warms up."""
+    if not args.fit_calls:
+        timer = RoundTimer(keras)
+        model.fit(dataset, steps_per_epoch=args.steps, epochs=1 + args.rounds, verbose=0,
+                  callbacks=callbacks + [timer.callback])
+        return timer.rounds[1:]
+    rounds = []
+    for _ in range(1 + args.rounds):
+        start = time.perf_counter()
+        model.fit(dataset, steps_per_epoch=args.steps, epochs=1, verbose=0, callbacks=callbacks)
+        rounds.append((time.perf_counter() - start, args.steps))
+    return rounds[1:]
 
 
 class _NoScope:

@@ -118,6 +118,19 @@ def test_onebit_adam_encoding_matches_numpy():
         np.testing.assert_allclose((sent + left).numpy().ravel(), fed, atol=1e-6)
 
 
+@pytest.mark.timeout(300)
+def test_synthetic_benchmark_times_fit_calls_of_their_own(tmp_path):
+    """--fit-calls: each round is a fit() call, timed whole; the warm-up call is left out."""
+    out = tmp_path / "calls.json"
+    done = run_module("benchmarks.synthetic_benchmark", "--smoke", "--models", "mlp", "--precisions", "float32",
+                      "--setups", "keras", "bps", "--steps", 2, "--rounds", 2, "--fit-calls", "--json", out,
+                      timeout=240)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["setup"] for r in rows] == ["keras", "bps"]
+    assert all(len(rounds) == 2 and min(rounds) > 0 for r in rows for rounds in r["rounds"])
+
+
 @pytest.mark.timeout(400)
 def test_synthetic_training_benchmark_and_its_example(tmp_path):
     """Tiny models on the CPU: plain Keras, BytePSStrategy (2 workers through a server) and the Horovod API,
