@@ -22,6 +22,8 @@ examples:
   bpslaunch --local --workers 3 --min-workers 2 --max-workers 4 --max-restarts 3 -- python train.py
       an elastic job (bps_tf.keras.elastic / bps_tf.tensorflow.elastic): it goes on when a worker is lost, and
       a lost worker or server process is started again, at most 3 times per place, and rejoins (docs/elastic.md)
+  bpslaunch --local --workers 2 --mps -- python train.py
+      2 worker machines sharing this host's GPU, run under NVIDIA's MPS (a daemon started for the job)
   DMLC_ROLE=worker DMLC_PS_ROOT_URI=10.0.0.1 ... bpslaunch python train.py
       play the role named by DMLC_ROLE in a cluster job; a worker with BYTEPS_LOCAL_SIZE=K (and no
       BYTEPS_LOCAL_RANK) runs K processes, BYTEPS_LOCAL_RANK=0..K-1
@@ -114,6 +116,10 @@ def _build_parser():
     parser.add_argument("--staleness", type=int, metavar="S",
                         help="bounded staleness (BYTEPS_STALENESS=S, implies --async): no worker gets more than S "
                              "steps ahead of the slowest; 0 behaves synchronously")
+    parser.add_argument("--mps", action="store_true",
+                        help="run this machine's worker processes under NVIDIA's Multi-Process Service "
+                             "(BYTEPS_MPS=1): bpslaunch starts an MPS control daemon for the job and quits it when "
+                             "the job ends; for worker processes that share a GPU (docs/launch.md)")
     parser.add_argument("command", nargs=argparse.REMAINDER,
                         help="the training command, e.g. python train.py (after -- with --local)")
     return parser

@@ -2,7 +2,7 @@
 
 import os
 
-from bps_tf.launcher import allocator, cluster_managers
+from bps_tf.launcher import allocator, cluster_managers, mps
 from bps_tf.launcher.arguments import parse_arguments
 from bps_tf.launcher.cluster import run_cluster_role
 from bps_tf.launcher.local_job import run_local_job
@@ -15,7 +15,8 @@ def main(argv=None):
     args = parse_arguments(argv)
     try:
         allocator.library(os.environ)  # (each process started from here on preloads it)
-    except ValueError as error:
+        use_mps = mps.requested(args.mps, os.environ)
+    except (ValueError, mps.MpsError) as error:
         report(str(error))
         return 1
     # Every process of the job reads them: the servers hold the weights, the workers push changes.
@@ -26,7 +27,7 @@ def main(argv=None):
     if args.backup_workers is not None:
         os.environ["BYTEPS_BACKUP_WORKERS"] = str(args.backup_workers)  # every process this one starts
     if args.local:
-        return run_local_job(
+        return _under_mps(use_mps, lambda: run_local_job(
             args.command,
             num_workers=args.workers,
             num_servers=args.servers,
@@ -36,7 +37,7 @@ def main(argv=None):
             output_ranks=args.output_ranks,
             elastic=(args.min_workers, args.max_workers) if args.elastic else None,
             max_restarts=args.max_restarts,
-        )
+        ))
     try:
         plan = cluster_managers.detect(os.environ)  # SLURM or TF_CONFIG, unless DMLC_ROLE chose the role by hand
         if plan is not None:
@@ -45,8 +46,20 @@ def main(argv=None):
         report(str(error))
         return 1
     if plan is not None:
-        return run_node_plan(plan, args.command, output_ranks=args.output_ranks, max_restarts=args.max_restarts)
+        return _under_mps(use_mps and plan.worker_id is not None, lambda: run_node_plan(
+            plan, args.command, output_ranks=args.output_ranks, max_restarts=args.max_restarts))
     if set(args.roles) != set(cluster_managers.ROLES):
         report("--roles applies to SLURM and TF_CONFIG jobs; with DMLC_ROLE this process plays the role it names")
         return 1
-    return run_cluster_role(args.command, output_ranks=args.output_ranks)
+    return _under_mps(use_mps and os.environ.get("DMLC_ROLE") == "worker",
+                      lambda: run_cluster_role(args.command, output_ranks=args.output_ranks))
+
+
+def _under_mps(enabled, run_job):
+    """run_job()'s exit code, its processes under an MPS daemon of their own if `enabled` (launcher/mps.py)."""
+    try:
+        with mps.job_daemon(os.environ, enabled):
+            return run_job()
+    except mps.MpsError as error:
+        report(str(error))
+        return 1
