@@ -150,6 +150,20 @@ def kill_process_groups(processes):
         process.wait()
 
 
+def communicate_all(processes, timeout):
+    """(returncode, stdout, stderr) of each of `processes` (started with start_new_session and text pipes), each
+    waited for at most `timeout` s; any still running then is killed with its group. communicate() drains both
+    pipes while it waits, so a chatty process cannot block on a full pipe."""
+    try:
+        return [(process.returncode, out, err) for process in processes
+                for out, err in [process.communicate(timeout=timeout)]]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.communicate()
+
+
 def wait_for_line(path, text, timeout):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -22,7 +22,7 @@ import pytest
 from bps_tf.launcher import role
 from bps_tf.launcher.local_job import TIMEOUT_EXIT_CODE, run_local_job
 from bps_tf.launcher.main import main
-from testing.jobs import REPO_ROOT, clean_env, free_port
+from testing.jobs import REPO_ROOT, clean_env, communicate_all, free_port
 
 LAUNCHER = [sys.executable, "-m", "bps_tf.launcher"]
 
@@ -732,15 +732,7 @@ class TestRealCore:
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                       start_new_session=True)
                      for args, role_env in roles]
-        try:
-            # communicate() drains both pipes while waiting, so a chatty role cannot block on a full pipe.
-            results = [(lambda out, err, p=process: (p.returncode, out, err))(*process.communicate(timeout=120))
-                       for process in processes]
-        finally:
-            for process in processes:
-                if process.poll() is None:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.communicate()
+        results = communicate_all(processes, timeout=120)
         for code, _, err in results:
             assert code == 0, err
         for machine in range(2):

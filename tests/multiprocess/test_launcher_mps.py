@@ -3,7 +3,6 @@ stand-in of testing/fake_mps.py (these machines have no NVIDIA driver)."""
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
@@ -12,9 +11,7 @@ from pathlib import Path
 import pytest
 
 from testing import fake_mps
-from testing.jobs import clean_env, free_port
-
-BPSLAUNCH = str(Path(sys.executable).parent / "bpslaunch")
+from testing.jobs import BPSLAUNCH, clean_env, communicate_all, free_port
 
 # Connects to the daemon named by its environment, as CUDA would at its first call, then joins the job.
 WORKER = textwrap.dedent("""
@@ -93,13 +90,7 @@ def test_in_a_cluster_job_only_the_worker_machine_starts_a_daemon(tmp_path, fake
     processes = [subprocess.Popen([BPSLAUNCH] + args, env=clean_env(DMLC_ROLE=role, DMLC_WORKER_ID="0", **layout),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
                  for args, role in roles]
-    try:
-        results = [(p.returncode, out, err) for p in processes for out, err in [p.communicate(timeout=120)]]
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.communicate()
+    results = communicate_all(processes, timeout=120)
     for code, _, err in results:
         assert code == 0, err[-3000:]
     assert f"worker 0 mps {daemon_pipe(tmp_path)}" in results[2][1]
