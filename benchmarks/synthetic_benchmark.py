@@ -87,7 +87,8 @@ def run_setup(spelling, model, precision, gpus, args):
     first = processes[0]
     return dict(setup=spelling, model=model, precision=precision, gpus=gpus, processes=len(processes),
                 unit=first["unit"], total_rate=sum(best), per_process_rate=best, ms_per_step=min(first["ms_per_step"]),
-                jit_compile=first["jit_compile"], parameters=first["parameters"], rounds=[p["rates"] for p in processes])
+                jit_compile=first["jit_compile"], fit_calls=first["fit_calls"], parameters=first["parameters"],
+                rounds=[p["rates"] for p in processes])
 
 
 def main():

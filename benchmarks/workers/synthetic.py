@@ -1,8 +1,9 @@
 """One process of the synthetic-data training benchmark (benchmarks/synthetic_benchmark.py): Keras fit of a
-model of testing/models.py (ResNet-50, a BERT-base-sized encoder or an MLP) on one random batch, repeated, timed over rounds of steps
-after a warm-up round (one fit() of 1 + rounds epochs, or with --fit-calls 1 + rounds fit() calls of one epoch,
-each timed whole: what a user who calls fit() for a few steps at a time gets). Writes {"rates" (per round, of this process's replicas), "unit", "ms_per_step",
-"replicas" (in sync, every process's), "parameters", "jit_compile"} to DIR/rank<R>.json (R: the bps_tf rank, 0
+model of testing/models.py (ResNet-50, a BERT-base-sized encoder or an MLP) on one random batch, repeated,
+timed over rounds of steps after a warm-up round: one fit() of 1 + rounds epochs, or with --fit-calls
+1 + rounds fit() calls of one epoch, each timed whole (what a user who calls fit() for a few steps at a time
+gets). Writes {"rates" (per round, of this process's replicas), "unit", "ms_per_step", "replicas" (in sync,
+every process's), "parameters", "jit_compile", "fit_calls"} to DIR/rank<R>.json (R: the bps_tf rank, 0
 without a job)."""
 
 import argparse
@@ -89,7 +90,7 @@ def main():
     with open(os.path.join(args.out, f"rank{rank}.json"), "w") as out:
         json.dump({"rates": rates, "unit": unit, "ms_per_step": [1000 * s / n for s, n in measured],
                    "replicas": replicas, "parameters": int(model.count_params()),
-                   "jit_compile": bool(model.jit_compile)}, out)
+                   "jit_compile": bool(model.jit_compile), "fit_calls": args.fit_calls}, out)
 
 
 def timed_rounds(keras, model, dataset, args, callbacks):

@@ -46,20 +46,26 @@ def main(argv=None):
         report(str(error))
         return 1
     if plan is not None:
-        return _under_mps(use_mps and plan.worker_id is not None, lambda: run_node_plan(
+        return _under_mps(use_mps and plan.worker_id is not None and bool(args.command), lambda: run_node_plan(
             plan, args.command, output_ranks=args.output_ranks, max_restarts=args.max_restarts))
     if set(args.roles) != set(cluster_managers.ROLES):
         report("--roles applies to SLURM and TF_CONFIG jobs; with DMLC_ROLE this process plays the role it names")
         return 1
-    return _under_mps(use_mps and os.environ.get("DMLC_ROLE") == "worker",
-                      lambda: run_cluster_role(args.command, output_ranks=args.output_ranks))
+    worker = os.environ.get("DMLC_ROLE") == "worker" and bool(args.command)
+    if use_mps and worker and os.environ.get("BYTEPS_LOCAL_RANK") and not os.environ.get(mps.PIPE_VARIABLE):
+        report("--mps starts one MPS daemon per bpslaunch, and with BYTEPS_LOCAL_RANK set this one runs a single "
+               "worker process: start the machine's workers from one bpslaunch (BYTEPS_LOCAL_SIZE=K without "
+               "BYTEPS_LOCAL_RANK), or run an MPS daemon yourself and set CUDA_MPS_PIPE_DIRECTORY for them")
+        return 1
+    return _under_mps(use_mps and worker, lambda: run_cluster_role(args.command, output_ranks=args.output_ranks))
 
 
 def _under_mps(enabled, run_job):
     """run_job()'s exit code, its processes under an MPS daemon of their own if `enabled` (launcher/mps.py)."""
+    if not enabled:
+        return run_job()
     try:
-        with mps.job_daemon(os.environ, enabled):
-            return run_job()
+        return mps.run_under_daemon(os.environ, run_job)
     except mps.MpsError as error:
         report(str(error))
         return 1

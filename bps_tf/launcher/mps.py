@@ -5,23 +5,27 @@ kernels run, another's copies to and from the host wait. Under MPS their kernels
 2 workers sharing one GPU through a server on the host, the encoder of docs/gpu.md trained 1.10x (mixed
 precision) and 1.12x (float32) faster under MPS. It is meant for processes that share a GPU.
 
-bpslaunch starts a control daemon of the job's own (`nvidia-cuda-mps-control -f`, a child process, its pipe
-and log folders in a private temporary folder), gives every process it starts CUDA_MPS_PIPE_DIRECTORY and
-CUDA_MPS_LOG_DIRECTORY, and quits the daemon when the job ends. CUDA connects a process to the daemon when it
-first initializes; a process that cannot connect runs without MPS, which is why bpslaunch waits for the
-daemon's socket before it starts any process. A CUDA_MPS_PIPE_DIRECTORY set already names a daemon that
-someone else runs: the job uses it and bpslaunch starts none.
+bpslaunch starts a control daemon of the job's own (`nvidia-cuda-mps-control -f`, a child that dies with
+bpslaunch, its pipe folder in a private temporary folder), gives every process it starts
+CUDA_MPS_PIPE_DIRECTORY and CUDA_MPS_LOG_DIRECTORY, and quits the daemon when the job ends. CUDA connects a
+process to the daemon when it first initializes; a process that cannot connect runs without MPS, which is
+why bpslaunch waits until the daemon accepts a connection before it starts any process. A
+CUDA_MPS_PIPE_DIRECTORY set already names a daemon that someone else runs: the job uses it and bpslaunch
+starts none. The daemon logs into CUDA_MPS_LOG_DIRECTORY where that is set (and kept), else into the private
+folder, removed with it.
 
 This module imports nothing heavy: the launcher uses it before any process starts.
 """
 
-import contextlib
 import os
 import shutil
-import signal
+import socket
 import subprocess
 import tempfile
 import time
+
+from bps_tf.launcher.child_processes import KILL_GRACE_S, SIGNAL_EXIT_BASE, start_in_own_group, stop_process_groups
+from bps_tf.launcher.stop_signals import StopSignals
 
 VARIABLE = "BYTEPS_MPS"
 CONTROL = "nvidia-cuda-mps-control"
@@ -46,78 +50,100 @@ def requested(flag, environ):
     return flag or value in _TRUE
 
 
-@contextlib.contextmanager
-def job_daemon(environ, enabled, which=shutil.which, start_timeout=START_TIMEOUT_S, stop_timeout=STOP_TIMEOUT_S):
-    """While the job runs: `environ` (os.environ: every process started meanwhile inherits it) names a control
-    daemon started for the job, which is quit on leaving. Nothing if not `enabled` or a daemon is named already.
-    Raises MpsError when the daemon cannot be started."""
-    if not enabled or environ.get(PIPE_VARIABLE):
-        yield
-        return
+def run_under_daemon(environ, run_job, which=shutil.which, start_timeout=START_TIMEOUT_S,
+                     stop_timeout=STOP_TIMEOUT_S):
+    """run_job()'s exit code, every process it starts under a control daemon started for it: `environ`
+    (os.environ, which they inherit) names the daemon while run_job runs, and is restored after. SIGINT and
+    SIGTERM while the daemon starts end it and return 128 + the signal; while it stops, they wait for it.
+    A daemon named in `environ` already is used as it is. Raises MpsError when the daemon cannot start."""
+    if environ.get(PIPE_VARIABLE):
+        return run_job()
     control = which(CONTROL)
     if control is None:
         raise MpsError(f"--mps ({VARIABLE}=1): {CONTROL} is not on PATH. It comes with the NVIDIA driver's "
                        "utilities (nvidia-utils or nvidia-compute-utils); install them, or leave --mps out")
     folder = tempfile.mkdtemp(prefix="bps_tf_mps_")
-    folders = {PIPE_VARIABLE: os.path.join(folder, "pipe"), LOG_VARIABLE: os.path.join(folder, "log")}
+    folders = {PIPE_VARIABLE: os.path.join(folder, "pipe"),
+               LOG_VARIABLE: environ.get(LOG_VARIABLE) or os.path.join(folder, "log")}
+    saved = {name: environ.get(name) for name in folders}
     try:
         for path in folders.values():
-            os.mkdir(path, 0o700)
+            os.makedirs(path, 0o700, exist_ok=True)
         daemon_env = dict(environ, **folders)
-        daemon = _start(control, daemon_env, folder, start_timeout)
-        try:
-            environ.update(folders)
+        with StopSignals() as stop:  # (the job's own handlers take over while it runs)
+            daemon = _start(control, daemon_env, folder, start_timeout, stopped=lambda: bool(stop.received))
             try:
-                yield
+                if daemon is None:
+                    return SIGNAL_EXIT_BASE + stop.received[0]
+                environ.update(folders)
+                try:
+                    return run_job()
+                finally:
+                    _restore(environ, saved)
             finally:
-                for name in folders:
-                    environ.pop(name, None)
-        finally:
-            _stop(control, daemon, daemon_env, stop_timeout)
+                if daemon is not None:
+                    _stop(control, daemon, daemon_env, stop_timeout)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _start(control, env, folder, timeout):
-    """The daemon, once it listens (its socket exists)."""
-    output = open(os.path.join(folder, "daemon.out"), "w+")
-    with output:
-        # A process group of its own: stopping it reaches the MPS server it starts as well.
-        daemon = subprocess.Popen([control, "-f"], env=env, stdin=subprocess.DEVNULL, stdout=output,
-                                  stderr=subprocess.STDOUT, start_new_session=True)
-        socket = os.path.join(env[PIPE_VARIABLE], SOCKET)
-        deadline = time.monotonic() + timeout
-        while not os.path.exists(socket):
-            if daemon.poll() is not None or time.monotonic() > deadline:
-                why = "exited" if daemon.returncode is not None else f"did not listen within {timeout:g} s"
-                _kill(daemon)
-                output.seek(0)
-                said = output.read().strip()[-2000:]
-                raise MpsError(f"--mps: the MPS control daemon ({control} -f) {why}"
-                               + (f"; it said:\n{said}" if said else "") +
-                               "\nIs another MPS daemon running on this machine for the same GPUs (then set "
-                               f"{PIPE_VARIABLE} to its pipe folder), or is the GPU in a compute mode that "
-                               "refuses it? Or leave --mps out")
-            time.sleep(_POLL_S)
+def _start(control, env, folder, timeout, stopped):
+    """The daemon, once it accepts connections; None if `stopped()` came true first (the daemon is then
+    stopped). Raises MpsError if it exits or does not listen within `timeout` s."""
+    with open(os.path.join(folder, "daemon.out"), "w+") as output:
+        daemon = start_in_own_group([control, "-f"], env, stdin=subprocess.DEVNULL, stdout=output,
+                                    stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + timeout
+            while not _accepts(os.path.join(env[PIPE_VARIABLE], SOCKET)):
+                if stopped():
+                    stop_process_groups([daemon], KILL_GRACE_S)
+                    return None
+                if daemon.poll() is not None or time.monotonic() > deadline:
+                    why = (f"exited with code {daemon.returncode}" if daemon.returncode is not None
+                           else f"did not accept connections within {timeout:g} s")
+                    stop_process_groups([daemon], KILL_GRACE_S)
+                    output.seek(0)
+                    said = output.read().strip()[-2000:]
+                    raise MpsError(f"--mps: the MPS control daemon ({control} -f) {why}"
+                                   + (f"; it said:\n{said}" if said else "") +
+                                   f"\nIs another MPS daemon serving this machine's GPUs (then set {PIPE_VARIABLE} "
+                                   "to its pipe folder), or is a GPU in a compute mode that refuses it? Or leave "
+                                   "--mps out")
+                time.sleep(_POLL_S)
+        except BaseException:
+            stop_process_groups([daemon], KILL_GRACE_S)
+            raise
     return daemon
 
 
+def _accepts(path):
+    """Whether a daemon listens on the Unix socket `path` (a socket's file exists before it listens)."""
+    probe = socket.socket(socket.AF_UNIX)
+    try:
+        probe.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
 def _stop(control, daemon, env, timeout):
-    """Asks the daemon to quit (it stops its MPS server too), and stops it by signal if it does not."""
+    """Asks the daemon to quit (which stops its MPS server too), then stops what is left of its process group."""
     deadline = time.monotonic() + timeout
     try:
-        subprocess.run([control], input="quit\n", env=env, text=True, capture_output=True, timeout=timeout)
-        daemon.wait(timeout=max(0.1, deadline - time.monotonic()))
+        asked = subprocess.run([control], input="quit\n", env=env, text=True, capture_output=True, timeout=timeout)
+        if asked.returncode == 0:
+            daemon.wait(timeout=max(0.0, deadline - time.monotonic()))
     except (OSError, subprocess.TimeoutExpired):
-        _kill(daemon)
+        pass
+    stop_process_groups([daemon], KILL_GRACE_S)
 
 
-def _kill(daemon):
-    for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(daemon.pid, sig)
-        try:
-            daemon.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+def _restore(environ, saved):
+    for name, value in saved.items():
+        if value is None:
+            environ.pop(name, None)
+        else:
+            environ[name] = value

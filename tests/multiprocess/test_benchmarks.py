@@ -127,7 +127,7 @@ def test_synthetic_benchmark_times_fit_calls_of_their_own(tmp_path):
                       timeout=240)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = json.loads(out.read_text())["rows"]
-    assert [r["setup"] for r in rows] == ["keras", "bps"]
+    assert [(r["setup"], r["fit_calls"]) for r in rows] == [("keras", True), ("bps", True)]
     assert all(len(rounds) == 2 and min(rounds) > 0 for r in rows for rounds in r["rounds"])
 
 
@@ -141,7 +141,8 @@ def test_synthetic_training_benchmark_and_its_example(tmp_path):
                       timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = json.loads(out.read_text())["rows"]
-    assert [(r["setup"], r["processes"]) for r in rows] == [("keras", 1), ("bps_shared", 2), ("horovod", 1)]
+    assert [(r["setup"], r["processes"], r["fit_calls"]) for r in rows] == [
+        ("keras", 1, False), ("bps_shared", 2, False), ("horovod", 1, False)]
     assert all(r["total_rate"] > 0 and r["unit"] == "images/s" for r in rows)
     example = subprocess.run([sys.executable, "-m", "bps_tf.launcher", "--local", "--workers", "2", "--servers", "1", "--", sys.executable,
                               str(REPO_ROOT / "examples" / "synthetic_benchmark.py"), "--model", "bert", "--layers",

@@ -1,7 +1,9 @@
 """bpslaunch's MPS control daemon (bps_tf/launcher/mps.py), against the stand-in of testing/fake_mps.py."""
 
 import os
+import signal
 import socket
+import threading
 import time
 
 import pytest
@@ -11,13 +13,10 @@ from testing import fake_mps
 
 
 @pytest.fixture
-def control(tmp_path, monkeypatch):
+def control(tmp_path):
     """The stand-in's path; its record file is read by records()."""
     folder = tmp_path / "bin"
     folder.mkdir()
-    monkeypatch.setenv("FAKE_MPS_RECORD", str(tmp_path / "record"))
-    monkeypatch.delenv(mps.PIPE_VARIABLE, raising=False)
-    monkeypatch.delenv("FAKE_MPS_MODE", raising=False)
     return fake_mps.install(str(folder))
 
 
@@ -38,6 +37,10 @@ def alive(pid):
     return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def environment(tmp_path, **extra):
+    return {"FAKE_MPS_RECORD": str(tmp_path / "record"), **extra}
+
+
 @pytest.mark.parametrize("flag, value, wanted", [
     (True, None, True), (False, None, False), (False, "1", True), (False, "yes", True), (False, "0", False),
     (False, "", False), (True, "0", True)])
@@ -51,69 +54,89 @@ def test_a_setting_that_is_not_yes_or_no_is_refused():
         mps.requested(False, {mps.VARIABLE: "maybe"})
 
 
-def test_the_daemon_listens_while_the_job_runs_and_quits_after_it(control, tmp_path):
-    environ = {"PATH": os.environ["PATH"], "FAKE_MPS_RECORD": str(tmp_path / "record")}
-    with mps.job_daemon(environ, True, which=finder(control)):
-        pipe = environ[mps.PIPE_VARIABLE]
-        assert os.path.isdir(environ[mps.LOG_VARIABLE])
-        started = records(tmp_path)
-        assert len(started) == 1 and started[0].split()[2] == pipe
-        pid = int(started[0].split()[1])
-        assert alive(pid)
+def test_the_daemon_accepts_connections_while_the_job_runs_and_quits_after_it(control, tmp_path):
+    environ = environment(tmp_path, **{mps.PIPE_VARIABLE: ""})
+    seen = {}
+
+    def job():
+        seen.update(environ)
         probe = socket.socket(socket.AF_UNIX)
-        probe.connect(os.path.join(pipe, mps.SOCKET))  # a CUDA process would connect now
+        probe.connect(os.path.join(environ[mps.PIPE_VARIABLE], mps.SOCKET))  # as a CUDA process would
         probe.close()
-    assert records(tmp_path)[1:] == [f"quit {pid}"]
-    assert not alive(pid)
+        seen["pid"] = int(records(tmp_path)[0].split()[1])
+        assert alive(seen["pid"]) and os.path.isdir(environ[mps.LOG_VARIABLE])
+        return 7
+
+    assert mps.run_under_daemon(environ, job, which=finder(control)) == 7
+    pipe = seen[mps.PIPE_VARIABLE]
+    assert records(tmp_path) == [f"started {seen['pid']} {pipe}", f"quit {seen['pid']}"]
+    assert not alive(seen["pid"])
     assert not os.path.exists(os.path.dirname(pipe))  # the job's folder is gone
-    assert mps.PIPE_VARIABLE not in environ and mps.LOG_VARIABLE not in environ
+    assert environ == environment(tmp_path, **{mps.PIPE_VARIABLE: ""})  # as it was, the empty value included
 
 
-def test_the_daemon_quits_when_the_job_fails(control, tmp_path):
-    environ = {"FAKE_MPS_RECORD": str(tmp_path / "record")}
+def test_a_log_folder_the_user_set_is_used_and_kept(control, tmp_path):
+    logs = tmp_path / "mps_logs"
+    environ = environment(tmp_path, **{mps.LOG_VARIABLE: str(logs)})
+    seen = {}
+    mps.run_under_daemon(environ, lambda: seen.update(environ), which=finder(control))
+    assert seen[mps.LOG_VARIABLE] == str(logs) and logs.is_dir()
+    assert environ[mps.LOG_VARIABLE] == str(logs) and mps.PIPE_VARIABLE not in environ
+
+
+def test_the_daemon_quits_when_the_job_raises(control, tmp_path):
+    def job():
+        raise RuntimeError("the job failed")
+
     with pytest.raises(RuntimeError):
-        with mps.job_daemon(environ, True, which=finder(control)):
-            raise RuntimeError("the job failed")
+        mps.run_under_daemon(environment(tmp_path), job, which=finder(control))
     assert [line.split()[0] for line in records(tmp_path)] == ["started", "quit"]
 
 
-def test_nothing_starts_when_not_asked_for_or_when_a_daemon_is_named(control, tmp_path):
-    for environ, enabled in (({}, False), ({mps.PIPE_VARIABLE: "/run/theirs"}, True)):
-        before = dict(environ)
-        with mps.job_daemon(environ, enabled, which=finder(control)):
-            assert environ == before
+def test_a_daemon_named_already_is_used_as_it_is(control, tmp_path):
+    environ = {mps.PIPE_VARIABLE: "/run/theirs"}
+    assert mps.run_under_daemon(environ, lambda: dict(environ), which=finder(control)) == environ
     assert records(tmp_path) == []
 
 
 def test_a_machine_without_the_control_program_gets_a_clear_error():
     with pytest.raises(mps.MpsError, match="nvidia-cuda-mps-control is not on PATH.*install them, or leave --mps"):
-        with mps.job_daemon({}, True, which=lambda name: None):
-            pytest.fail("the job ran without MPS")
+        mps.run_under_daemon({}, lambda: pytest.fail("the job ran without MPS"), which=lambda name: None)
 
 
 def test_a_daemon_that_cannot_start_is_reported_with_what_it_said(control, tmp_path):
-    environ = {"FAKE_MPS_RECORD": str(tmp_path / "record"), "FAKE_MPS_MODE": "exit"}
-    with pytest.raises(mps.MpsError, match="(?s)exited; it said:\nfake mps: cannot open the GPU.*another MPS"):
-        with mps.job_daemon(environ, True, which=finder(control)):
-            pytest.fail("the job ran without MPS")
+    environ = environment(tmp_path, FAKE_MPS_MODE="exit")
+    with pytest.raises(mps.MpsError, match="(?s)exited with code 1; it said:\nfake mps: cannot open the GPU.*another MPS"):
+        mps.run_under_daemon(environ, lambda: pytest.fail("the job ran without MPS"), which=finder(control))
     assert mps.PIPE_VARIABLE not in environ
 
 
 def test_a_daemon_that_never_listens_is_stopped_after_the_start_timeout(control, tmp_path):
-    environ = {"FAKE_MPS_RECORD": str(tmp_path / "record"), "FAKE_MPS_MODE": "mute"}
     start = time.monotonic()
-    with pytest.raises(mps.MpsError, match="did not listen within 1 s"):
-        with mps.job_daemon(environ, True, which=finder(control), start_timeout=1.0):
-            pytest.fail("the job ran without MPS")
+    with pytest.raises(mps.MpsError, match="did not accept connections within 1 s"):
+        mps.run_under_daemon(environment(tmp_path, FAKE_MPS_MODE="mute"), lambda: pytest.fail("the job ran"),
+                             which=finder(control), start_timeout=1.0)
     assert time.monotonic() - start < 10
-    pid = int(records(tmp_path)[0].split()[1])
-    assert not alive(pid)
+    assert not alive(int(records(tmp_path)[0].split()[1]))
+
+
+def test_a_signal_while_the_daemon_starts_stops_it_and_runs_no_job(control, tmp_path):
+    """SIGTERM while the daemon is not yet listening: the daemon is stopped, the job never runs, 128 + 15."""
+    def send_sigterm_once_started():
+        while not records(tmp_path):
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=send_sigterm_once_started, daemon=True).start()
+    code = mps.run_under_daemon(environment(tmp_path, FAKE_MPS_MODE="mute"), lambda: pytest.fail("the job ran"),
+                                which=finder(control), start_timeout=60.0)
+    assert code == 128 + signal.SIGTERM
+    assert not alive(int(records(tmp_path)[0].split()[1]))
 
 
 def test_a_daemon_that_ignores_quit_is_killed(control, tmp_path):
-    environ = {"FAKE_MPS_RECORD": str(tmp_path / "record"), "FAKE_MPS_MODE": "stubborn"}
     start = time.monotonic()
-    with mps.job_daemon(environ, True, which=finder(control), stop_timeout=1.0):
-        pid = int(records(tmp_path)[0].split()[1])
-    assert not alive(pid)
-    assert time.monotonic() - start < 15  # 1 s for quit, 5 s for SIGTERM, then SIGKILL
+    mps.run_under_daemon(environment(tmp_path, FAKE_MPS_MODE="stubborn"), lambda: 0, which=finder(control),
+                         stop_timeout=1.0)
+    assert not alive(int(records(tmp_path)[0].split()[1]))
+    assert time.monotonic() - start < 15  # 1 s for quit, 5 s after SIGTERM, then SIGKILL

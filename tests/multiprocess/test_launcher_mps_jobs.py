@@ -1,8 +1,9 @@
-"""bpslaunch --mps with real jobs (the native core, real processes), the MPS control program replaced by the
-stand-in of testing/fake_mps.py (these machines have no NVIDIA driver)."""
+"""bpslaunch --mps with real jobs (the native core, real processes), NVIDIA's MPS control program replaced by
+the stand-in of testing/fake_mps.py."""
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -15,7 +16,7 @@ from testing.jobs import BPSLAUNCH, clean_env, communicate_all, free_port
 
 # Connects to the daemon named by its environment, as CUDA would at its first call, then joins the job.
 WORKER = textwrap.dedent("""
-    import os, socket, sys
+    import os, socket, sys, time
     import bps_tf as bps
     pipe = os.environ["CUDA_MPS_PIPE_DIRECTORY"]
     probe = socket.socket(socket.AF_UNIX)
@@ -23,6 +24,8 @@ WORKER = textwrap.dedent("""
     probe.close()
     bps.init()
     print("worker", bps.rank(), "mps", pipe, flush=True)
+    if os.environ.get("WORKER_SLEEPS"):
+        time.sleep(600)
     bps.shutdown()
     sys.exit(int(os.environ.get("WORKER_EXIT", "0")))
 """)
@@ -95,3 +98,33 @@ def test_in_a_cluster_job_only_the_worker_machine_starts_a_daemon(tmp_path, fake
         assert code == 0, err[-3000:]
     assert f"worker 0 mps {daemon_pipe(tmp_path)}" in results[2][1]
     assert events(tmp_path) == ["started", "quit"]
+
+
+@pytest.mark.timeout(180)
+def test_sigterm_to_bpslaunch_stops_the_job_and_quits_the_daemon(tmp_path, fake_env):
+    launcher = subprocess.Popen([BPSLAUNCH, "--local", "--workers", "2", "--mps", "--", sys.executable, "-c", WORKER],
+                                env=clean_env(WORKER_SLEEPS="1", **fake_env), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        for line in launcher.stdout:  # both workers run under the daemon
+            if "[worker 1] worker 1 mps" in line:
+                break
+        launcher.send_signal(signal.SIGTERM)
+        launcher.communicate(timeout=60)
+    finally:
+        if launcher.poll() is None:
+            os.killpg(launcher.pid, signal.SIGKILL)
+            launcher.communicate()
+    assert launcher.returncode == 128 + signal.SIGTERM
+    assert events(tmp_path) == ["started", "quit"]
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_process_started_alone_is_refused_a_daemon_of_its_own(tmp_path, fake_env):
+    """With BYTEPS_LOCAL_RANK each process has a bpslaunch of its own, whose daemons would not be shared."""
+    done = subprocess.run([BPSLAUNCH, "--mps", sys.executable, "-c", "pass"],
+                          env=clean_env(DMLC_ROLE="worker", BYTEPS_LOCAL_RANK="1", **fake_env), capture_output=True,
+                          text=True, timeout=50)
+    assert done.returncode == 1
+    assert "BYTEPS_LOCAL_RANK set" in done.stderr and "CUDA_MPS_PIPE_DIRECTORY" in done.stderr
+    assert not (tmp_path / "record").exists()
