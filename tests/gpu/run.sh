@@ -12,7 +12,8 @@
 #      training with the push_pulls inside XLA's GPU computations, jit_compile="auto" compiling with XLA;
 #   4. compressed push_pull of GPU tensors (compressed_sums.py); asynchronous training under BytePSStrategy
 #      (async_strategy.py, fit and a loop) and with the Horovod API (async_keras.py, fit and a tape loop);
-#   5. a worker killed mid-training fails the others with an error naming it.
+#   5. the GPU kernels' sums with the workers under NVIDIA's MPS (bpslaunch --mps), where the machine has it;
+#   6. a worker killed mid-training fails the others with an error naming it.
 # Usage: tests/gpu/run.sh [OUT_DIR]   (one log per check in OUT_DIR, default ./gpu_tf_out); exit 0 if all pass.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -89,6 +90,27 @@ for how in fit tape; do
   EPOCHS=10 check "keras_async_$how" "$how async loss [0-9.]* accuracy 0\.9" 2 0 --async --workers 2 --servers 1 -- \
     python3 tests/workers/async_keras.py "$how"
 done
+
+# Two worker machines sharing the GPUs under NVIDIA's MPS (bpslaunch --mps): the GPU kernels' sums again, and
+# the daemon bpslaunch started served both workers (its log, in a folder given to it and so kept, names each
+# new client) and is gone after the job.
+if command -v nvidia-cuda-mps-control > /dev/null; then
+  mps_log=$(mktemp -d)
+  failed_before=$failures
+  CUDA_MPS_LOG_DIRECTORY=$mps_log check mps "gpu ops exact" 2 0 --mps --workers 2 --servers 1 -- \
+    python3 tests/gpu/gpu_ops.py
+  clients=$(grep -c "NEW CLIENT" "$mps_log/control.log" 2>/dev/null)
+  left=$(pgrep -fc "nvidia-cuda-mps-control -f")
+  cp -r "$mps_log" "$out/mps_log" && rm -rf "$mps_log"
+  if [ "$failures" = "$failed_before" ] && { [ "${clients:-0}" -lt 2 ] || [ "$left" != 0 ]; }; then
+    echo "FAIL mps: the daemon's log names ${clients:-0} clients (2 or more wanted); $left daemons left after the job"
+    failures=$((failures + 1))
+  elif [ "$failures" = "$failed_before" ]; then
+    echo "     mps: ${clients} clients in the daemon's log, no daemon left"
+  fi
+else
+  echo "SKIP mps (nvidia-cuda-mps-control is not on PATH)"
+fi
 
 # A killed worker: the roles are started one by one (bpslaunch --local would stop the others itself), and
 # the surviving worker must report the lost one.
