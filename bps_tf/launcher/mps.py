@@ -11,8 +11,8 @@ CUDA_MPS_PIPE_DIRECTORY and CUDA_MPS_LOG_DIRECTORY, and quits the daemon when th
 process to the daemon when it first initializes; a process that cannot connect runs without MPS, which is
 why bpslaunch waits until the daemon accepts a connection before it starts any process. A
 CUDA_MPS_PIPE_DIRECTORY set already names a daemon that someone else runs: the job uses it and bpslaunch
-starts none. The daemon logs into CUDA_MPS_LOG_DIRECTORY where that is set (and kept), else into the private
-folder, removed with it.
+starts none. The daemon logs, and bpslaunch puts what it prints, into CUDA_MPS_LOG_DIRECTORY where that is set
+(and kept), else into the private folder, removed with it.
 
 This module imports nothing heavy: the launcher uses it before any process starts.
 """
@@ -32,6 +32,7 @@ CONTROL = "nvidia-cuda-mps-control"
 PIPE_VARIABLE = "CUDA_MPS_PIPE_DIRECTORY"
 LOG_VARIABLE = "CUDA_MPS_LOG_DIRECTORY"
 SOCKET = "control"  # what the daemon listens on, in its pipe folder
+DAEMON_OUTPUT = "bpslaunch_daemon_output.log"
 START_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 30.0
 _POLL_S = 0.02
@@ -71,7 +72,7 @@ def run_under_daemon(environ, run_job, which=shutil.which, start_timeout=START_T
             os.makedirs(path, 0o700, exist_ok=True)
         daemon_env = dict(environ, **folders)
         with StopSignals() as stop:  # (the job's own handlers take over while it runs)
-            daemon = _start(control, daemon_env, folder, start_timeout, stopped=lambda: bool(stop.received))
+            daemon = _start(control, daemon_env, start_timeout, stopped=lambda: bool(stop.received))
             try:
                 if daemon is None:
                     return SIGNAL_EXIT_BASE + stop.received[0]
@@ -87,10 +88,12 @@ def run_under_daemon(environ, run_job, which=shutil.which, start_timeout=START_T
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _start(control, env, folder, timeout, stopped):
+def _start(control, env, timeout, stopped):
     """The daemon, once it accepts connections; None if `stopped()` came true first (the daemon is then
-    stopped). Raises MpsError if it exits or does not listen within `timeout` s."""
-    with open(os.path.join(folder, "daemon.out"), "w+") as output:
+    stopped). Raises MpsError if it exits or does not listen within `timeout` s. What it prints (in the
+    foreground, its log may go there) goes to DAEMON_OUTPUT in its log folder."""
+    with open(os.path.join(env[LOG_VARIABLE], DAEMON_OUTPUT), "a+") as output:
+        start_of_output = output.seek(0, os.SEEK_END)  # (a log folder of the user's may hold an earlier job's)
         daemon = start_in_own_group([control, "-f"], env, stdin=subprocess.DEVNULL, stdout=output,
                                     stderr=subprocess.STDOUT)
         try:
@@ -103,7 +106,7 @@ def _start(control, env, folder, timeout, stopped):
                     why = (f"exited with code {daemon.returncode}" if daemon.returncode is not None
                            else f"did not accept connections within {timeout:g} s")
                     stop_process_groups([daemon], KILL_GRACE_S)
-                    output.seek(0)
+                    output.seek(start_of_output)
                     said = output.read().strip()[-2000:]
                     raise MpsError(f"--mps: the MPS control daemon ({control} -f) {why}"
                                    + (f"; it said:\n{said}" if said else "") +

@@ -99,7 +99,7 @@ if command -v nvidia-cuda-mps-control > /dev/null; then
   failed_before=$failures
   CUDA_MPS_LOG_DIRECTORY=$mps_log check mps "gpu ops exact" 2 0 --mps --workers 2 --servers 1 -- \
     python3 tests/gpu/gpu_ops.py
-  clients=$(grep -c "NEW CLIENT" "$mps_log/control.log" 2>/dev/null)
+  clients=$(cat "$mps_log"/* 2>/dev/null | grep -c "NEW CLIENT")  # (its log file, or its output in -f)
   left=$(pgrep -fc "nvidia-cuda-mps-control -f")
   cp -r "$mps_log" "$out/mps_log" && rm -rf "$mps_log"
   if [ "$failures" = "$failed_before" ] && { [ "${clients:-0}" -lt 2 ] || [ "$left" != 0 ]; }; then

@@ -80,7 +80,7 @@ def test_a_log_folder_the_user_set_is_used_and_kept(control, tmp_path):
     environ = environment(tmp_path, **{mps.LOG_VARIABLE: str(logs)})
     seen = {}
     mps.run_under_daemon(environ, lambda: seen.update(environ), which=finder(control))
-    assert seen[mps.LOG_VARIABLE] == str(logs) and logs.is_dir()
+    assert seen[mps.LOG_VARIABLE] == str(logs) and (logs / mps.DAEMON_OUTPUT).is_file()
     assert environ[mps.LOG_VARIABLE] == str(logs) and mps.PIPE_VARIABLE not in environ
 
 
