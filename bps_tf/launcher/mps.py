@@ -55,7 +55,7 @@ def run_under_daemon(environ, run_job, which=shutil.which, start_timeout=START_T
                      stop_timeout=STOP_TIMEOUT_S):
     """run_job()'s exit code, every process it starts under a control daemon started for it: `environ`
     (os.environ, which they inherit) names the daemon while run_job runs, and is restored after. SIGINT and
-    SIGTERM while the daemon starts end it and return 128 + the signal; while it stops, they wait for it.
+    SIGTERM before the job starts end the daemon and return 128 + the signal; while it stops, they wait for it.
     A daemon named in `environ` already is used as it is. Raises MpsError when the daemon cannot start."""
     if environ.get(PIPE_VARIABLE):
         return run_job()
@@ -68,13 +68,14 @@ def run_under_daemon(environ, run_job, which=shutil.which, start_timeout=START_T
                LOG_VARIABLE: environ.get(LOG_VARIABLE) or os.path.join(folder, "log")}
     saved = {name: environ.get(name) for name in folders}
     try:
-        for path in folders.values():
-            os.makedirs(path, 0o700, exist_ok=True)
         daemon_env = dict(environ, **folders)
-        with StopSignals() as stop:  # (the job's own handlers take over while it runs)
+        # Signals from here on are recorded: before the job, they end it before it starts; the job's own
+        # StopSignals takes over the same record (stop_signals.py).
+        with StopSignals() as stop:
             daemon = _start(control, daemon_env, start_timeout, stopped=lambda: bool(stop.received))
+            ready = not stop.received
             try:
-                if daemon is None:
+                if not ready:
                     return SIGNAL_EXIT_BASE + stop.received[0]
                 environ.update(folders)
                 try:
@@ -82,30 +83,38 @@ def run_under_daemon(environ, run_job, which=shutil.which, start_timeout=START_T
                 finally:
                     _restore(environ, saved)
             finally:
-                if daemon is not None:
+                if ready:
                     _stop(control, daemon, daemon_env, stop_timeout)
+                else:
+                    stop_process_groups([daemon], KILL_GRACE_S)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
 def _start(control, env, timeout, stopped):
-    """The daemon, once it accepts connections; None if `stopped()` came true first (the daemon is then
-    stopped). Raises MpsError if it exits or does not listen within `timeout` s. What it prints (in the
-    foreground, its log may go there) goes to DAEMON_OUTPUT in its log folder."""
-    with open(os.path.join(env[LOG_VARIABLE], DAEMON_OUTPUT), "a+") as output:
+    """The daemon, once it accepts connections or `stopped()` comes true. Raises MpsError if it cannot be
+    started, exits or does not listen within `timeout` s. What it prints (in the foreground its log may go
+    there) goes to DAEMON_OUTPUT in its log folder."""
+    try:
+        for path in (env[PIPE_VARIABLE], env[LOG_VARIABLE]):
+            os.makedirs(path, 0o700, exist_ok=True)
+        output = open(os.path.join(env[LOG_VARIABLE], DAEMON_OUTPUT), "a+")
+    except OSError as error:
+        raise MpsError(f"--mps: cannot make the MPS daemon's folders ({error}); check {LOG_VARIABLE}, or leave "
+                       "--mps out") from None
+    with output:
         start_of_output = output.seek(0, os.SEEK_END)  # (a log folder of the user's may hold an earlier job's)
-        daemon = start_in_own_group([control, "-f"], env, stdin=subprocess.DEVNULL, stdout=output,
-                                    stderr=subprocess.STDOUT)
+        try:
+            daemon = start_in_own_group([control, "-f"], env, stdin=subprocess.DEVNULL, stdout=output,
+                                        stderr=subprocess.STDOUT)
+        except OSError as error:
+            raise MpsError(f"--mps: cannot run {control} ({error}); or leave --mps out") from None
         try:
             deadline = time.monotonic() + timeout
-            while not _accepts(os.path.join(env[PIPE_VARIABLE], SOCKET)):
-                if stopped():
-                    stop_process_groups([daemon], KILL_GRACE_S)
-                    return None
+            while not stopped() and not _accepts(os.path.join(env[PIPE_VARIABLE], SOCKET)):
                 if daemon.poll() is not None or time.monotonic() > deadline:
                     why = (f"exited with code {daemon.returncode}" if daemon.returncode is not None
                            else f"did not accept connections within {timeout:g} s")
-                    stop_process_groups([daemon], KILL_GRACE_S)
                     output.seek(start_of_output)
                     said = output.read().strip()[-2000:]
                     raise MpsError(f"--mps: the MPS control daemon ({control} -f) {why}"

@@ -7,7 +7,8 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class StopSignals:
-    """While active, records every SIGINT/SIGTERM in `received` (signal numbers, oldest first)."""
+    """While active, records every SIGINT/SIGTERM in `received` (signal numbers, oldest first). Entered while
+    another is active, it shares that one's record: a signal that came before it was entered is seen by both."""
 
     def __init__(self):
         self.received = []
@@ -18,6 +19,9 @@ class StopSignals:
         if threading.current_thread() is threading.main_thread():
             for signum in STOP_SIGNALS:
                 self._previous_handlers[signum] = signal.signal(signum, self._record)
+            outer = getattr(self._previous_handlers[signal.SIGTERM], "__self__", None)
+            if isinstance(outer, StopSignals):
+                self.received = outer.received
         return self
 
     def __exit__(self, *exc_info):
