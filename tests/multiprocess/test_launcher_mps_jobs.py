@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from testing import fake_mps
-from testing.jobs import BPSLAUNCH, clean_env, communicate_all, free_port
+from testing.jobs import BPSLAUNCH, clean_env, communicate_all, free_port, kill_process_groups
 
 # Connects to the daemon named by its environment, as CUDA would at its first call, then joins the job.
 WORKER = textwrap.dedent("""
@@ -104,7 +104,7 @@ def test_in_a_cluster_job_only_the_worker_machine_starts_a_daemon(tmp_path, fake
 def test_sigterm_to_bpslaunch_stops_the_job_and_quits_the_daemon(tmp_path, fake_env):
     launcher = subprocess.Popen([BPSLAUNCH, "--local", "--workers", "2", "--mps", "--", sys.executable, "-c", WORKER],
                                 env=clean_env(WORKER_SLEEPS="1", **fake_env), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         for line in launcher.stdout:  # both workers run under the daemon
             if "[worker 1] worker 1 mps" in line:
@@ -112,9 +112,7 @@ def test_sigterm_to_bpslaunch_stops_the_job_and_quits_the_daemon(tmp_path, fake_
         launcher.send_signal(signal.SIGTERM)
         launcher.communicate(timeout=60)
     finally:
-        if launcher.poll() is None:
-            os.killpg(launcher.pid, signal.SIGKILL)
-            launcher.communicate()
+        kill_process_groups([launcher])
     assert launcher.returncode == 128 + signal.SIGTERM
     assert events(tmp_path) == ["started", "quit"]
 
