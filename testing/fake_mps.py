@@ -1,7 +1,7 @@
 """A stand-in for NVIDIA's `nvidia-cuda-mps-control` on machines without the driver, for the tests of bpslaunch's
 --mps (bps_tf/launcher/mps.py): `install(folder)` writes an executable of that name into `folder` (put it first
-on PATH). Like the real one, `-f` runs the control daemon in the foreground, listening on a Unix socket named
-`control` in $CUDA_MPS_PIPE_DIRECTORY, and without arguments the program sends the commands of its standard
+on PATH). Like the real one, `-f` runs the control daemon in the foreground, listening on a Unix socket of sequenced
+packets named `control` in $CUDA_MPS_PIPE_DIRECTORY, and without arguments the program sends the commands of its standard
 input to that daemon; `quit` ends it. It appends what it does to $FAKE_MPS_RECORD ("started PID PIPE",
 "quit PID"). $FAKE_MPS_MODE makes it misbehave: "exit" (fails at once, saying why), "mute" (never listens),
 "stubborn" (listens, then ignores quit and SIGTERM)."""
@@ -32,7 +32,7 @@ _PROGRAM = textwrap.dedent('''\
             time.sleep(3600)
         if mode == "stubborn":
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        server = socket.socket(socket.AF_UNIX)
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         server.bind(path)
         server.listen(4)
         while True:
@@ -44,7 +44,7 @@ _PROGRAM = textwrap.dedent('''\
                 os.unlink(path)
                 sys.exit(0)
     else:
-        client = socket.socket(socket.AF_UNIX)
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         client.connect(path)
         client.sendall(sys.stdin.read().encode())
         client.close()

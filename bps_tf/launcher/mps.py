@@ -130,8 +130,9 @@ def _start(control, env, timeout, stopped):
 
 
 def _accepts(path):
-    """Whether a daemon listens on the Unix socket `path` (a socket's file exists before it listens)."""
-    probe = socket.socket(socket.AF_UNIX)
+    """Whether a daemon listens on the Unix socket `path` (a socket's file exists before it listens). NVIDIA's
+    control daemon takes sequenced packets: a stream socket's connection is refused as the wrong type."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         probe.connect(path)
         return True

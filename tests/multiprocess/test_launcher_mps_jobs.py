@@ -19,7 +19,7 @@ WORKER = textwrap.dedent("""
     import os, socket, sys, time
     import bps_tf as bps
     pipe = os.environ["CUDA_MPS_PIPE_DIRECTORY"]
-    probe = socket.socket(socket.AF_UNIX)
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     probe.connect(os.path.join(pipe, "control"))
     probe.close()
     bps.init()

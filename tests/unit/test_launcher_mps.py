@@ -60,7 +60,7 @@ def test_the_daemon_accepts_connections_while_the_job_runs_and_quits_after_it(co
 
     def job():
         seen.update(environ)
-        probe = socket.socket(socket.AF_UNIX)
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         probe.connect(os.path.join(environ[mps.PIPE_VARIABLE], mps.SOCKET))  # as a CUDA process would
         probe.close()
         seen["pid"] = int(records(tmp_path)[0].split()[1])
