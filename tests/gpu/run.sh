@@ -15,6 +15,7 @@
 #   5. the GPU kernels' sums with the workers under NVIDIA's MPS (bpslaunch --mps), where the machine has it;
 #   6. a worker killed mid-training fails the others with an error naming it.
 # Usage: tests/gpu/run.sh [OUT_DIR]   (one log per check in OUT_DIR, default ./gpu_tf_out); exit 0 if all pass.
+# GPU_CHECKS="mps killed_worker" runs only the checks it names (as PASS/FAIL lines name them).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-gpu_tf_out}
@@ -28,10 +29,12 @@ export NCCL_NVLS_ENABLE=0 TF_CPP_MIN_LOG_LEVEL=2 PYTHONUNBUFFERED=1
 export PYTHONSAFEPATH=1 PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD"
 gpus=$(nvidia-smi -L | wc -l)
 failures=0
+wanted() { [ -z "${GPU_CHECKS:-}" ] || [[ " $GPU_CHECKS " == *" $1 "* ]]; }
 
 check() {  # check NAME MARKER COUNT EXIT BPSLAUNCH_ARGS...: COUNT lines carry MARKER; the job exits EXIT ("any")
   local name=$1 marker=$2 count=$3 want=$4
   shift 4
+  wanted "$name" || return 0
   local started=$SECONDS
   timeout 600 python3 -m bps_tf.launcher --local "$@" > "$out/$name.log" 2>&1
   local code=$? found
@@ -94,7 +97,9 @@ done
 # Two worker machines sharing the GPUs under NVIDIA's MPS (bpslaunch --mps): the GPU kernels' sums again, and
 # the daemon bpslaunch started served both workers (its log, in a folder given to it and so kept, names each
 # new client) and is gone after the job.
-if command -v nvidia-cuda-mps-control > /dev/null; then
+if ! wanted mps; then
+  :
+elif command -v nvidia-cuda-mps-control > /dev/null; then
   mps_log=$(mktemp -d)
   mps_processes() { pgrep -u "$(id -u)" -c -f "nvidia-cuda-mps-(control -f|server)"; }
   before=$(mps_processes)
@@ -139,6 +144,6 @@ killed_worker() {
     failures=$((failures + 1))
   fi
 }
-killed_worker
+wanted killed_worker && killed_worker
 echo "== $failures failed"
 exit $((failures > 0))
