@@ -2,8 +2,8 @@
 
 Several processes on one GPU take turns on it without MPS (time slices of the whole GPU): while one process's
 kernels run, another's copies to and from the host wait. Under MPS their kernels and copies run at once. With
-2 workers sharing one GPU through a server on the host, the encoder of docs/gpu.md trained 1.10x (mixed
-precision) and 1.12x (float32) faster under MPS. It is meant for processes that share a GPU.
+2 workers sharing one GPU through a server on the host, the encoder of docs/gpu.md trained 1.06x (mixed
+precision) and 1.18x (float32) faster under MPS. It is meant for processes that share a GPU.
 
 bpslaunch starts a control daemon of the job's own (`nvidia-cuda-mps-control -f`, a child that dies with
 bpslaunch, its pipe folder in a private temporary folder), gives every process it starts
@@ -73,20 +73,15 @@ def run_under_daemon(environ, run_job, which=shutil.which, start_timeout=START_T
         # StopSignals takes over the same record (stop_signals.py).
         with StopSignals() as stop:
             daemon = _start(control, daemon_env, start_timeout, stopped=lambda: bool(stop.received))
-            ready = not stop.received
+            if stop.received:
+                stop_process_groups([daemon], KILL_GRACE_S)
+                return SIGNAL_EXIT_BASE + stop.received[0]
+            environ.update(folders)
             try:
-                if not ready:
-                    return SIGNAL_EXIT_BASE + stop.received[0]
-                environ.update(folders)
-                try:
-                    return run_job()
-                finally:
-                    _restore(environ, saved)
+                return run_job()
             finally:
-                if ready:
-                    _stop(control, daemon, daemon_env, stop_timeout)
-                else:
-                    stop_process_groups([daemon], KILL_GRACE_S)
+                _restore(environ, saved)
+                _stop(control, daemon, daemon_env, stop_timeout)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

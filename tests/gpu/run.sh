@@ -97,9 +97,7 @@ done
 # Two worker machines sharing the GPUs under NVIDIA's MPS (bpslaunch --mps): the GPU kernels' sums again, and
 # the daemon bpslaunch started served both workers (its log, in a folder given to it and so kept, names each
 # new client) and is gone after the job.
-if ! wanted mps; then
-  :
-elif command -v nvidia-cuda-mps-control > /dev/null; then
+if wanted mps && command -v nvidia-cuda-mps-control > /dev/null; then
   mps_log=$(mktemp -d)
   mps_processes() { pgrep -u "$(id -u)" -c -f "nvidia-cuda-mps-(control -f|server)"; }
   before=$(mps_processes)
@@ -115,7 +113,7 @@ elif command -v nvidia-cuda-mps-control > /dev/null; then
     echo "FAIL mps"
     failures=$((failures + 1))
   fi
-else
+elif wanted mps; then
   echo "SKIP mps (nvidia-cuda-mps-control is not on PATH)"
 fi
 
