@@ -67,7 +67,7 @@ if [ "$gpus" -gt 1 ]; then
     --servers 1 -- python3 tests/workers/run_checks.py strategy_equivalence.py 1
   check strategy_process_per_gpu_two_machines "strategy equals single-process training" 4 0 --workers 2 \
     --local-size 2 --servers 1 -- python3 tests/workers/run_checks.py strategy_equivalence.py 1
-else
+elif wanted strategy_process_per_gpu || wanted strategy_process_per_gpu_two_machines; then
   echo "SKIP strategy_process_per_gpu, strategy_process_per_gpu_two_machines (one process per GPU needs 2 GPUs)"
 fi
 check strategy_features "strategy features ok" 2 0 --workers 2 --servers 1 -- \
