@@ -155,7 +155,10 @@ def communication_counters():
     `rounds_behind`, with backup workers, the fewest, over the partitions of the gradients, of how many more
     rounds their server had completed than the one the newest reply to this worker's push was for (0: on
     time). So many of this worker's next rounds are complete for every gradient: it may skip computing them
-    and push anything (it is dropped) to take those rounds' results, as Keras fit under BytePSStrategy does."""
+    and push anything (it is dropped) to take those rounds' results, as Keras fit under BytePSStrategy does;
+    `bytes_kept_after_failure`, the memory of failed push_pulls whose pushes went in place, which a server on
+    this host might still have written: held until the next generation of an elastic job forms with the same
+    servers, for good after a lost server or scheduler."""
     return _core.communication_counters()
 
 

@@ -6,6 +6,7 @@
 // summing thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -49,6 +50,9 @@ struct ServerKey : std::enable_shared_from_this<ServerKey> {
   std::shared_ptr<SharedArena> arena;
   std::unique_ptr<KeyRound> round;  // made on the first push
   std::vector<ParkedPull> parked;   // waiting for their round's sum; summing thread only
+  // Its generation ended (set while the summing threads are held): a push that reached it before and is
+  // summed after is refused, so that no sum is written into a worker's memory once the server reset.
+  std::atomic<bool> retired{false};
 };
 
 class RoundSettler {

@@ -257,7 +257,9 @@ void Server::HandleWorkerFinished(int rank, bool joined) {
       SendAsyncReplies(async_->Finished(key.second->spec, FinishedContributors(key.second->spec)));
       continue;
     }
-    SumThreadFor(key.first).Post([this, key] { settler_.Settle(key.first, key.second.get()); });
+    SumThreadFor(key.first).Post([this, key] {
+      if (!key.second->retired) settler_.Settle(key.first, key.second.get());
+    });
   }
 }
 
@@ -285,6 +287,7 @@ void Server::HandleReset(bool dropped) {
   {
     std::lock_guard<std::mutex> lock(keys_mu_);
     const std::set<PeerId> identified = generation_.End(dropped);
+    for (auto& key : keys_) key.second->retired = true;
     if (dropped) {
       const Status gone = Aborted(kRoundDropped);
       for (auto& key : keys_) {
@@ -631,6 +634,7 @@ Status Server::PlaceInHeap(const Message& m, const ServerKey& entry, std::shared
 
 void Server::SumPush(uint64_t key, ServerKey* entry, int rank, bool zeros, const ParkedPull& pull,
                      const void* in_place_input) {
+  if (entry->retired) return settler_.ReplyError(pull, key, Aborted(kRoundDropped));
   const uint64_t dropped = entry->round->dropped_pushes();
   // A published key's sum is fetched by its readers later: it must stay in the key's buffers.
   const bool may_wait = entry->spec.scope != TensorScope::kPublished;

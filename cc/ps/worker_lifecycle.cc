@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cc/common/clock.h"
+#include "cc/common/kept_after_failure.h"
 #include "cc/common/logging.h"
 #include "cc/ps/node_setup.h"
 
@@ -92,6 +93,10 @@ Status WorkerLifecycle::TakeBook(const AddressBook& book) {
     // servers, and this worker takes a new place among workers.
     BPS_RETURN_IF_ERROR(servers_->Connect(book.servers));
     shared_->SetServers(servers_->Names(), servers_->OnThisHost());
+  } else {
+    // A generation forms once every server reset (drained) the one before: none writes into what the
+    // pushes in place of that generation named.
+    KeptAfterFailure::OfProcess().ServersDrained();
   }
   return servers_->Identify(rank_, book.your_token);
 }
@@ -203,6 +208,7 @@ void WorkerLifecycle::OnPeerLost(PeerId peer, const Status& why) {
   }
   Status lost = Unavailable("lost " + who + ": it exited or its connection broke (" + why.message() + ")");
   if (scheduler_may_return) {
+    KeptAfterFailure::OfProcess().KeepForever();  // whether every server dropped its rounds is not known
     BreakGeneration(Aborted(lost.message() + "; the job goes on once a scheduler is started again at " +
                             config_.root_uri + ":" + std::to_string(config_.root_port) +
                             " (bpslaunch --max-restarts), within BYTEPS_ELASTIC_TIMEOUT"));
@@ -210,6 +216,7 @@ void WorkerLifecycle::OnPeerLost(PeerId peer, const Status& why) {
     // An elastic job goes on without a lost server while another is left (the scheduler says which): this
     // generation is over.
     servers_->Lost(peer);
+    KeptAfterFailure::OfProcess().KeepForever();  // before the generation's requests fail and keep their memory
     BreakGeneration(Aborted("the job's servers changed: " + lost.message()));
   } else if (servers_->Retired(peer)) {
     // A server of an earlier generation: it had no part in this one.

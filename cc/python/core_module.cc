@@ -7,6 +7,7 @@
 
 #include "cc/common/clock.h"
 #include "cc/common/communication_counters.h"
+#include "cc/common/kept_after_failure.h"
 #include "cc/common/process_set.h"
 #include "cc/common/timeline.h"
 #include "cc/ps/partition_planner.h"
@@ -229,6 +230,7 @@ PYBIND11_MODULE(_core, m) {
     counters["late_pushes"] = totals.late_pushes;
     counters["bytes_pushed_in_place"] = totals.bytes_pushed_in_place;
     counters["rounds_behind"] = totals.rounds_behind;
+    counters["bytes_kept_after_failure"] = KeptAfterFailure::OfProcess().bytes();
     return counters;
   });
   m.def("plan_partitions", &PlanPartitions, py::arg("num_servers"), py::arg("partition_bytes"),

@@ -1,8 +1,9 @@
 #include "cc/tf/kernel_util.h"
 
-#include <mutex>
+#include <utility>
 #include <vector>
 
+#include "cc/common/kept_after_failure.h"
 #include "cc/common/process_set.h"
 #include "cc/runtime/process_engine.h"
 #include "cc/tf/adapters.h"
@@ -35,19 +36,18 @@ void Enqueue(OpKernelContext* context, Engine& engine, PushPullRequest request, 
   request.in_place = std::make_shared<std::atomic<bool>>(false);
   request.done = [context, done, in_place = request.in_place, kept_input = input,
                   kept_output = *output](const Status& status) {
-    if (!status.ok() && in_place->load()) KeepForGood(kept_input, kept_output);
+    if (!status.ok() && in_place->load()) KeepAfterFailure(kept_input, kept_output);
     context->SetStatus(tf_adapter::ToTfStatus(status));
     done();
   };
   engine.Enqueue(std::move(request));
 }
 
-void KeepForGood(const tensorflow::Tensor& input, const tensorflow::Tensor& output) {
-  static std::mutex mu;
-  static auto* kept = new std::vector<tensorflow::Tensor>();
-  std::lock_guard<std::mutex> lock(mu);
-  kept->push_back(input);
-  kept->push_back(output);
+void KeepAfterFailure(const tensorflow::Tensor& input, const tensorflow::Tensor& output) {
+  const bool shared = input.data() == output.data();  // TensorFlow forwarded the input as the output
+  const uint64_t bytes = input.TotalBytes() + (shared ? 0 : output.TotalBytes());
+  KeptAfterFailure::OfProcess().Keep(std::make_shared<std::pair<tensorflow::Tensor, tensorflow::Tensor>>(input, output),
+                                     bytes);
 }
 
 absl::Status ReadProcessSet(tensorflow::OpKernelConstruction* context, std::vector<int32_t>* members) {

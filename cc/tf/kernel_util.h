@@ -17,15 +17,15 @@ std::shared_ptr<Engine> EngineOrFail(tensorflow::OpKernelContext* context, const
 // Reduces `input` across workers into `output` (the same shape and dtype; it may share `input`'s buffer) as
 // `request` says (its name, priority, op, process set, scope, nonzero range; the rest is filled in here);
 // calls done() when finished, with the core's status converted to a TF status. Its pushes may go in place
-// (PushPullRequest::in_place): after a failure of one that did, the tensors are never freed (KeepForGood).
+// (PushPullRequest::in_place): after a failure of one that did, the tensors are kept (KeepAfterFailure).
 void Enqueue(tensorflow::OpKernelContext* context, Engine& engine, PushPullRequest request,
              const tensorflow::Tensor& input, tensorflow::Tensor* output,
              tensorflow::AsyncOpKernel::DoneCallback done);
 
-// Keeps the buffers of a push_pull that failed until the process ends: a server on this host may still
-// write into them (a round it completes after the worker gave up), and memory TensorFlow reused must
-// never receive that. Failures end a job, or an elastic job's generation, so little is kept.
-void KeepForGood(const tensorflow::Tensor& input, const tensorflow::Tensor& output);
+// Keeps the buffers of a push_pull whose pushes went in place and failed until no server can write into
+// them any more (KeptAfterFailure: the next generation of an elastic job formed with the same servers; in
+// other cases for the life of the process): memory TensorFlow reused must never receive a late sum.
+void KeepAfterFailure(const tensorflow::Tensor& input, const tensorflow::Tensor& output);
 
 // BytepsGather's inputs checked (rows with a first dimension, scalar offset and total, the rows fitting at
 // `offset` of `total` rows): the output's shape and this worker's first row, or the error to report.
