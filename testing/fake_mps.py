@@ -1,8 +1,8 @@
 """A stand-in for NVIDIA's `nvidia-cuda-mps-control` on machines without the driver, for the tests of bpslaunch's
 --mps (bps_tf/launcher/mps.py): `install(folder)` writes an executable of that name into `folder` (put it first
-on PATH). Like the real one, `-f` runs the control daemon in the foreground, listening on a Unix socket of sequenced
-packets named `control` in $CUDA_MPS_PIPE_DIRECTORY, and without arguments the program sends the commands of its standard
-input to that daemon; `quit` ends it. It appends what it does to $FAKE_MPS_RECORD ("started PID PIPE",
+on PATH). Like the real one, `-f` runs the control daemon in the foreground, listening on a Unix socket of
+sequenced packets named `control` in $CUDA_MPS_PIPE_DIRECTORY, and without arguments the program sends the
+commands of its standard input to that daemon; `quit` ends it. It appends what it does to $FAKE_MPS_RECORD ("started PID PIPE",
 "quit PID"). $FAKE_MPS_MODE makes it misbehave: "exit" (fails at once, saying why), "mute" (never listens),
 "stubborn" (listens, then ignores quit and SIGTERM)."""
 

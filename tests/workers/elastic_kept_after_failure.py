@@ -2,12 +2,12 @@
 still write a sum into it, let go once the next generation formed with the same servers.
 
 An elastic job whose servers run on the workers' host. Each step push_pulls an 8 MB float32 tensor of
-TensorFlow's own memory (in the heap the servers map: its pushes go in place). At step 1 the job's last
-worker waits before pushing until PID_DIR/go exists, while the others' pushes wait at the servers: the test
-kills that worker, or a server, and their push_pull fails when the generation breaks. Each worker appends to
+TensorFlow's own memory (in the heap the servers map: its pushes go in place). At step 1 the job's last worker
+waits before pushing until PID_DIR/go exists, while the others' pushes wait at the servers: the test kills
+that worker, or a server, and their push_pull fails when the generation breaks. Each worker appends to
 PID_DIR/kept.<worker id> "step <step> size <workers> kept <bytes kept>" before each step, "failed <bytes
-kept>" at a failure and "done <bytes kept>" at the end, and writes PID_DIR/pushing.<worker id> just before
-its push_pull of step 1.
+kept>" at a failure and "done <bytes kept>" at the end (the waiting worker gives up after 2 minutes), and
+writes PID_DIR/pushing.<worker id> just before its push_pull of step 1.
 
 Usage: elastic_kept_after_failure.py STEPS PID_DIR"""
 
@@ -25,6 +25,7 @@ from bps_tf.elastic import ObjectState
 from bps_tf.elastic.generations import run_fn
 
 ELEMENTS = (8 << 20) // 4
+GO_TIMEOUT_S = 120  # the test kills the waiting worker, or writes "go", within seconds
 
 
 def kept_bytes():
@@ -49,7 +50,10 @@ def main():
             size = bps.size()
             note(f"step {state.step} size {size} kept {kept_bytes()}")
             if state.step == 1:
+                deadline = time.monotonic() + GO_TIMEOUT_S
                 while waits and not (pid_dir / "go").exists():
+                    if time.monotonic() > deadline:
+                        sys.exit(f"worker {worker_id}: no {pid_dir / 'go'} within {GO_TIMEOUT_S} s")
                     time.sleep(0.05)
                 (pid_dir / f"pushing.{worker_id}").touch()
             x = tf.fill([ELEMENTS], float(bps.rank() + 1)) * 1  # TensorFlow's own memory
